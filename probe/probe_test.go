@@ -191,4 +191,3 @@ func TestInfoJSON(t *testing.T) {
 		t.Errorf("backends = %d, want 4 (cpu, cuda, metal, vulkan)", n)
 	}
 }
-
