@@ -1,0 +1,90 @@
+// Package backends owns the native runtimes modeld runs models on: llama.cpp
+// (backends/llama, GGUF chat models, hosted in runner child processes) and ONNX
+// Runtime (backends/onnx, task pipelines). Native code lives only below this
+// package. The root package knows where the runtime libraries are installed and
+// whether they are complete; it loads nothing itself.
+package backends
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// Libs is the layout of the runtime-library root that scripts/bootstrap fills.
+type Libs struct {
+	Root string // holds llama/ and onnxruntime/
+}
+
+// LlamaDir is the directory holding libllama.so and the ggml backends.
+func (l Libs) LlamaDir() string { return filepath.Join(l.Root, "llama") }
+
+// ONNXRuntimePath is the path of the ONNX Runtime shared library.
+func (l Libs) ONNXRuntimePath() string {
+	return filepath.Join(l.Root, "onnxruntime", "libonnxruntime.so.1")
+}
+
+// LibStatus says whether one runtime library set is installed.
+type LibStatus struct {
+	Name      string   `json:"name"`
+	Dir       string   `json:"dir"`
+	Installed bool     `json:"installed"`
+	Version   string   `json:"version,omitempty"` // what scripts/bootstrap recorded
+	Missing   []string `json:"missing,omitempty"`
+	GPU       []string `json:"gpu_backends,omitempty"`
+	Fix       string   `json:"fix,omitempty"`
+}
+
+// Error describes a missing library set in one line, with the command that installs it.
+func (s LibStatus) Error() string {
+	return fmt.Sprintf("%s runtime libraries missing in %s (%s): run %s",
+		s.Name, s.Dir, strings.Join(s.Missing, ", "), s.Fix)
+}
+
+// Check inspects both library sets without loading them.
+func (l Libs) Check() []LibStatus {
+	return []LibStatus{l.checkLlama(), l.checkONNX()}
+}
+
+func (l Libs) checkLlama() LibStatus {
+	dir := l.LlamaDir()
+	s := LibStatus{Name: "llama.cpp", Dir: dir}
+	for _, f := range []string{"libllama.so", "libggml.so", "libggml-base.so"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			s.Missing = append(s.Missing, f)
+		}
+	}
+	if cpus, _ := filepath.Glob(filepath.Join(dir, "libggml-cpu-*.so")); len(cpus) == 0 {
+		s.Missing = append(s.Missing, "libggml-cpu-*.so")
+	}
+	for _, g := range []string{"cuda", "vulkan"} {
+		if _, err := os.Stat(filepath.Join(dir, "libggml-"+g+".so")); err == nil {
+			s.GPU = append(s.GPU, g)
+		}
+	}
+	return l.finish(s, dir)
+}
+
+func (l Libs) checkONNX() LibStatus {
+	dir := filepath.Dir(l.ONNXRuntimePath())
+	s := LibStatus{Name: "onnxruntime", Dir: dir}
+	if _, err := os.Stat(l.ONNXRuntimePath()); err != nil {
+		s.Missing = append(s.Missing, "libonnxruntime.so.1")
+	}
+	return l.finish(s, dir)
+}
+
+func (l Libs) finish(s LibStatus, dir string) LibStatus {
+	s.Installed = len(s.Missing) == 0
+	if b, err := os.ReadFile(filepath.Join(dir, ".installed")); err == nil {
+		s.Version = strings.TrimSpace(string(b))
+	}
+	if !s.Installed {
+		s.Fix = "scripts/bootstrap"
+		if l.Root != "" {
+			s.Fix = "scripts/bootstrap --lib-dir " + l.Root
+		}
+	}
+	return s
+}
