@@ -1,0 +1,309 @@
+package ggufgen
+
+import (
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"math"
+	"os"
+)
+
+// VocabKind selects the tokenizer of a generated model.
+type VocabKind int
+
+const (
+	// SPM is a SentencePiece vocabulary (tokenizer.ggml.model = "llama") with
+	// byte tokens <0xXX> as fallback.
+	SPM VocabKind = iota
+	// BPE is a byte-level BPE vocabulary (tokenizer.ggml.model = "gpt2") with
+	// merges.
+	BPE
+)
+
+func (k VocabKind) String() string {
+	switch k {
+	case SPM:
+		return "spm"
+	case BPE:
+		return "bpe"
+	}
+	return fmt.Sprintf("VocabKind(%d)", int(k))
+}
+
+// ParseVocabKind parses "spm" or "bpe".
+func ParseVocabKind(s string) (VocabKind, error) {
+	switch s {
+	case "spm":
+		return SPM, nil
+	case "bpe":
+		return BPE, nil
+	}
+	return 0, fmt.Errorf("ggufgen: unknown vocabulary kind %q (want spm or bpe)", s)
+}
+
+// TensorType is the storage type of the weight matrices (norms are always F32).
+type TensorType int
+
+const (
+	F32 TensorType = iota
+	F16
+)
+
+// ChatMLTemplate is the ChatML chat template that llama.cpp's built-in
+// template matcher recognises.
+const ChatMLTemplate = "{% for message in messages %}" +
+	"{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n'}}" +
+	"{% endfor %}" +
+	"{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
+
+// Options describe a generated llama-architecture model. Zero fields take the
+// defaults of Tiny.
+type Options struct {
+	Vocab VocabKind
+	// VocabSize is the approximate vocabulary size, grown with letter pairs
+	// and triples; the base vocabulary (specials, bytes, characters, words:
+	// ~670 tokens SPM, ~800 BPE) is always there (default 512, i.e. the base).
+	VocabSize int
+	Embd      int // embedding width (default 64)
+	Layers    int // transformer blocks (default 2)
+	Heads     int // attention heads (default 4)
+	HeadsKV   int // key/value heads (default Heads)
+	FF        int // feed-forward width (default 2*Embd)
+	Context   int // trained context length, llama.context_length (default 2048)
+	Type      TensorType
+	Seed      uint64
+	// Template is tokenizer.chat_template; "" means ChatMLTemplate.
+	Template string
+	// NoTemplate leaves tokenizer.chat_template out of the file.
+	NoTemplate bool
+	// Name is general.name (default "modeld-test-<vocab>").
+	Name string
+}
+
+// Tiny returns the options of a test model of under 1 MB: 64 wide, 2 layers,
+// the base vocabulary, F32.
+func Tiny(v VocabKind) Options {
+	return Options{Vocab: v}.withDefaults()
+}
+
+// Bench returns the options of the benchmark model: F16, ~35 MB.
+func Bench(v VocabKind) Options {
+	return Options{
+		Vocab: v, VocabSize: 2048, Embd: 512, Layers: 6, Heads: 8, FF: 1024,
+		Context: 4096, Type: F16,
+	}.withDefaults()
+}
+
+func (o Options) withDefaults() Options {
+	if o.VocabSize == 0 {
+		o.VocabSize = 512
+	}
+	if o.Embd == 0 {
+		o.Embd = 64
+	}
+	if o.Layers == 0 {
+		o.Layers = 2
+	}
+	if o.Heads == 0 {
+		o.Heads = 4
+	}
+	if o.HeadsKV == 0 {
+		o.HeadsKV = o.Heads
+	}
+	if o.FF == 0 {
+		o.FF = 2 * o.Embd
+	}
+	if o.Context == 0 {
+		o.Context = 2048
+	}
+	if o.Template == "" {
+		o.Template = ChatMLTemplate
+	}
+	if o.Name == "" {
+		o.Name = "modeld-test-" + o.Vocab.String()
+	}
+	return o
+}
+
+func (o Options) validate() error {
+	var errs []error
+	if o.Vocab != SPM && o.Vocab != BPE {
+		errs = append(errs, fmt.Errorf("unknown vocabulary kind %d", int(o.Vocab)))
+	}
+	if o.Type != F32 && o.Type != F16 {
+		errs = append(errs, fmt.Errorf("unknown tensor type %d", int(o.Type)))
+	}
+	for name, n := range map[string]int{"Embd": o.Embd, "Layers": o.Layers, "Heads": o.Heads,
+		"HeadsKV": o.HeadsKV, "FF": o.FF, "Context": o.Context, "VocabSize": o.VocabSize} {
+		if n < 0 {
+			errs = append(errs, fmt.Errorf("%s is negative (%d)", name, n))
+		}
+	}
+	if o.Heads > 0 && o.Embd%o.Heads != 0 {
+		errs = append(errs, fmt.Errorf("Embd %d is not a multiple of Heads %d", o.Embd, o.Heads))
+	} else if o.Heads > 0 && (o.Embd/o.Heads)%2 != 0 {
+		errs = append(errs, fmt.Errorf("head width %d must be even for RoPE", o.Embd/o.Heads))
+	}
+	if o.HeadsKV > 0 && o.Heads%o.HeadsKV != 0 {
+		errs = append(errs, fmt.Errorf("Heads %d is not a multiple of HeadsKV %d", o.Heads, o.HeadsKV))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("ggufgen: invalid options: %w", err)
+	}
+	return nil
+}
+
+// WriteFile writes the model described by o to path.
+func WriteFile(path string, o Options) (err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("ggufgen: %w", err)
+	}
+	defer func() {
+		if cerr := f.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("ggufgen: %w", cerr)
+		}
+	}()
+	return Write(f, o)
+}
+
+// Write writes the model described by o to w. The same options always give
+// the same bytes.
+func Write(w io.Writer, o Options) error {
+	o = o.withDefaults()
+	if err := o.validate(); err != nil {
+		return err
+	}
+	var v *vocab
+	if o.Vocab == BPE {
+		v = bpeVocab(o.VocabSize)
+	} else {
+		v = spmVocab(o.VocabSize)
+	}
+	return writeGGUF(w, metadata(o, v), tensors(o, v))
+}
+
+func metadata(o Options, v *vocab) []kv {
+	fileType := uint32(0)
+	if o.Type == F16 {
+		fileType = 1
+	}
+	headDim := o.Embd / o.Heads
+	kvs := []kv{
+		{"general.architecture", "llama"},
+		{"general.name", o.Name},
+		{"general.file_type", fileType},
+		{"llama.context_length", uint32(o.Context)},
+		{"llama.embedding_length", uint32(o.Embd)},
+		{"llama.block_count", uint32(o.Layers)},
+		{"llama.feed_forward_length", uint32(o.FF)},
+		{"llama.attention.head_count", uint32(o.Heads)},
+		{"llama.attention.head_count_kv", uint32(o.HeadsKV)},
+		{"llama.attention.layer_norm_rms_epsilon", float32(1e-5)},
+		{"llama.rope.dimension_count", uint32(headDim)},
+		{"llama.rope.freq_base", float32(10000)},
+		{"llama.vocab_size", uint32(len(v.tokens))},
+		{"tokenizer.ggml.model", v.model},
+	}
+	if v.model == "gpt2" {
+		kvs = append(kvs, kv{"tokenizer.ggml.pre", "gpt-2"})
+	}
+	kvs = append(kvs,
+		kv{"tokenizer.ggml.tokens", v.tokens},
+		kv{"tokenizer.ggml.token_type", v.types},
+	)
+	if v.scores != nil {
+		kvs = append(kvs, kv{"tokenizer.ggml.scores", v.scores})
+	}
+	if v.merges != nil {
+		kvs = append(kvs, kv{"tokenizer.ggml.merges", v.merges})
+	}
+	kvs = append(kvs,
+		kv{"tokenizer.ggml.bos_token_id", v.bos},
+		kv{"tokenizer.ggml.eos_token_id", v.eos},
+	)
+	if v.unk >= 0 {
+		kvs = append(kvs, kv{"tokenizer.ggml.unknown_token_id", uint32(v.unk)})
+	}
+	kvs = append(kvs,
+		kv{"tokenizer.ggml.add_bos_token", v.model == "llama"},
+		kv{"tokenizer.ggml.add_eos_token", false},
+	)
+	if !o.NoTemplate {
+		kvs = append(kvs, kv{"tokenizer.chat_template", o.Template})
+	}
+	return kvs
+}
+
+// tensors lists the llama tensors with deterministic uniform weights. The
+// scales keep every layer's output of order one and give the output
+// projection logits with a spread of a few units, so greedy decoding wanders
+// through the vocabulary instead of repeating one token. Control and byte
+// tokens get a zero output row: greedy decoding never picks them.
+func tensors(o Options, v *vocab) []*tensor {
+	typ := ggmlF32
+	if o.Type == F16 {
+		typ = ggmlF16
+	}
+	nv := uint64(len(v.tokens))
+	e, ff := uint64(o.Embd), uint64(o.FF)
+	kvDim := e / uint64(o.Heads) * uint64(o.HeadsKV)
+	inv := 1 / math.Sqrt(float64(o.Embd))
+	ones := func(dst []float32) {
+		for i := range dst {
+			dst[i] = 1
+		}
+	}
+	rnd := func(name string, std float64) func([]float32) {
+		return func(dst []float32) { uniform(dst, o.Seed, name, std) }
+	}
+	out := func(dst []float32) {
+		uniform(dst, o.Seed, "output.weight", 3*inv)
+		for _, id := range v.silence {
+			clear(dst[uint64(id)*e : uint64(id+1)*e])
+		}
+	}
+	ts := []*tensor{
+		{name: "token_embd.weight", dims: []uint64{e, nv}, typ: typ, fill: rnd("token_embd.weight", 1)},
+		{name: "output_norm.weight", dims: []uint64{e}, typ: ggmlF32, fill: ones},
+		{name: "output.weight", dims: []uint64{e, nv}, typ: typ, fill: out},
+	}
+	for l := 0; l < o.Layers; l++ {
+		p := fmt.Sprintf("blk.%d.", l)
+		mat := func(name string, d0, d1 uint64, std float64) *tensor {
+			return &tensor{name: p + name, dims: []uint64{d0, d1}, typ: typ, fill: rnd(p+name, std)}
+		}
+		ts = append(ts,
+			&tensor{name: p + "attn_norm.weight", dims: []uint64{e}, typ: ggmlF32, fill: ones},
+			mat("attn_q.weight", e, e, 2*inv),
+			mat("attn_k.weight", e, kvDim, 2*inv),
+			mat("attn_v.weight", e, kvDim, inv),
+			mat("attn_output.weight", e, e, inv),
+			&tensor{name: p + "ffn_norm.weight", dims: []uint64{e}, typ: ggmlF32, fill: ones},
+			mat("ffn_gate.weight", e, ff, inv),
+			mat("ffn_up.weight", e, ff, inv),
+			mat("ffn_down.weight", ff, e, 1/math.Sqrt(float64(o.FF))),
+		)
+	}
+	return ts
+}
+
+// uniform fills dst with values uniform in [-std√3, std√3] (standard
+// deviation std) from a splitmix64 stream keyed by seed and tensor name, so a
+// tensor's values do not depend on the order tensors are written in.
+func uniform(dst []float32, seed uint64, name string, std float64) {
+	h := fnv.New64a()
+	h.Write([]byte(name))
+	state := seed ^ h.Sum64()
+	a := std * math.Sqrt(3)
+	for i := range dst {
+		state += 0x9e3779b97f4a7c15
+		z := state
+		z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
+		z = (z ^ z>>27) * 0x94d049bb133111eb
+		z ^= z >> 31
+		u := float64(z>>11) / (1 << 53) // [0, 1)
+		dst[i] = float32((2*u - 1) * a)
+	}
+}
