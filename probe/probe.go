@@ -263,3 +263,5 @@ func Run(ctx context.Context, src Sources, timeout time.Duration) Info {
 func Once(src Sources, timeout time.Duration) func() Info {
 	return sync.OnceValue(func() Info { return Run(context.Background(), src, timeout) })
 }
+
+func (d Duration) String() string { return time.Duration(d).String() }

@@ -1,0 +1,165 @@
+// Package api is modeld's HTTP surface: the OpenAI-compatible wire types, the
+// handlers that translate them into calls on the store, the cache and the
+// pipelines, and the one place (errors.go) that maps errors to status codes.
+// Handlers hold no model state of their own.
+package api
+
+import (
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/modeld/modeld/backends"
+	"github.com/modeld/modeld/probe"
+)
+
+// Options are the server's dependencies and settings, built by cmd/modeld.
+type Options struct {
+	Version string
+	Probe   probe.Info
+	Libs    backends.Libs
+	Log     *slog.Logger
+	// Settings is the effective configuration shown by /v1/system (no secrets).
+	Settings any
+	// Origins are browser origins allowed by CORS in addition to loopback pages
+	// and browser extensions.
+	Origins []string
+}
+
+// Server routes modeld's HTTP API.
+type Server struct {
+	opt     Options
+	log     *slog.Logger
+	engine  *gin.Engine
+	started time.Time
+	// system collects sections that other parts add to GET /v1/system.
+	system map[string]func() any
+}
+
+// New builds the router. Further route groups are added with the Register* methods
+// before Handler is served.
+func New(opt Options) *Server {
+	gin.SetMode(gin.ReleaseMode)
+	if opt.Log == nil {
+		opt.Log = slog.Default()
+	}
+	s := &Server{opt: opt, log: opt.Log, engine: gin.New(), started: time.Now(), system: map[string]func() any{}}
+	s.engine.HandleMethodNotAllowed = true
+	s.engine.Use(s.recoverer, s.logRequests, s.cors)
+	s.engine.NoRoute(func(c *gin.Context) {
+		writeError(c, &Error{Status: http.StatusNotFound, Type: "invalid_request_error", Code: "not_found",
+			Message: "no route for " + c.Request.Method + " " + c.Request.URL.Path})
+	})
+	s.engine.NoMethod(func(c *gin.Context) {
+		writeError(c, &Error{Status: http.StatusMethodNotAllowed, Type: "invalid_request_error", Code: "method_not_allowed",
+			Message: c.Request.Method + " is not allowed on " + c.Request.URL.Path})
+	})
+	s.engine.GET("/health", s.health)
+	s.engine.HEAD("/health", s.health)
+	s.engine.GET("/v1/system", s.systemInfo)
+	return s
+}
+
+// Handler is the http.Handler to serve.
+func (s *Server) Handler() http.Handler { return s.engine }
+
+// Engine exposes the router so that other files of this package add routes.
+func (s *Server) router() *gin.Engine { return s.engine }
+
+// AddSystemSection adds a key to GET /v1/system whose value f computes per request.
+func (s *Server) AddSystemSection(key string, f func() any) { s.system[key] = f }
+
+func (s *Server) health(c *gin.Context) {
+	c.JSON(http.StatusOK, gin.H{"status": "ok"})
+}
+
+func (s *Server) systemInfo(c *gin.Context) {
+	out := gin.H{
+		"version":   s.opt.Version,
+		"uptime":    time.Since(s.started).Round(time.Second).String(),
+		"probe":     s.opt.Probe,
+		"libraries": s.opt.Libs.Check(),
+		"config":    s.opt.Settings,
+	}
+	for k, f := range s.system {
+		out[k] = f()
+	}
+	c.JSON(http.StatusOK, out)
+}
+
+func (s *Server) recoverer(c *gin.Context) {
+	defer func() {
+		if r := recover(); r != nil {
+			s.log.Error("handler panic", "method", c.Request.Method, "path", c.Request.URL.Path, "panic", r)
+			if !c.Writer.Written() {
+				writeError(c, &Error{Status: http.StatusInternalServerError, Type: "server_error", Message: "internal error"})
+			}
+			c.Abort()
+		}
+	}()
+	c.Next()
+}
+
+func (s *Server) logRequests(c *gin.Context) {
+	start := time.Now()
+	c.Next()
+	level := slog.LevelDebug
+	if c.Writer.Status() >= 500 {
+		level = slog.LevelWarn
+	}
+	s.log.Log(c.Request.Context(), level, "request", "method", c.Request.Method, "path", c.Request.URL.Path,
+		"status", c.Writer.Status(), "took", time.Since(start).Round(time.Microsecond))
+}
+
+// cors answers browser callers: pages on loopback, browser extensions, and the
+// configured extra origins. Other origins get no CORS headers, so browsers block them.
+func (s *Server) cors(c *gin.Context) {
+	origin := c.GetHeader("Origin")
+	if origin == "" || !s.originAllowed(origin) {
+		if c.Request.Method == http.MethodOptions && origin != "" {
+			c.AbortWithStatus(http.StatusForbidden)
+			return
+		}
+		c.Next()
+		return
+	}
+	h := c.Writer.Header()
+	h.Set("Access-Control-Allow-Origin", origin)
+	h.Add("Vary", "Origin")
+	h.Set("Access-Control-Expose-Headers", "X-Modeld-Device, Retry-After")
+	if c.Request.Method == http.MethodOptions {
+		h.Set("Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS")
+		h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type, OpenAI-Organization, OpenAI-Project, X-Stainless-Lang, X-Stainless-Package-Version, X-Stainless-OS, X-Stainless-Arch, X-Stainless-Runtime, X-Stainless-Runtime-Version, X-Stainless-Retry-Count, X-Stainless-Timeout")
+		h.Set("Access-Control-Max-Age", "600")
+		c.AbortWithStatus(http.StatusNoContent)
+		return
+	}
+	c.Next()
+}
+
+var extensionSchemes = []string{"chrome-extension://", "moz-extension://", "safari-web-extension://"}
+
+func (s *Server) originAllowed(origin string) bool {
+	for _, p := range extensionSchemes {
+		if strings.HasPrefix(origin, p) {
+			return true
+		}
+	}
+	for _, host := range []string{"localhost", "127.0.0.1", "[::1]"} {
+		for _, scheme := range []string{"http://", "https://"} {
+			base := scheme + host
+			if origin == base || strings.HasPrefix(origin, base+":") {
+				return true
+			}
+		}
+	}
+	for _, o := range s.opt.Origins {
+		if o == "*" || o == origin {
+			return true
+		}
+	}
+	return false
+}

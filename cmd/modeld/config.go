@@ -1,0 +1,345 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+)
+
+// Config is every setting of modeld, read once at start by loadConfig and passed
+// down. Nothing below cmd/modeld reads environment variables.
+type Config struct {
+	Listen     string
+	Home       string
+	LibDir     string
+	ConfigFile string
+	LogLevel   string
+	LogFormat  string
+
+	KeepAlive    time.Duration // < 0: keep loaded forever
+	MaxLoaded    int
+	RAMBudget    int64 // 0: automatic (a share of total RAM)
+	VRAMBudget   int64 // per GPU; 0: automatic (a share of each GPU's memory)
+	QueueSize    int
+	LoadWait     time.Duration
+	ChatSlots    int
+	ContextSize  int
+	Threads      int // 0: measured default
+	GPUTasks     []string
+	BatchTokens  int
+	BatchWait    time.Duration
+	Origins      []string
+	ProbeTimeout time.Duration
+
+	HFEndpoint string
+	HFToken    string // from HF_TOKEN; never printed
+	Offline    bool
+}
+
+// Tasks modeld serves; the GPU allowlist names a subset of them.
+var knownTasks = []string{"chat", "embed", "classify", "rerank", "summarize"}
+
+// setting is one configuration value: a flag --name, the environment variable
+// MODELD_NAME, and the config-file key name (dashes become underscores).
+type setting struct {
+	name    string
+	global  bool // a flag of every command, not only of serve
+	boolean bool // --name alone means true
+	help   string
+	def    func(c *Config) string
+	apply  func(c *Config, v string) error
+}
+
+func (s setting) env() string {
+	return "MODELD_" + strings.ToUpper(strings.ReplaceAll(s.name, "-", "_"))
+}
+
+func (s setting) key() string { return strings.ReplaceAll(s.name, "-", "_") }
+
+func static(v string) func(*Config) string { return func(*Config) string { return v } }
+
+// settings in resolution order: home first, since other defaults derive from it.
+var settings = []setting{
+	{name: "home", global: true, help: "directory of the model store, runtime libraries and config file",
+		def: func(*Config) string { return defaultHome() },
+		apply: func(c *Config, v string) error {
+			if v == "" {
+				return errors.New("must not be empty")
+			}
+			c.Home = v
+			return nil
+		}},
+	{name: "config", global: true, help: "optional JSON config file (keys are setting names with underscores)",
+		def:   func(c *Config) string { return filepath.Join(c.Home, "config.json") },
+		apply: func(c *Config, v string) error { c.ConfigFile = v; return nil }},
+	{name: "lib-dir", global: true, help: "runtime libraries installed by scripts/bootstrap (llama/ and onnxruntime/)",
+		def:   func(c *Config) string { return filepath.Join(c.Home, "lib") },
+		apply: func(c *Config, v string) error { c.LibDir = v; return nil }},
+	{name: "listen", global: true, help: "address the daemon listens on, and the CLI talks to (host:port)",
+		def: static("127.0.0.1:11435"), apply: parseListen},
+	{name: "log-level", global: true, help: "log level: debug, info, warn or error",
+		def: static("info"), apply: func(c *Config, v string) error {
+			return oneOf(&c.LogLevel, v, "debug", "info", "warn", "error")
+		}},
+	{name: "log-format", global: true, help: "log format: text or json",
+		def: static("text"), apply: func(c *Config, v string) error { return oneOf(&c.LogFormat, v, "text", "json") }},
+	{name: "hf-endpoint", global: true, help: "base URL of the model hub used by pull",
+		def: static("https://huggingface.co"), apply: func(c *Config, v string) error {
+			if !strings.HasPrefix(v, "https://") && !strings.HasPrefix(v, "http://") {
+				return fmt.Errorf("%q is not an http(s) URL", v)
+			}
+			c.HFEndpoint = strings.TrimRight(v, "/")
+			return nil
+		}},
+	{name: "offline", global: true, boolean: true, help: "refuse every network access (pull fails with a clear error)",
+		def: static("false"), apply: func(c *Config, v string) error {
+			b, err := strconv.ParseBool(v)
+			c.Offline = b
+			return err
+		}},
+
+	{name: "keep-alive", help: "how long an idle model stays loaded (duration or seconds; 0 = unload when idle, negative = forever)",
+		def: static("5m"), apply: func(c *Config, v string) error { return parseDuration(&c.KeepAlive, v, true) }},
+	{name: "max-loaded", help: "most models loaded at once",
+		def: static("3"), apply: func(c *Config, v string) error { return parseInt(&c.MaxLoaded, v, 1) }},
+	{name: "ram-budget", help: "RAM that loaded models may use (e.g. 16GiB, 800MB; auto = 80% of total RAM)",
+		def: static("auto"), apply: func(c *Config, v string) error { return parseSize(&c.RAMBudget, v) }},
+	{name: "vram-budget", help: "memory per GPU that loaded models may use (auto = 90% of each GPU's memory)",
+		def: static("auto"), apply: func(c *Config, v string) error { return parseSize(&c.VRAMBudget, v) }},
+	{name: "queue-size", help: "requests that may wait for a busy model before it answers 503",
+		def: static("32"), apply: func(c *Config, v string) error { return parseInt(&c.QueueSize, v, 0) }},
+	{name: "load-wait", help: "how long a load waits for memory held by busy models before it answers 503",
+		def: static("30s"), apply: func(c *Config, v string) error { return parseDuration(&c.LoadWait, v, false) }},
+	{name: "chat-slots", help: "parallel sequences per chat model (continuous batching)",
+		def: static("4"), apply: func(c *Config, v string) error { return parseInt(&c.ChatSlots, v, 1) }},
+	{name: "context-size", help: "largest context per chat model; a model's own trained context is used when smaller",
+		def: static("8192"), apply: func(c *Config, v string) error { return parseInt(&c.ContextSize, v, 64) }},
+	{name: "threads", help: "CPU threads per model (0 = measured default for this machine)",
+		def: static("0"), apply: func(c *Config, v string) error { return parseInt(&c.Threads, v, 0) }},
+	{name: "gpu-tasks", help: "tasks allowed on a GPU when one is usable (comma list of chat, embed, classify, rerank, summarize; or none)",
+		def: static("chat,embed,classify,rerank"), apply: parseTasks},
+	{name: "batch-tokens", help: "token budget of one merged forward pass of a task pipeline",
+		def: static("16384"), apply: func(c *Config, v string) error { return parseInt(&c.BatchTokens, v, 1) }},
+	{name: "batch-wait", help: "how long a task pipeline waits to merge concurrent requests",
+		def: static("2ms"), apply: func(c *Config, v string) error { return parseDuration(&c.BatchWait, v, false) }},
+	{name: "origins", help: "extra browser origins allowed by CORS (comma list; loopback pages and browser extensions are always allowed)",
+		def: static(""), apply: func(c *Config, v string) error { c.Origins = splitList(v); return nil }},
+	{name: "probe-timeout", help: "how long the GPU probe may take before a backend is reported as timed out",
+		def: static("5s"), apply: func(c *Config, v string) error { return parseDuration(&c.ProbeTimeout, v, false) }},
+}
+
+func defaultHome() string {
+	if x := os.Getenv("XDG_DATA_HOME"); x != "" {
+		return filepath.Join(x, "modeld")
+	}
+	h, err := os.UserHomeDir()
+	if err != nil {
+		return ".modeld"
+	}
+	return filepath.Join(h, ".local", "share", "modeld")
+}
+
+// addFlags registers the settings on fs: the global ones, or those of serve.
+func addFlags(fs *pflag.FlagSet, global bool) {
+	for _, s := range settings {
+		if s.global != global {
+			continue
+		}
+		def := s.def(&Config{Home: "$MODELD_HOME"})
+		fs.String(s.name, "", fmt.Sprintf("%s (env %s, default %q)", s.help, s.env(), def))
+		if s.boolean {
+			fs.Lookup(s.name).NoOptDefVal = "true"
+		}
+	}
+}
+
+// loadConfig resolves every setting: flag > MODELD_* environment > config file >
+// default. An invalid value is an error naming the setting.
+func loadConfig(fs *pflag.FlagSet, getenv func(string) string) (Config, error) {
+	var c Config
+	var file map[string]any
+	var errs []error
+	for _, s := range settings {
+		v, src := "", ""
+		if f := fs.Lookup(s.name); f != nil && f.Changed {
+			v, src = f.Value.String(), "flag --"+s.name
+		} else if e := getenv(s.env()); e != "" {
+			v, src = e, "environment "+s.env()
+		} else if fv, ok := file[s.key()]; ok {
+			v, src = fmt.Sprint(fv), fmt.Sprintf("%s key %q", c.ConfigFile, s.key())
+		} else {
+			v, src = s.def(&c), "default"
+		}
+		if err := s.apply(&c, v); err != nil {
+			errs = append(errs, fmt.Errorf("invalid %s (%s) = %q: %w", s.name, src, v, err))
+			continue
+		}
+		if s.name == "config" {
+			var err error
+			file, err = readConfigFile(c.ConfigFile, src != "default")
+			if err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	c.HFToken = getenv("HF_TOKEN")
+	return c, errors.Join(errs...)
+}
+
+// readConfigFile reads the optional JSON config file. A missing file is fine unless
+// it was named explicitly; unknown keys are errors.
+func readConfigFile(path string, explicit bool) (map[string]any, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) && !explicit {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("config file: %w", err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, fmt.Errorf("config file %s: %w", path, err)
+	}
+	known := map[string]bool{}
+	for _, s := range settings {
+		known[s.key()] = true
+	}
+	var unknown []string
+	for k := range m {
+		if !known[k] || k == "home" || k == "config" {
+			unknown = append(unknown, k)
+		}
+	}
+	if len(unknown) > 0 {
+		sort.Strings(unknown)
+		return nil, fmt.Errorf("config file %s: unknown keys %s (home and config cannot be set there)", path, strings.Join(unknown, ", "))
+	}
+	return m, nil
+}
+
+func parseListen(c *Config, v string) error {
+	host, port, err := net.SplitHostPort(v)
+	if err != nil {
+		return err
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil || p < 0 || p > 65535 {
+		return fmt.Errorf("port %q is not a number in 0-65535", port)
+	}
+	if host != "" && host != "localhost" && net.ParseIP(host) == nil {
+		return fmt.Errorf("host %q is not an IP address or localhost", host)
+	}
+	c.Listen = v
+	return nil
+}
+
+func parseTasks(c *Config, v string) error {
+	c.GPUTasks = nil
+	if strings.TrimSpace(v) == "none" {
+		return nil
+	}
+	for _, t := range splitList(v) {
+		ok := false
+		for _, k := range knownTasks {
+			ok = ok || t == k
+		}
+		if !ok {
+			return fmt.Errorf("unknown task %q (known: %s)", t, strings.Join(knownTasks, ", "))
+		}
+		c.GPUTasks = append(c.GPUTasks, t)
+	}
+	return nil
+}
+
+func oneOf(dst *string, v string, allowed ...string) error {
+	for _, a := range allowed {
+		if v == a {
+			*dst = v
+			return nil
+		}
+	}
+	return fmt.Errorf("want one of %s", strings.Join(allowed, ", "))
+}
+
+func parseInt(dst *int, v string, min int) error {
+	n, err := strconv.Atoi(strings.TrimSpace(v))
+	if err != nil {
+		return fmt.Errorf("not an integer")
+	}
+	if n < min {
+		return fmt.Errorf("must be at least %d", min)
+	}
+	*dst = n
+	return nil
+}
+
+// parseDuration reads a Go duration ("90s", "5m") or a number of seconds.
+func parseDuration(dst *time.Duration, v string, negativeOK bool) error {
+	v = strings.TrimSpace(v)
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		n, nerr := strconv.ParseFloat(v, 64)
+		if nerr != nil {
+			return fmt.Errorf("not a duration (e.g. 30s, 5m) or a number of seconds")
+		}
+		d = time.Duration(n * float64(time.Second))
+	}
+	if d < 0 && !negativeOK {
+		return fmt.Errorf("must not be negative")
+	}
+	*dst = d
+	return nil
+}
+
+var sizeUnits = map[string]int64{
+	"": 1, "b": 1,
+	"kb": 1e3, "mb": 1e6, "gb": 1e9, "tb": 1e12,
+	"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40,
+	"kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40,
+}
+
+// parseSize reads "auto" (0), a byte count, or a number with a unit (16GiB, 800MB).
+func parseSize(dst *int64, v string) error {
+	s := strings.ToLower(strings.TrimSpace(v))
+	if s == "auto" {
+		*dst = 0
+		return nil
+	}
+	i := strings.IndexFunc(s, func(r rune) bool { return (r < '0' || r > '9') && r != '.' && r != '-' })
+	num, unit := s, ""
+	if i >= 0 {
+		num, unit = s[:i], strings.TrimSpace(s[i:])
+	}
+	mult, ok := sizeUnits[unit]
+	if !ok {
+		return fmt.Errorf("unknown size unit %q (use B, KB, MB, GB, KiB, MiB, GiB)", unit)
+	}
+	f, err := strconv.ParseFloat(num, 64)
+	if err != nil {
+		return fmt.Errorf("not a size (e.g. 16GiB, 800MB, auto)")
+	}
+	if f < 0 {
+		return fmt.Errorf("must not be negative")
+	}
+	*dst = int64(f * float64(mult))
+	return nil
+}
+
+func splitList(v string) []string {
+	var out []string
+	for _, p := range strings.Split(v, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}

@@ -1,0 +1,109 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/modeld/modeld/backends"
+	"github.com/modeld/modeld/probe"
+)
+
+func newProbeCommand(a *app) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "probe",
+		Short: "Show the CPU, memory and GPUs modeld sees, and which backends are usable",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			libs := backends.Libs{Root: a.cfg.LibDir}
+			info := probe.Run(context.Background(), probe.DefaultSources(libs.LlamaDir()), a.cfg.ProbeTimeout)
+			if asJSON {
+				enc := json.NewEncoder(a.stdout)
+				enc.SetIndent("", "  ")
+				return enc.Encode(struct {
+					probe.Info
+					Libraries []backends.LibStatus `json:"libraries"`
+				}{info, libs.Check()})
+			}
+			printProbe(a.stdout, info, libs.Check())
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON instead of a table")
+	return cmd
+}
+
+func printProbe(w io.Writer, in probe.Info, libs []backends.LibStatus) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "CPU\t%s\n", in.CPU.Model)
+	fmt.Fprintf(tw, "\t%d cores, %d threads, %s\n", in.CPU.Cores, in.CPU.Threads, strings.Join(in.CPU.Features, " "))
+	mem := fmt.Sprintf("%s total, %s available", humanBytes(int64(in.Memory.TotalBytes)), humanBytes(int64(in.Memory.AvailableBytes)))
+	if in.Memory.Error != "" {
+		mem = "unknown: " + in.Memory.Error
+	}
+	fmt.Fprintf(tw, "Memory\t%s\n", mem)
+	fmt.Fprintln(tw)
+	fmt.Fprintln(tw, "BACKEND\tUSABLE\tDEVICES\tSTATUS")
+	for _, b := range in.Backends {
+		status := "ok"
+		if !b.Usable {
+			status = b.Reason
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", b.Kind, yesNo(b.Usable), b.Devices, status)
+	}
+	if len(in.GPUs) > 0 {
+		fmt.Fprintln(tw)
+		fmt.Fprintln(tw, "DEVICE\tNAME\tMEMORY\tFREE\tDETAILS")
+		for _, g := range in.GPUs {
+			details := strings.TrimSpace(strings.Join([]string{g.Type, ccString(g.ComputeCapability), g.Driver}, " "))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", g.ID(), g.Name, humanBytes(int64(g.TotalBytes)), humanBytes(int64(g.FreeBytes)), details)
+		}
+	}
+	fmt.Fprintln(tw)
+	fmt.Fprintln(tw, "LIBRARY\tINSTALLED\tDIR\tSTATUS")
+	for _, l := range libs {
+		status := l.Version
+		if !l.Installed {
+			status = "missing " + strings.Join(l.Missing, ", ") + "; run " + l.Fix
+		} else if len(l.GPU) > 0 {
+			status += " (+" + strings.Join(l.GPU, ", ") + ")"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", l.Name, yesNo(l.Installed), l.Dir, status)
+	}
+	fmt.Fprintf(tw, "\nprobed in %s\n", in.Took.String())
+	tw.Flush()
+}
+
+func ccString(cc string) string {
+	if cc == "" {
+		return ""
+	}
+	return "cc " + cc
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
+
+// humanBytes prints a byte count with binary units (1.5 GiB).
+func humanBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}

@@ -1,0 +1,124 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/modeld/modeld/api"
+	"github.com/modeld/modeld/backends"
+	"github.com/modeld/modeld/probe"
+)
+
+func newServeCommand(a *app) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the daemon (OpenAI-compatible HTTP API on loopback)",
+		Long: `Run the daemon. It starts with no model loaded and loads each model on its
+first request. Stop it with Ctrl-C or SIGTERM: in-flight requests get a few
+seconds to finish.
+
+Settings (flag > MODELD_* environment > config file > default) are listed below;
+HF_TOKEN, when set, is sent to the model hub by pull.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return a.serve(ctx)
+		},
+	}
+	addFlags(cmd.Flags(), false)
+	return cmd
+}
+
+// publicConfig is the configuration as shown by /v1/system: no secrets.
+type publicConfig struct {
+	Listen       string   `json:"listen"`
+	Home         string   `json:"home"`
+	LibDir       string   `json:"lib_dir"`
+	KeepAlive    string   `json:"keep_alive"`
+	MaxLoaded    int      `json:"max_loaded"`
+	RAMBudget    int64    `json:"ram_budget_bytes"`
+	VRAMBudget   int64    `json:"vram_budget_bytes"`
+	QueueSize    int      `json:"queue_size"`
+	LoadWait     string   `json:"load_wait"`
+	ChatSlots    int      `json:"chat_slots"`
+	ContextSize  int      `json:"context_size"`
+	Threads      int      `json:"threads"`
+	GPUTasks     []string `json:"gpu_tasks"`
+	BatchTokens  int      `json:"batch_tokens"`
+	BatchWait    string   `json:"batch_wait"`
+	Origins      []string `json:"origins"`
+	HFEndpoint   string   `json:"hf_endpoint"`
+	HFToken      bool     `json:"hf_token_set"`
+	Offline      bool     `json:"offline"`
+	ProbeTimeout string   `json:"probe_timeout"`
+}
+
+func (c Config) public() publicConfig {
+	return publicConfig{
+		Listen: c.Listen, Home: c.Home, LibDir: c.LibDir, KeepAlive: c.KeepAlive.String(),
+		MaxLoaded: c.MaxLoaded, RAMBudget: c.RAMBudget, VRAMBudget: c.VRAMBudget, QueueSize: c.QueueSize,
+		LoadWait: c.LoadWait.String(), ChatSlots: c.ChatSlots, ContextSize: c.ContextSize, Threads: c.Threads,
+		GPUTasks: c.GPUTasks, BatchTokens: c.BatchTokens, BatchWait: c.BatchWait.String(), Origins: c.Origins,
+		HFEndpoint: c.HFEndpoint, HFToken: c.HFToken != "", Offline: c.Offline, ProbeTimeout: c.ProbeTimeout.String(),
+	}
+}
+
+func (a *app) serve(ctx context.Context) error {
+	cfg := a.cfg
+	libs := backends.Libs{Root: cfg.LibDir}
+	for _, st := range libs.Check() {
+		if !st.Installed {
+			a.log.Warn("runtime library missing; models of this kind cannot load until it is installed",
+				"library", st.Name, "dir", st.Dir, "missing", st.Missing, "fix", st.Fix)
+		}
+	}
+	info := probe.Once(probe.DefaultSources(libs.LlamaDir()), cfg.ProbeTimeout)()
+	for _, b := range info.Backends {
+		a.log.Info("backend", "kind", b.Kind, "usable", b.Usable, "devices", b.Devices, "reason", b.Reason)
+	}
+
+	srv := api.New(api.Options{
+		Version:  modeldVersion(),
+		Probe:    info,
+		Libs:     libs,
+		Log:      a.log,
+		Settings: cfg.public(),
+		Origins:  cfg.Origins,
+	})
+
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w (is another modeld running? set --listen or MODELD_LISTEN)", cfg.Listen, err)
+	}
+	if host, _, _ := net.SplitHostPort(cfg.Listen); host != "127.0.0.1" && host != "localhost" && host != "::1" {
+		a.log.Warn("listening beyond loopback: anyone who can reach this address can use the API", "listen", cfg.Listen)
+	}
+	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	a.log.Info("modeld listening", "addr", ln.Addr().String(), "version", modeldVersion(), "home", cfg.Home)
+
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	a.log.Info("shutting down")
+	shutCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := hs.Shutdown(shutCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		a.log.Warn("shutdown", "err", err)
+	}
+	a.log.Info("stopped")
+	return nil
+}
