@@ -52,7 +52,9 @@ type Tensor struct {
 }
 
 // NewFloat32 wraps data (not copied) as a float32 tensor.
-func NewFloat32(data []float32, shape ...int64) *Tensor { return &Tensor{Shape: shape, F32: nonNil(data)} }
+func NewFloat32(data []float32, shape ...int64) *Tensor {
+	return &Tensor{Shape: shape, F32: nonNil(data)}
+}
 
 // NewInt64 wraps data (not copied) as an int64 tensor.
 func NewInt64(data []int64, shape ...int64) *Tensor { return &Tensor{Shape: shape, I64: nonNil(data)} }
