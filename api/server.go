@@ -66,9 +66,6 @@ func New(opt Options) *Server {
 // Handler is the http.Handler to serve.
 func (s *Server) Handler() http.Handler { return s.engine }
 
-// Engine exposes the router so that other files of this package add routes.
-func (s *Server) router() *gin.Engine { return s.engine }
-
 // AddSystemSection adds a key to GET /v1/system whose value f computes per request.
 func (s *Server) AddSystemSection(key string, f func() any) { s.system[key] = f }
 

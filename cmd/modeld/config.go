@@ -54,9 +54,9 @@ type setting struct {
 	name    string
 	global  bool // a flag of every command, not only of serve
 	boolean bool // --name alone means true
-	help   string
-	def    func(c *Config) string
-	apply  func(c *Config, v string) error
+	help    string
+	def     func(c *Config) string
+	apply   func(c *Config, v string) error
 }
 
 func (s setting) env() string {
