@@ -1,0 +1,378 @@
+package models
+
+import (
+	"context"
+	"crypto/sha1" //nolint:gosec // git blob ids are sha1; used to verify, not to secure
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+)
+
+// remoteFile is one file a pull fetches.
+type remoteFile struct {
+	Path    string // path inside the model
+	URL     string // hub resolve URL or plain URL
+	Size    int64  // expected size, -1 unknown
+	SHA256  string // expected sha256 (hex), "" unknown
+	GitSHA1 string // hub file not in LFS: its git blob id
+}
+
+// partialName names the partial file of rf so that every run (and every
+// process) fetching the same content uses the same one.
+func (rf remoteFile) partialName() string {
+	switch {
+	case rf.SHA256 != "":
+		return blobNamePrefix + rf.SHA256
+	case rf.GitSHA1 != "":
+		return "git-" + rf.GitSHA1
+	}
+	sum := sha256.Sum256([]byte(rf.URL))
+	return "url-" + hex.EncodeToString(sum[:16])
+}
+
+// verifier hashes a file's bytes in order: sha256, and the git blob id when
+// the expected one is known.
+type verifier struct {
+	sha hash.Hash
+	git hash.Hash
+	n   int64
+}
+
+func newVerifier(gitSize int64) *verifier {
+	v := &verifier{sha: sha256.New()}
+	if gitSize >= 0 {
+		v.git = sha1.New() //nolint:gosec // see import
+		fmt.Fprintf(v.git, "blob %d\x00", gitSize)
+	}
+	return v
+}
+
+func (v *verifier) Write(p []byte) (int, error) {
+	v.sha.Write(p)
+	if v.git != nil {
+		v.git.Write(p)
+	}
+	v.n += int64(len(p))
+	return len(p), nil
+}
+
+// check compares the hashes with rf's and returns the sha256 (hex).
+func (v *verifier) check(rf remoteFile, size int64) (string, error) {
+	got := hex.EncodeToString(v.sha.Sum(nil))
+	switch {
+	case size >= 0 && v.n != size:
+		return "", fmt.Errorf("%w: %s: got %d bytes, expected %d", ErrChecksum, rf.Path, v.n, size)
+	case rf.SHA256 != "" && got != rf.SHA256:
+		return "", fmt.Errorf("%w: %s: sha256 %s, expected %s", ErrChecksum, rf.Path, got, rf.SHA256)
+	case rf.GitSHA1 != "" && v.git != nil && hex.EncodeToString(v.git.Sum(nil)) != rf.GitSHA1:
+		return "", fmt.Errorf("%w: %s: git blob id %x, expected %s", ErrChecksum, rf.Path, v.git.Sum(nil), rf.GitSHA1)
+	}
+	return got, nil
+}
+
+// fetch makes sure the blob of rf is in the store, downloading it when
+// needed, and returns its sha256 (hex) and size. The blob is added to pins.
+// A blob already present is never downloaded again; a partial left by an
+// earlier run is continued; a sha256 mismatch discards the partial and
+// downloads again, up to ChecksumRetries times.
+func (p *Puller) fetch(ctx context.Context, rf remoteFile, em *emitter, pins *pinSet) (string, int64, error) {
+	s := p.store
+	present := func() bool {
+		if rf.SHA256 == "" || !s.hasBlob(rf.SHA256, rf.Size) {
+			return false
+		}
+		pins.add(s.pin(rf.SHA256))
+		em.emit(Progress{Status: StatusExists, Digest: digestPrefix + rf.SHA256, File: rf.Path, Total: rf.Size, Completed: rf.Size})
+		return true
+	}
+	if present() {
+		return rf.SHA256, rf.Size, nil
+	}
+	name := rf.partialName()
+	var onWait func()
+	if hook := s.hooks.partialWait; hook != nil {
+		onWait = func() { hook(name) }
+	}
+	unlock, err := s.lockPartial(ctx, name, onWait)
+	if err != nil {
+		return "", 0, err
+	}
+	defer unlock()
+	if present() { // another process finished it while we waited
+		return rf.SHA256, rf.Size, nil
+	}
+	for attempt := 0; ; attempt++ {
+		h, n, err := p.fetchOnce(ctx, rf, name, em)
+		if err == nil {
+			pins.add(s.pin(h))
+			if err := s.commitBlob(s.partialPath(name), h); err != nil {
+				return "", 0, err
+			}
+			_ = s.discardPartial(name) // the sidecar; the partial itself became the blob
+			s.removeLockFile(name)     // still held: a waiter retries on the new file
+			return h, n, nil
+		}
+		if !errors.Is(err, ErrChecksum) || attempt >= p.cfg.ChecksumRetries {
+			return "", 0, err
+		}
+		s.log.Warn("models: checksum mismatch, downloading again", "file", rf.Path, "err", err)
+		em.emit(Progress{Status: "sha256 mismatch, downloading " + rf.Path + " again", File: rf.Path})
+		if derr := s.discardPartial(name); derr != nil {
+			return "", 0, errors.Join(err, derr)
+		}
+	}
+}
+
+// fetchOnce downloads (or continues) the partial of rf and verifies it.
+func (p *Puller) fetchOnce(ctx context.Context, rf remoteFile, name string, em *emitter) (string, int64, error) {
+	b := backoff{cfg: &p.cfg}
+	var meta fileMeta
+	for {
+		var err error
+		if meta, err = p.hub.head(ctx, rf.URL); err == nil {
+			break
+		}
+		if werr := b.wait(ctx, err, false); werr != nil {
+			return "", 0, fmt.Errorf("%s: %w", rf.Path, werr)
+		}
+	}
+	if rf.SHA256 == "" && meta.linked && isSHA256Hex(meta.etag) {
+		rf.SHA256 = meta.etag // a hub resolve URL pulled as a plain URL
+	}
+	if rf.SHA256 != "" && meta.linked && isSHA256Hex(meta.etag) && meta.etag != rf.SHA256 {
+		return "", 0, fmt.Errorf("%s: the listing says sha256 %s but the file is %s", rf.Path, rf.SHA256, meta.etag)
+	}
+	size := rf.Size
+	if size < 0 {
+		size = meta.size
+	} else if meta.size >= 0 && meta.size != size {
+		return "", 0, fmt.Errorf("%s: the listing says %d bytes but the server %d", rf.Path, size, meta.size)
+	}
+	sc := &sidecar{Source: rf.URL, Size: size, ETag: meta.etag}
+	if rf.SHA256 != "" {
+		sc.Digest = digestPrefix + rf.SHA256
+	}
+	prog := Progress{Status: StatusPulling + " " + rf.Path, Digest: sc.Digest, File: rf.Path, Total: size}
+	gitSize := int64(-1)
+	if rf.GitSHA1 != "" {
+		gitSize = size
+	}
+	if size >= p.cfg.ParallelThreshold && p.cfg.Parallel > 1 {
+		err := p.downloadRanges(ctx, meta.location, name, sc, em, prog)
+		if err == nil {
+			em.emit(Progress{Status: StatusVerifying, Digest: sc.Digest, File: rf.Path, Total: size})
+			v := newVerifier(gitSize)
+			if err := hashInto(ctx, p.store.partialPath(name), v); err != nil {
+				return "", 0, err
+			}
+			h, err := v.check(rf, size)
+			return h, v.n, err
+		}
+		if !errors.Is(err, errRangeIgnored) {
+			return "", 0, err
+		}
+		p.store.log.Info("models: server ignores Range, downloading in one stream", "file", rf.Path)
+		if err := p.store.discardPartial(name); err != nil {
+			return "", 0, err
+		}
+	}
+	v := newVerifier(gitSize)
+	if err := p.downloadStream(ctx, meta.location, name, sc, v, em, prog); err != nil {
+		return "", 0, err
+	}
+	h, err := v.check(rf, size)
+	return h, v.n, err
+}
+
+// hashInto feeds the file at path to v.
+func hashInto(ctx context.Context, path string, v *verifier) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("verify: %w", err)
+	}
+	defer f.Close() //nolint:errcheck // read-only
+	if _, err := copyCtx(ctx, v, f, nil); err != nil {
+		return fmt.Errorf("verify: %w", err)
+	}
+	return nil
+}
+
+// downloadStream fetches the file in one stream, appending to the partial:
+// it continues an earlier partial with Range, starts over when the server
+// answers 200 to a Range request or the partial belongs to other content,
+// and retries failures with backoff. v receives every byte of the file in
+// order (the existing prefix first).
+func (p *Puller) downloadStream(ctx context.Context, u, name string, sc *sidecar, v *verifier, em *emitter, prog Progress) (err error) {
+	s := p.store
+	f, err := os.OpenFile(s.partialPath(name), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return fmt.Errorf("open partial: %w", err)
+	}
+	defer func() {
+		if cerr := f.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("close partial: %w", cerr)
+		}
+	}()
+	fi, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("stat partial: %w", err)
+	}
+	offset := fi.Size()
+	if old := s.readSidecar(name); old == nil || old.Source != sc.Source || old.Size != sc.Size ||
+		old.Digest != sc.Digest || old.ETag != sc.ETag || len(old.Chunks) > 0 || (sc.Size >= 0 && offset > sc.Size) {
+		offset = 0
+	}
+	if err := f.Truncate(offset); err != nil {
+		return fmt.Errorf("truncate partial: %w", err)
+	}
+	if err := s.writeSidecar(name, sc); err != nil {
+		return err
+	}
+	if offset > 0 { // hash what an earlier run wrote
+		if _, err := copyCtx(ctx, v, io.NewSectionReader(f, 0, offset), nil); err != nil {
+			return fmt.Errorf("read partial: %w", err)
+		}
+		s.log.Info("models: resuming download", "file", prog.File, "from", offset)
+	}
+	prog.Completed = offset
+	em.emit(prog)
+	b := backoff{cfg: &p.cfg}
+	for sc.Size < 0 || offset < sc.Size {
+		start := offset
+		done, rerr := p.streamOnce(ctx, u, f, &offset, sc.Size, v, em, prog)
+		if rerr == nil && done {
+			break
+		}
+		if rerr == errRestart {
+			if err := f.Truncate(0); err != nil {
+				return fmt.Errorf("truncate partial: %w", err)
+			}
+			v.sha.Reset()
+			if v.git != nil {
+				v.git.Reset()
+				fmt.Fprintf(v.git, "blob %d\x00", sc.Size)
+			}
+			v.n, offset = 0, 0
+			continue
+		}
+		if rerr == nil {
+			rerr = fmt.Errorf("%w at byte %d of %d", errShortBody, offset, sc.Size)
+		}
+		if werr := b.wait(ctx, rerr, offset > start); werr != nil {
+			return fmt.Errorf("%s: %w", prog.File, werr)
+		}
+	}
+	return nil
+}
+
+// errRestart: the partial must be dropped and the download restarted.
+var errRestart = errors.New("restart download")
+
+// streamOnce sends one GET from *offset and appends the body to f. It
+// returns done when the body ended where the file ends (or at EOF when the
+// size is unknown).
+func (p *Puller) streamOnce(ctx context.Context, u string, f *os.File, offset *int64, size int64, v *verifier, em *emitter, prog Progress) (bool, error) {
+	resp, err := p.getRange(ctx, u, *offset, -1)
+	if err != nil {
+		var se *statusError
+		if errors.As(err, &se) && se.Code == http.StatusRequestedRangeNotSatisfiable {
+			if size >= 0 && *offset == size {
+				return true, nil
+			}
+			return false, errRestart
+		}
+		return false, err
+	}
+	defer resp.Body.Close() //nolint:errcheck // body fully read or abandoned
+	switch {
+	case resp.StatusCode == http.StatusOK && *offset > 0:
+		p.store.log.Info("models: server ignored Range, starting over", "file", prog.File)
+		*offset = 0
+		if err := f.Truncate(0); err != nil {
+			return false, err
+		}
+		v.sha.Reset()
+		if v.git != nil {
+			v.git.Reset()
+			fmt.Fprintf(v.git, "blob %d\x00", size)
+		}
+		v.n = 0
+	case resp.StatusCode == http.StatusPartialContent:
+		start, _, _, ok := parseContentRange(resp.Header.Get("Content-Range"))
+		if !ok || start != *offset {
+			return false, errRestart
+		}
+	}
+	if _, err := f.Seek(*offset, io.SeekStart); err != nil {
+		return false, err
+	}
+	var body io.Reader = resp.Body
+	if size >= 0 {
+		body = io.LimitReader(resp.Body, size-*offset)
+	}
+	base := *offset
+	_, err = copyCtx(ctx, io.MultiWriter(f, v), body, func(n int64) {
+		*offset = base + n
+		prog.Completed = *offset
+		em.emit(prog)
+	})
+	if err != nil {
+		return false, err
+	}
+	return size < 0 || *offset == size, nil
+}
+
+// getRange GETs bytes [start, end] of u (end -1: to the end; start 0 and end
+// -1: no Range header). It returns 200 and 206 responses, an error otherwise.
+func (p *Puller) getRange(ctx context.Context, u string, start, end int64) (*http.Response, error) {
+	req, err := p.hub.newRequest(ctx, http.MethodGet, u)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Accept-Encoding", "identity")
+	switch {
+	case end >= 0:
+		req.Header.Set("Range", fmt.Sprintf("bytes=%d-%d", start, end))
+	case start > 0:
+		req.Header.Set("Range", fmt.Sprintf("bytes=%d-", start))
+	}
+	resp, err := p.hub.do(req)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusPartialContent {
+		return nil, newStatusError(resp)
+	}
+	return resp, nil
+}
+
+// parseContentRange parses "bytes START-END/TOTAL" (TOTAL may be "*").
+func parseContentRange(h string) (start, end, total int64, ok bool) {
+	rest, found := strings.CutPrefix(h, "bytes ")
+	if !found {
+		return 0, 0, 0, false
+	}
+	rng, tot, found := strings.Cut(rest, "/")
+	if !found {
+		return 0, 0, 0, false
+	}
+	a, b, found := strings.Cut(rng, "-")
+	if !found {
+		return 0, 0, 0, false
+	}
+	var err1, err2, err3 error
+	start, err1 = strconv.ParseInt(a, 10, 64)
+	end, err2 = strconv.ParseInt(b, 10, 64)
+	total = -1
+	if tot != "*" {
+		total, err3 = strconv.ParseInt(tot, 10, 64)
+	}
+	return start, end, total, err1 == nil && err2 == nil && err3 == nil && start <= end
+}

@@ -1,0 +1,236 @@
+package models
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// ImportOptions configures Import.
+type ImportOptions struct {
+	Name    string // model id to create (required)
+	Task    Task   // "" infers the task from the files
+	Variant string // ONNX: use onnx/model_<Variant>.onnx
+	Replace bool   // replace a model with the same id instead of failing with ErrExists
+}
+
+// Import copies a local model into the store under opts.Name: a .gguf file
+// (header and metadata must parse) or a Hugging Face-style ONNX folder
+// (config.json, tokenizer.json, tokenizer_config.json, onnx/*.onnx, optional
+// generation_config.json, special_tokens_map.json, modules.json,
+// 1_Pooling/config.json). Files are hashed while copied. When validation
+// fails, nothing is added and the error (ErrInvalidModel) says why.
+func (s *Store) Import(ctx context.Context, src string, opts ImportOptions, progress ProgressFunc) (*Manifest, error) {
+	id, err := ParseID(opts.Name)
+	if err != nil {
+		return nil, err
+	}
+	if opts.Task != "" {
+		if _, err := ParseTask(string(opts.Task)); err != nil {
+			return nil, err
+		}
+	}
+	if !opts.Replace {
+		if _, err := s.get(id); err == nil {
+			return nil, fmt.Errorf("%w: %s (remove it first, or replace it)", ErrExists, id)
+		}
+	}
+	abs, err := filepath.Abs(src)
+	if err != nil {
+		return nil, fmt.Errorf("import %s: %w", src, err)
+	}
+	fi, err := os.Stat(abs)
+	if err != nil {
+		return nil, fmt.Errorf("import %s: %w", src, err)
+	}
+	em := newEmitter(0)
+	defer em.subscribe(progress)()
+	end, err := s.beginActive(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer end()
+	var pins pinSet // blobs stay pinned until the manifest names them
+	defer pins.release()
+
+	var m *Manifest
+	switch {
+	case fi.Mode().IsRegular() && strings.EqualFold(filepath.Ext(abs), ".gguf"):
+		m, err = s.importGGUF(ctx, abs, opts, em, &pins)
+	case fi.IsDir():
+		m, err = s.importONNX(ctx, abs, opts, em, &pins)
+	default:
+		err = fmt.Errorf("%w: %s is neither a .gguf file nor an ONNX model folder", ErrInvalidModel, src)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("import %s: %w", src, err)
+	}
+	now := s.now().UTC()
+	m.SchemaVersion = ManifestVersion
+	m.ID = id.String()
+	m.Source = Source{Kind: SourceImport, Path: abs}
+	m.Created, m.Modified = now, now
+	em.emit(Progress{Status: StatusWriting})
+	if err := s.commitManifest(m, opts.Replace); err != nil {
+		return nil, fmt.Errorf("import %s: %w", src, err)
+	}
+	em.emit(Progress{Status: StatusSuccess})
+	return m, nil
+}
+
+func (s *Store) importGGUF(ctx context.Context, path string, opts ImportOptions, em *emitter, pins *pinSet) (*Manifest, error) {
+	if opts.Variant != "" {
+		return nil, fmt.Errorf("%w: --variant applies to ONNX models, not GGUF", ErrInvalidModel)
+	}
+	name := filepath.Base(path)
+	info, err := readGGUF(path, name)
+	if err != nil {
+		return nil, err
+	}
+	tasks := []Task{TaskChat}
+	if opts.Task != "" {
+		if tasks, err = overrideTasks(opts.Task, FormatGGUF, nil, false); err != nil {
+			return nil, err
+		}
+	}
+	f, err := s.importFile(ctx, path, name, em, pins)
+	if err != nil {
+		return nil, err
+	}
+	return &Manifest{Format: FormatGGUF, Tasks: tasks, Files: []File{f}, GGUF: info}, nil
+}
+
+func (s *Store) importONNX(ctx context.Context, dir string, opts ImportOptions, em *emitter, pins *pinSet) (*Manifest, error) {
+	var paths []string
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if p != dir && strings.HasPrefix(d.Name(), ".") {
+				return filepath.SkipDir // .git, .cache
+			}
+			return nil
+		}
+		// Follow symlinks to files (a Hugging Face cache snapshot is made of them).
+		if fi, err := os.Stat(p); err != nil || !fi.Mode().IsRegular() {
+			return nil
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil {
+			return err
+		}
+		paths = append(paths, filepath.ToSlash(rel))
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read folder: %w", err)
+	}
+	cfg, err := os.ReadFile(filepath.Join(dir, onnxConfig))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("read config.json: %w", err)
+	}
+	plan, err := planONNX(paths, cfg, opts.Variant, opts.Task)
+	if err != nil {
+		return nil, err
+	}
+	if err := validateONNXFiles(plan, func(p string) (*os.File, error) {
+		return os.Open(filepath.Join(dir, filepath.FromSlash(p)))
+	}); err != nil {
+		return nil, err
+	}
+	m := &Manifest{Format: FormatONNX, Tasks: plan.tasks, ONNX: &plan.info}
+	for _, p := range plan.files {
+		f, err := s.importFile(ctx, filepath.Join(dir, filepath.FromSlash(p)), p, em, pins)
+		if err != nil {
+			return nil, err
+		}
+		m.Files = append(m.Files, f)
+	}
+	return m, nil
+}
+
+// validateONNXFiles checks the files of a plan: the JSON files parse and
+// every graph passes checkONNXFile.
+func validateONNXFiles(plan *onnxPlan, open func(path string) (*os.File, error)) error {
+	var errs []error
+	for _, p := range plan.files {
+		isGraph := strings.HasSuffix(p, ".onnx")
+		if !isGraph && !strings.HasSuffix(p, ".json") {
+			continue
+		}
+		err := func() error {
+			f, err := open(p)
+			if err != nil {
+				return err
+			}
+			defer f.Close() //nolint:errcheck // read-only
+			fi, err := f.Stat()
+			if err != nil {
+				return err
+			}
+			if isGraph {
+				return checkONNXFile(f, fi.Size(), p)
+			}
+			var v any
+			if err := json.NewDecoder(f).Decode(&v); err != nil {
+				return fmt.Errorf("%w: %s is not valid JSON: %w", ErrInvalidModel, p, err)
+			}
+			return nil
+		}()
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// importFile copies src into a blob, hashing while copying, and returns the
+// manifest entry. The blob is added to pins.
+func (s *Store) importFile(ctx context.Context, src, name string, em *emitter, pins *pinSet) (File, error) {
+	in, err := os.Open(src)
+	if err != nil {
+		return File{}, fmt.Errorf("open %s: %w", name, err)
+	}
+	defer in.Close() //nolint:errcheck // read-only
+	fi, err := in.Stat()
+	if err != nil {
+		return File{}, fmt.Errorf("stat %s: %w", name, err)
+	}
+	pname := "import-" + randomSuffix()
+	unlock, err := s.lockPartial(ctx, pname, nil)
+	if err != nil {
+		return File{}, err
+	}
+	defer func() {
+		unlock()
+		s.removeLockFile(pname)
+	}()
+	ppath := s.partialPath(pname)
+	out, err := os.OpenFile(ppath, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return File{}, fmt.Errorf("create partial: %w", err)
+	}
+	total := fi.Size()
+	hw := newHashingWriter(out)
+	em.emit(Progress{Status: "importing " + name, File: name, Total: total})
+	_, cerr := copyCtx(ctx, hw, in, func(n int64) {
+		em.emit(Progress{Status: "importing " + name, File: name, Total: total, Completed: n})
+	})
+	if err := errors.Join(cerr, out.Close()); err != nil {
+		_ = os.Remove(ppath)
+		return File{}, fmt.Errorf("copy %s: %w", name, err)
+	}
+	h := hw.sum()
+	pins.add(s.pin(h))
+	if err := s.commitBlob(ppath, h); err != nil {
+		_ = os.Remove(ppath)
+		return File{}, err
+	}
+	return File{Path: name, Digest: digestPrefix + h, Size: hw.n}, nil
+}

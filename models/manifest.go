@@ -1,0 +1,232 @@
+package models
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// ManifestVersion is the schema version written into every manifest. A
+// manifest with a newer version is refused rather than half understood.
+const ManifestVersion = 1
+
+// Format is the file format of a model.
+type Format string
+
+// Formats a model can have.
+const (
+	FormatGGUF Format = "gguf" // served by llama.cpp
+	FormatONNX Format = "onnx" // served by ONNX Runtime pipelines
+)
+
+// Manifest describes one model: its files, what it is and where it came from.
+// It is stored as JSON under manifests/ and never modified in place.
+type Manifest struct {
+	SchemaVersion int       `json:"schema_version"`
+	ID            string    `json:"id"`
+	Format        Format    `json:"format"`
+	Tasks         []Task    `json:"tasks"`
+	Files         []File    `json:"files"`
+	Source        Source    `json:"source"`
+	Created       time.Time `json:"created"`
+	Modified      time.Time `json:"modified"`
+	GGUF          *GGUFInfo `json:"gguf,omitempty"`
+	ONNX          *ONNXInfo `json:"onnx,omitempty"`
+}
+
+// File is one file of a model.
+type File struct {
+	Path   string `json:"path"`   // path inside the model, '/'-separated ("onnx/model.onnx")
+	Digest string `json:"digest"` // "sha256:<64 hex>"
+	Size   int64  `json:"size"`
+}
+
+// SourceKind says how a model came into the store.
+type SourceKind string
+
+// Source kinds.
+const (
+	SourceImport SourceKind = "import" // copied from a local path
+	SourceHub    SourceKind = "hf"     // pulled from a Hugging Face hub
+	SourceURL    SourceKind = "url"    // pulled from a plain URL
+)
+
+// Source records where a model came from.
+type Source struct {
+	Kind     SourceKind `json:"kind"`
+	Ref      string     `json:"ref,omitempty"`      // what the user asked for ("hf:owner/repo:Q4_K_M")
+	Path     string     `json:"path,omitempty"`     // import: absolute source path
+	Endpoint string     `json:"endpoint,omitempty"` // hf: hub base URL
+	Repo     string     `json:"repo,omitempty"`     // hf: "owner/repo"
+	Revision string     `json:"revision,omitempty"` // hf: revision asked for ("main")
+	Commit   string     `json:"commit,omitempty"`   // hf: commit the files came from
+	URL      string     `json:"url,omitempty"`      // url: the URL
+}
+
+// GGUFInfo is what the store read from a GGUF header.
+type GGUFInfo struct {
+	File            string `json:"file"` // path of the .gguf inside the model
+	Name            string `json:"name,omitempty"`
+	Architecture    string `json:"architecture"`
+	Parameters      uint64 `json:"parameters"`
+	ContextLength   uint64 `json:"context_length,omitempty"`
+	EmbeddingLength uint64 `json:"embedding_length,omitempty"`
+	BlockCount      uint64 `json:"block_count,omitempty"`
+	FileType        string `json:"file_type,omitempty"` // quantization, e.g. "Q4_K_M", "F16"
+	ChatTemplate    bool   `json:"chat_template"`
+	Tokenizer       string `json:"tokenizer,omitempty"` // tokenizer.ggml.model
+}
+
+// ONNXInfo is what the store read from an ONNX model folder.
+type ONNXInfo struct {
+	Architectures []string `json:"architectures,omitempty"` // config.json "architectures"
+	ModelType     string   `json:"model_type,omitempty"`    // config.json "model_type"
+	Labels        []string `json:"labels,omitempty"`        // id2label, in id order
+	Variant       string   `json:"variant,omitempty"`       // "" (fp32 model.onnx), "quantized", "fp16", ...
+	DType         string   `json:"dtype"`                   // "fp32", "q8", "fp16", ...
+	MaxLength     int      `json:"max_length,omitempty"`    // max_position_embeddings, when given
+	Model         string   `json:"model,omitempty"`         // encoder-only model file ("onnx/model.onnx")
+	Encoder       string   `json:"encoder,omitempty"`       // summarize: encoder file
+	Decoder       string   `json:"decoder,omitempty"`       // summarize: decoder file (merged when available)
+	DecoderPast   string   `json:"decoder_with_past,omitempty"`
+}
+
+// Size is the sum of the model's file sizes (shared files counted in full).
+func (m *Manifest) Size() int64 {
+	var n int64
+	for _, f := range m.Files {
+		n += f.Size
+	}
+	return n
+}
+
+// File returns the model's file at path (a '/'-separated path inside the model).
+func (m *Manifest) File(path string) (File, bool) {
+	for _, f := range m.Files {
+		if f.Path == path {
+			return f, true
+		}
+	}
+	return File{}, false
+}
+
+// HasTask reports whether the model serves t.
+func (m *Manifest) HasTask(t Task) bool {
+	for _, have := range m.Tasks {
+		if have == t {
+			return true
+		}
+	}
+	return false
+}
+
+// Quantization returns the GGUF file type or the ONNX dtype, whichever applies.
+func (m *Manifest) Quantization() string {
+	switch {
+	case m.GGUF != nil:
+		return m.GGUF.FileType
+	case m.ONNX != nil:
+		return m.ONNX.DType
+	}
+	return ""
+}
+
+// ContextLength returns the model's context length when known, else 0.
+func (m *Manifest) ContextLength() uint64 {
+	switch {
+	case m.GGUF != nil:
+		return m.GGUF.ContextLength
+	case m.ONNX != nil && m.ONNX.MaxLength > 0:
+		return uint64(m.ONNX.MaxLength)
+	}
+	return 0
+}
+
+// validate checks a manifest read from disk or about to be written.
+func (m *Manifest) validate() error {
+	var errs []error
+	if m.SchemaVersion < 1 || m.SchemaVersion > ManifestVersion {
+		errs = append(errs, fmt.Errorf("schema version %d is not supported (this modeld reads up to %d)", m.SchemaVersion, ManifestVersion))
+	}
+	if _, err := ParseID(m.ID); err != nil {
+		errs = append(errs, err)
+	}
+	switch m.Format {
+	case FormatGGUF, FormatONNX:
+	default:
+		errs = append(errs, fmt.Errorf("unknown format %q", m.Format))
+	}
+	if len(m.Tasks) == 0 {
+		errs = append(errs, errors.New("no task"))
+	}
+	for _, t := range m.Tasks {
+		if _, err := ParseTask(string(t)); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(m.Files) == 0 {
+		errs = append(errs, errors.New("no files"))
+	}
+	seen := make(map[string]bool, len(m.Files))
+	for _, f := range m.Files {
+		if err := checkModelPath(f.Path); err != nil {
+			errs = append(errs, err)
+		}
+		if seen[f.Path] {
+			errs = append(errs, fmt.Errorf("file %q listed twice", f.Path))
+		}
+		seen[f.Path] = true
+		if _, err := parseDigest(f.Digest); err != nil {
+			errs = append(errs, fmt.Errorf("file %q: %w", f.Path, err))
+		}
+		if f.Size < 0 {
+			errs = append(errs, fmt.Errorf("file %q: negative size", f.Path))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// checkModelPath validates a path inside a model: relative, '/'-separated,
+// no empty, "." or ".." elements, no backslashes or control characters.
+func checkModelPath(p string) error {
+	if p == "" || strings.HasPrefix(p, "/") || strings.ContainsAny(p, "\\\x00") {
+		return fmt.Errorf("file path %q is not a relative '/'-separated path", p)
+	}
+	for _, el := range strings.Split(p, "/") {
+		if el == "" || el == "." || el == ".." {
+			return fmt.Errorf("file path %q has an empty, '.' or '..' element", p)
+		}
+	}
+	for _, r := range p {
+		if r < 0x20 || r == 0x7f {
+			return fmt.Errorf("file path %q contains a control character", p)
+		}
+	}
+	return nil
+}
+
+// decodeManifest parses and validates manifest JSON.
+func decodeManifest(data []byte) (*Manifest, error) {
+	var m Manifest
+	if err := json.Unmarshal(data, &m); err != nil {
+		return nil, fmt.Errorf("decode manifest: %w", err)
+	}
+	if err := m.validate(); err != nil {
+		return nil, fmt.Errorf("manifest of %q: %w", m.ID, err)
+	}
+	return &m, nil
+}
+
+// encodeManifest validates and serialises a manifest.
+func encodeManifest(m *Manifest) ([]byte, error) {
+	if err := m.validate(); err != nil {
+		return nil, fmt.Errorf("manifest of %q: %w", m.ID, err)
+	}
+	data, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("encode manifest: %w", err)
+	}
+	return append(data, '\n'), nil
+}

@@ -1,0 +1,91 @@
+package models
+
+import (
+	"fmt"
+	"net/url"
+	"path"
+	"strings"
+)
+
+// pullRef is a parsed pull reference.
+type pullRef struct {
+	raw  string
+	kind SourceKind
+	repo string   // hf: "owner/repo"
+	tag  string   // hf: quantization tag ("Q4_K_M"), "" when absent
+	url  *url.URL // url: the file
+}
+
+// parseRef parses a pull reference:
+//
+//	hf:owner/repo           an ONNX (or single-GGUF) repository on the hub
+//	hf:owner/repo:Q4_K_M    the GGUF file of that quantization in a repository
+//	https://host/path/x.gguf a GGUF file at a URL (http:// is accepted for local mirrors)
+func parseRef(s string) (pullRef, error) {
+	fail := func(format string, args ...any) (pullRef, error) {
+		return pullRef{}, fmt.Errorf("%w %q: %s", ErrInvalidRef, s, fmt.Sprintf(format, args...))
+	}
+	if rest, ok := strings.CutPrefix(s, "hf:"); ok {
+		repo, tag, _ := strings.Cut(rest, ":")
+		owner, name, ok := strings.Cut(repo, "/")
+		if !ok || strings.Contains(name, "/") {
+			return fail("expected hf:owner/repo or hf:owner/repo:QUANT")
+		}
+		for _, part := range []string{owner, name} {
+			if err := checkRepoPart(part); err != nil {
+				return fail("%v", err)
+			}
+		}
+		if strings.Contains(tag, ":") || (tag != "" && !quantPattern.MatchString(tag)) {
+			return fail("tag %q is not a GGUF quantization such as Q4_K_M, Q8_0 or F16", tag)
+		}
+		return pullRef{raw: s, kind: SourceHub, repo: repo, tag: tag}, nil
+	}
+	if strings.HasPrefix(s, "https://") || strings.HasPrefix(s, "http://") {
+		u, err := url.Parse(s)
+		if err != nil {
+			return fail("%v", err)
+		}
+		if u.Host == "" {
+			return fail("the URL has no host")
+		}
+		if !strings.EqualFold(path.Ext(u.Path), ".gguf") {
+			return fail("a URL pull needs a .gguf file; for ONNX models use hf:owner/repo")
+		}
+		return pullRef{raw: s, kind: SourceURL, url: u}, nil
+	}
+	return fail("expected hf:owner/repo[:QUANT] or an https:// URL of a .gguf file")
+}
+
+// checkRepoPart validates the owner or name of a hub repository.
+func checkRepoPart(p string) error {
+	if p == "" || p == "." || p == ".." || len(p) > 96 {
+		return fmt.Errorf("repository part %q is empty, '.', '..' or too long", p)
+	}
+	for _, r := range p {
+		ok := (r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z') || (r >= '0' && r <= '9') || r == '.' || r == '_' || r == '-'
+		if !ok {
+			return fmt.Errorf("repository part %q has character %q", p, r)
+		}
+	}
+	return nil
+}
+
+// defaultID derives a model id from a reference: the repository (and tag or
+// ONNX variant) for the hub, the file name for a URL.
+func (r pullRef) defaultID(variant string) (ID, error) {
+	switch r.kind {
+	case SourceHub:
+		tag := r.tag
+		if tag == "" {
+			tag = variant
+		}
+		if tag == "" {
+			return SanitizeID(r.repo)
+		}
+		return SanitizeID(r.repo + ":" + tag)
+	default:
+		base := path.Base(r.url.Path)
+		return SanitizeID(strings.TrimSuffix(base, path.Ext(base)))
+	}
+}
