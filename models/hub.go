@@ -39,8 +39,8 @@ type PullConfig struct {
 	MaxRetries        int   // retries of a request that fails without progress; default 5
 	ChecksumRetries   int   // re-downloads after a sha256 mismatch; default 2
 
-	BackoffBase time.Duration                               // first retry wait, doubled each retry; default 1 s
-	BackoffMax  time.Duration                               // cap on one wait; default 30 s
+	BackoffBase time.Duration                                    // first retry wait, doubled each retry; default 1 s
+	BackoffMax  time.Duration                                    // cap on one wait; default 30 s
 	Sleep       func(ctx context.Context, d time.Duration) error // default: a timer, cut short by ctx
 
 	ProgressStep int64 // bytes between two progress events of one file; default 1 MiB

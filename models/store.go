@@ -26,7 +26,7 @@ const (
 
 // Options configures a Store. The zero value is usable.
 type Options struct {
-	Logger *slog.Logger      // default slog.Default()
+	Logger *slog.Logger     // default slog.Default()
 	Now    func() time.Time // default time.Now; manifests record it
 }
 
