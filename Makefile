@@ -1,0 +1,38 @@
+# modeld — the two commands a fresh machine needs:
+#   make run    install the runtime libraries if needed, build, and serve
+#   make test   install the runtime libraries if needed, then gofmt, vet and race tests
+GO        ?= go
+BIN       ?= bin/modeld
+# onnxruntime_go needs cgo; go-nvml's header marks old calls deprecated (harmless).
+export CGO_ENABLED = 1
+export CGO_CFLAGS  ?= -O2 -g -Wno-deprecated-declarations
+TESTFLAGS ?= -race -timeout 30m
+PKGS      ?= ./...
+
+.PHONY: all bootstrap build run test check fmt vet clean
+
+all: build
+
+bootstrap:
+	scripts/bootstrap
+
+build:
+	$(GO) build -o $(BIN) ./cmd/modeld
+
+run: bootstrap build
+	$(BIN) serve
+
+fmt:
+	@bad=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$bad" ]; then echo "gofmt needed:"; echo "$$bad"; exit 1; fi
+
+vet:
+	$(GO) vet ./...
+	GOOS=darwin CGO_ENABLED=0 $(GO) vet ./probe/...
+
+test: bootstrap fmt vet
+	$(GO) test $(TESTFLAGS) $(PKGS)
+
+check: test
+
+clean:
+	rm -rf bin
