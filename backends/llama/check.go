@@ -1,0 +1,50 @@
+package llama
+
+import (
+	"fmt"
+	"os"
+
+	gguf "github.com/gpustack/gguf-parser-go"
+)
+
+// fileFacts are what the GGUF header says, read in Go before llama.cpp sees
+// the file.
+type fileFacts struct {
+	arch     string
+	name     string
+	fileType string
+	params   uint64
+}
+
+// inspectFile checks that path is a complete GGUF file (magic, version,
+// metadata, tensor infos, and enough bytes for every tensor) before it is
+// handed to llama.cpp, which may abort the process on some corrupt files.
+func inspectFile(path string) (facts fileFacts, err error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return facts, fmt.Errorf("llama: open model: %w", err)
+	}
+	if st.IsDir() {
+		return facts, fmt.Errorf("%w: %s is a directory", ErrInvalidModel, path)
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: %s: GGUF parser failed: %v", ErrInvalidModel, path, r)
+		}
+	}()
+	f, err := gguf.ParseGGUFFile(path)
+	if err != nil {
+		return facts, fmt.Errorf("%w: %s: %w", ErrInvalidModel, path, err)
+	}
+	arch := f.Architecture()
+	if arch.Architecture == "" {
+		return facts, fmt.Errorf("%w: %s: no general.architecture", ErrInvalidModel, path)
+	}
+	md := f.Metadata()
+	return fileFacts{
+		arch:     arch.Architecture,
+		name:     md.Name,
+		fileType: md.FileType.String(),
+		params:   uint64(f.ModelParameters),
+	}, nil
+}

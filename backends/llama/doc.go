@@ -1,0 +1,17 @@
+// Package llama is modeld's in-process llama.cpp engine, on the yzma binding
+// and the libraries that scripts/bootstrap installs. It owns loading a GGUF
+// model (after checking the file in Go, so a corrupt file is an error rather
+// than a native abort), tokenization, chat templates (llama.cpp's built-in
+// matcher, else a Jinja renderer), per-request sampler chains, stop strings,
+// and a continuous-batching scheduler: one llama context per model with one
+// sequence per slot, every decode step carrying one token of each generating
+// sequence plus prompt chunks of newly joined ones, with per-slot prefix reuse.
+//
+// It is meant to be hosted by a runner process (one per loaded model), not by
+// the daemon itself: native code can still abort on inputs this package does
+// not foresee. It knows nothing of HTTP, OpenAI wire types or the model store.
+//
+// Lock order: Model.mu (queue of waiting requests, closed flag) is never held
+// while calling into llama.cpp; the scheduler goroutine alone owns the llama
+// context, the batch, the slots and their samplers.
+package llama

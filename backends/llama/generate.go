@@ -1,0 +1,44 @@
+package llama
+
+import (
+	"context"
+	"maps"
+	"slices"
+
+	yz "github.com/hybridgroup/yzma/pkg/llama"
+)
+
+// Generate starts a generation and returns its event stream. Errors found
+// before it starts come back directly: ErrInvalidRequest, a
+// *ContextLengthError, ErrBusy, ErrClosed, or ctx's error. The stream ends
+// with one event with Done set, then is closed; the caller must read it to
+// the end (after cancelling ctx, the end comes within one decode step).
+// MaxTokens 0 means what is left of the context.
+func (m *Model) Generate(ctx context.Context, req Request) (<-chan Event, error) {
+	budget, err := req.validate(m.nVocab, m.info.ContextSize)
+	if err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	prompt := make([]yz.Token, len(req.Prompt))
+	for i, t := range req.Prompt {
+		prompt[i] = yz.Token(t)
+	}
+	samp := req.Sampling
+	samp.LogitBias = maps.Clone(req.Sampling.LogitBias)
+	if samp.Seed != nil {
+		seed := *samp.Seed
+		samp.Seed = &seed
+	}
+	r := &request{
+		ctx: ctx, prompt: prompt, budget: budget, stops: slices.Clone(req.Stop),
+		samp: samp, stream: newStream(),
+	}
+	if err := m.sch.submit(r); err != nil {
+		return nil, err
+	}
+	go r.stream.pump()
+	return r.stream.out, nil
+}

@@ -1,0 +1,272 @@
+package llama
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime"
+	"sync"
+
+	yz "github.com/hybridgroup/yzma/pkg/llama"
+)
+
+// Defaults of Options.
+const (
+	DefaultSlots      = 4
+	DefaultContextCap = 8192
+	DefaultBatchSize  = 512
+)
+
+// DefaultThreads is the decode thread count used when Options.Threads is 0,
+// for a machine with numCPU logical CPUs. It was measured with
+// scripts/bench-llama-direct (docs in that file): on 2 cores one thread
+// decodes faster than two, because the second thread shares the core with
+// the daemon and the runner's own goroutines and ggml's thread barrier costs
+// more than it saves on a small model. Above that, leave one CPU free for the
+// rest of the process and cap at 8, past which ggml's CPU decode stops
+// scaling.
+func DefaultThreads(numCPU int) int {
+	switch {
+	case numCPU <= 2:
+		return 1
+	case numCPU <= 9:
+		return numCPU - 1
+	default:
+		return 8
+	}
+}
+
+// Options configure Open. Zero fields take the defaults.
+type Options struct {
+	// ContextSize is the context of one sequence (one request), in tokens.
+	// 0 means min(the model's trained context, ContextCap). Each slot gets
+	// its own ContextSize, so the KV cache holds Slots*ContextSize tokens.
+	ContextSize int
+	// ContextCap bounds the default context size (default DefaultContextCap).
+	ContextCap int
+	// Slots is the number of sequences decoded together (default 4).
+	Slots int
+	// Threads used for decoding and prompt processing (default
+	// DefaultThreads(runtime.NumCPU())).
+	Threads int
+	// BatchSize is the most tokens one decode step carries (default 512).
+	BatchSize int
+	// GPULayers is the number of layers to offload: -1 all, 0 none (CPU).
+	// When loading with layers on a GPU fails, Open falls back to the CPU
+	// and says why in Info.GPUFallback.
+	GPULayers int
+	// MaxWaiting bounds the requests waiting for a free slot; Generate
+	// returns ErrBusy beyond it. 0 means no bound.
+	MaxWaiting int
+}
+
+func (o Options) withDefaults() Options {
+	if o.ContextCap == 0 {
+		o.ContextCap = DefaultContextCap
+	}
+	if o.Slots == 0 {
+		o.Slots = DefaultSlots
+	}
+	if o.Threads == 0 {
+		o.Threads = DefaultThreads(runtime.NumCPU())
+	}
+	if o.BatchSize == 0 {
+		o.BatchSize = DefaultBatchSize
+	}
+	return o
+}
+
+func (o Options) validate() error {
+	var errs []error
+	if o.ContextSize < 0 {
+		errs = append(errs, fmt.Errorf("context size %d is negative", o.ContextSize))
+	}
+	if o.ContextCap < 0 {
+		errs = append(errs, fmt.Errorf("context cap %d is negative", o.ContextCap))
+	}
+	if o.Slots < 1 || o.Slots > 256 {
+		errs = append(errs, fmt.Errorf("slots %d is outside 1..256", o.Slots))
+	}
+	if o.Threads < 1 {
+		errs = append(errs, fmt.Errorf("threads %d is below 1", o.Threads))
+	}
+	if o.BatchSize < 1 {
+		errs = append(errs, fmt.Errorf("batch size %d is below 1", o.BatchSize))
+	}
+	if o.GPULayers < -1 {
+		errs = append(errs, fmt.Errorf("GPU layers %d is below -1", o.GPULayers))
+	}
+	if o.MaxWaiting < 0 {
+		errs = append(errs, fmt.Errorf("max waiting %d is negative", o.MaxWaiting))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("llama: invalid options: %w", err)
+	}
+	return nil
+}
+
+// Info describes a loaded model.
+type Info struct {
+	Path           string
+	Arch           string // general.architecture
+	Name           string // general.name
+	Description    string // llama.cpp's one-line description
+	FileType       string // e.g. "F16", "Q4_K - Medium"
+	Params         uint64
+	SizeBytes      uint64
+	TrainedContext int
+	ContextSize    int // per sequence
+	Slots          int
+	BatchSize      int
+	Threads        int
+	VocabSize      int
+	VocabType      string // "spm", "bpe", "wpm", "ugm", "rwkv", "plamo2"
+	AddBOS         bool
+	BOS, EOS       int32
+	ChatTemplate   string // "" when the model has none
+	GPULayers      int    // layers requested on a GPU (0 on the CPU)
+	GPUFallback    string // why the GPU load failed and the CPU was used
+}
+
+// HasChatTemplate reports whether the model carries tokenizer.chat_template.
+func (i Info) HasChatTemplate() bool { return i.ChatTemplate != "" }
+
+// Model is a loaded GGUF model with its llama context and scheduler.
+// Its methods are safe for concurrent use.
+type Model struct {
+	info   Info
+	model  yz.Model
+	vocab  yz.Vocab
+	nVocab int
+
+	// life guards the native model against use after Close: every call
+	// into the vocabulary holds it for reading, Close for writing.
+	life  sync.RWMutex
+	freed bool
+
+	tmpl templateState
+	sch  *scheduler
+}
+
+// Open loads the GGUF model at path. Init must have succeeded. The file is
+// checked in Go first: a truncated or garbage file gives an error wrapping
+// ErrInvalidModel.
+func Open(path string, opts Options) (*Model, error) {
+	return open(path, opts, hooks{})
+}
+
+func open(path string, opts Options, h hooks) (*Model, error) {
+	if !initialized() {
+		return nil, ErrNotInitialized
+	}
+	opts = opts.withDefaults()
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	facts, err := inspectFile(path)
+	if err != nil {
+		return nil, err
+	}
+	ym, gpuLayers, fallback, err := loadModel(path, opts.GPULayers)
+	if err != nil {
+		return nil, err
+	}
+	m := &Model{model: ym, vocab: yz.ModelGetVocab(ym)}
+	m.nVocab = int(yz.VocabNTokens(m.vocab))
+	trained := int(yz.ModelNCtxTrain(ym))
+	ctxSize := opts.ContextSize
+	if ctxSize == 0 {
+		ctxSize = min(trained, opts.ContextCap)
+		if trained <= 0 {
+			ctxSize = opts.ContextCap
+		}
+	}
+	tmpl := yz.ModelChatTemplate(ym, "")
+	m.info = Info{
+		Path: path, Arch: facts.arch, Name: facts.name, Description: yz.ModelDesc(ym),
+		FileType: facts.fileType, Params: yz.ModelNParams(ym), SizeBytes: yz.ModelSize(ym),
+		TrainedContext: trained, ContextSize: ctxSize, Slots: opts.Slots,
+		BatchSize: opts.BatchSize, Threads: opts.Threads, VocabSize: m.nVocab,
+		VocabType: vocabTypeName(yz.GetVocabType(m.vocab)), AddBOS: yz.VocabGetAddBOS(m.vocab),
+		BOS: int32(yz.VocabBOS(m.vocab)), EOS: int32(yz.VocabEOS(m.vocab)),
+		ChatTemplate: tmpl, GPULayers: gpuLayers, GPUFallback: fallback,
+	}
+	sch, err := newScheduler(m, opts, h)
+	if err != nil {
+		_ = yz.ModelFree(ym)
+		return nil, err
+	}
+	m.sch = sch
+	go sch.loop()
+	slog.Info("llama: model loaded", "path", path, "arch", facts.arch, "ctx", ctxSize,
+		"slots", opts.Slots, "threads", opts.Threads, "gpu_layers", gpuLayers)
+	return m, nil
+}
+
+// loadModel loads the weights, on the GPU when asked and possible, else on
+// the CPU; fallback says why a GPU load was given up.
+func loadModel(path string, gpuLayers int) (yz.Model, int, string, error) {
+	if gpuLayers != 0 && HasGPU() {
+		p := yz.ModelDefaultParams()
+		p.NGpuLayers = int32(gpuLayers)
+		if gpuLayers < 0 {
+			p.NGpuLayers = 999
+		}
+		ym, err := yz.ModelLoadFromFile(path, p)
+		if err == nil {
+			return ym, gpuLayers, "", nil
+		}
+		reason := fmt.Sprintf("loading %d layers on the GPU failed (%v); using the CPU", gpuLayers, err)
+		slog.Warn("llama: " + reason)
+		cpu, _, _, cerr := loadModel(path, 0)
+		return cpu, 0, reason, cerr
+	}
+	fallback := ""
+	if gpuLayers != 0 {
+		fallback = "no GPU backend device is loaded; using the CPU"
+	}
+	p := yz.ModelDefaultParams()
+	p.SetCPUOnly()
+	ym, err := yz.ModelLoadFromFile(path, p)
+	if err != nil {
+		return 0, 0, fallback, fmt.Errorf("%w: llama.cpp could not load %s: %w", ErrInvalidModel, path, err)
+	}
+	return ym, 0, fallback, nil
+}
+
+func vocabTypeName(t yz.VocabType) string {
+	switch t {
+	case yz.VocabTypeSPM:
+		return "spm"
+	case yz.VocabTypeBPE:
+		return "bpe"
+	case yz.VocabTypeWPM:
+		return "wpm"
+	case yz.VocabTypeUGM:
+		return "ugm"
+	case yz.VocabTypeRWKV:
+		return "rwkv"
+	case yz.VocabTypePLAMO2:
+		return "plamo2"
+	}
+	return "none"
+}
+
+// Info describes the model.
+func (m *Model) Info() Info { return m.info }
+
+// Stats reports the scheduler's state.
+func (m *Model) Stats() Stats { return m.sch.stats() }
+
+// Close stops the scheduler (running and waiting requests end with
+// ErrClosed) and frees the context and the model. It is safe to call twice.
+func (m *Model) Close() error {
+	m.sch.stop()
+	m.life.Lock()
+	defer m.life.Unlock()
+	if m.freed {
+		return nil
+	}
+	m.freed = true
+	return yz.ModelFree(m.model)
+}

@@ -1,0 +1,300 @@
+package llama
+
+import (
+	"cmp"
+	"fmt"
+	"runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	yz "github.com/hybridgroup/yzma/pkg/llama"
+)
+
+// hooks are test seams, called on the scheduler goroutine.
+type hooks struct {
+	// afterToken runs after a token of the request in slot was handled; n
+	// is that request's completion token count so far.
+	afterToken func(slot, n int)
+}
+
+// Stats is a snapshot of a model's scheduler.
+type Stats struct {
+	Slots         int
+	Active        int    // slots running a request
+	Waiting       int    // requests waiting for a slot
+	DecodeCalls   uint64 // llama_decode calls
+	DecodedTokens uint64 // tokens evaluated (prompt and generated)
+}
+
+// scheduler runs continuous batching over one llama context: one sequence
+// per slot, each step one decode carrying the next token of every
+// generating sequence plus prompt chunks of the ones still reading their
+// prompt. Requests wait in a FIFO when every slot is busy.
+type scheduler struct {
+	m       *Model
+	lctx    yz.Context
+	mem     yz.Memory
+	batch   yz.Batch
+	nBatch  int
+	ctxSize int
+	slots   []*slot
+	hooks   hooks
+	clock   uint64 // loop goroutine only
+
+	mu         sync.Mutex // guards waiting and closed
+	waiting    []*request
+	closed     bool
+	maxWaiting int
+
+	wake     chan struct{}
+	quit     chan struct{}
+	done     chan struct{}
+	stopOnce sync.Once
+
+	active        atomic.Int64
+	decodeCalls   atomic.Uint64
+	decodedTokens atomic.Uint64
+}
+
+func newScheduler(m *Model, o Options, h hooks) (*scheduler, error) {
+	ctxSize := m.info.ContextSize
+	nBatch := max(o.BatchSize, o.Slots)
+	cp := yz.ContextDefaultParams()
+	cp.NCtx = uint32(ctxSize * o.Slots)
+	cp.NBatch = uint32(nBatch)
+	cp.NUbatch = uint32(nBatch)
+	cp.NSeqMax = uint32(o.Slots)
+	cp.NThreads = int32(o.Threads)
+	cp.NThreadsBatch = int32(o.Threads)
+	cp.KVUnified = 0 // one KV stream per sequence: a sequence's attention never sees the others
+	cp.NoPerf = 1
+	if m.info.GPULayers == 0 {
+		cp.OpOffload = 0
+	}
+	lctx, err := yz.InitFromModel(m.model, cp)
+	if err != nil {
+		return nil, fmt.Errorf("llama: create context of %d x %d tokens: %w", o.Slots, ctxSize, err)
+	}
+	if got := int(yz.NCtxSeq(lctx)); got < ctxSize {
+		_ = yz.Free(lctx)
+		return nil, fmt.Errorf("llama: context gives %d tokens per sequence, want %d", got, ctxSize)
+	}
+	mem, err := yz.GetMemory(lctx)
+	if err != nil {
+		_ = yz.Free(lctx)
+		return nil, fmt.Errorf("llama: context memory: %w", err)
+	}
+	s := &scheduler{
+		m: m, lctx: lctx, mem: mem, batch: yz.BatchInit(int32(nBatch), 0, 1),
+		nBatch: nBatch, ctxSize: ctxSize, hooks: h, maxWaiting: o.MaxWaiting,
+		wake: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{}),
+	}
+	for i := 0; i < o.Slots; i++ {
+		s.slots = append(s.slots, &slot{id: i, seq: []yz.SeqId{yz.SeqId(i)}, logit: -1})
+	}
+	return s, nil
+}
+
+// submit queues r for a slot.
+func (s *scheduler) submit(r *request) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return ErrClosed
+	}
+	idle := len(s.slots) - int(s.active.Load())
+	if s.maxWaiting > 0 && len(s.waiting)-idle >= s.maxWaiting {
+		s.mu.Unlock()
+		return ErrBusy
+	}
+	s.waiting = append(s.waiting, r)
+	s.mu.Unlock()
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+func (s *scheduler) stats() Stats {
+	s.mu.Lock()
+	waiting := len(s.waiting)
+	s.mu.Unlock()
+	return Stats{
+		Slots: len(s.slots), Active: int(s.active.Load()), Waiting: waiting,
+		DecodeCalls: s.decodeCalls.Load(), DecodedTokens: s.decodedTokens.Load(),
+	}
+}
+
+// stop ends the loop and frees the context; safe to call more than once.
+func (s *scheduler) stop() {
+	s.stopOnce.Do(func() {
+		s.mu.Lock()
+		s.closed = true
+		s.mu.Unlock()
+		close(s.quit)
+	})
+	<-s.done
+}
+
+func (s *scheduler) loop() {
+	// Keep llama.cpp's calls on one OS thread (GPU backends hold
+	// per-thread state).
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	defer close(s.done)
+	for {
+		select {
+		case <-s.quit:
+			s.shutdown()
+			return
+		default:
+		}
+		s.admit()
+		s.reapCancelled()
+		if s.active.Load() == 0 {
+			select {
+			case <-s.wake:
+			case <-s.quit:
+				s.shutdown()
+				return
+			}
+			continue
+		}
+		s.step()
+	}
+}
+
+// admit moves waiting requests into idle slots, oldest first.
+func (s *scheduler) admit() {
+	for {
+		s.mu.Lock()
+		if len(s.waiting) == 0 || int(s.active.Load()) == len(s.slots) {
+			s.mu.Unlock()
+			return
+		}
+		r := s.waiting[0]
+		s.waiting = s.waiting[1:]
+		s.mu.Unlock()
+		if r.ctx.Err() != nil {
+			r.stream.end(Event{Token: -1, Done: true, Finish: FinishCancelled,
+				Usage: Usage{PromptTokens: len(r.prompt)}})
+			continue
+		}
+		s.start(s.pickSlot(r.prompt), r)
+	}
+}
+
+// reapCancelled ends the requests whose context is done, running or waiting.
+func (s *scheduler) reapCancelled() {
+	for _, sl := range s.slots {
+		if !sl.idle() && sl.r.ctx.Err() != nil {
+			s.finish(sl, FinishCancelled, nil, false)
+		}
+	}
+	s.mu.Lock()
+	var gone []*request
+	s.waiting = slices.DeleteFunc(s.waiting, func(r *request) bool {
+		if r.ctx.Err() != nil {
+			gone = append(gone, r)
+			return true
+		}
+		return false
+	})
+	s.mu.Unlock()
+	for _, r := range gone {
+		r.stream.end(Event{Token: -1, Done: true, Finish: FinishCancelled,
+			Usage: Usage{PromptTokens: len(r.prompt)}})
+	}
+}
+
+// step builds one batch (generating tokens first, then prompt chunks in
+// admission order), decodes it and samples every sequence that got logits.
+func (s *scheduler) step() {
+	_ = s.batch.Clear()
+	for _, sl := range s.slots {
+		sl.logit = -1
+		if sl.idle() || !sl.hasNext {
+			continue
+		}
+		sl.logit = s.batch.NTokens
+		s.add(sl.next, len(sl.cache), sl, true)
+		sl.cache = append(sl.cache, sl.next)
+		sl.hasNext = false
+	}
+	var reading []*slot
+	for _, sl := range s.slots {
+		if sl.prefilling() {
+			reading = append(reading, sl)
+		}
+	}
+	slices.SortFunc(reading, func(a, b *slot) int { return cmp.Compare(a.used, b.used) })
+	budget := s.nBatch - int(s.batch.NTokens)
+	for _, sl := range reading {
+		if budget == 0 {
+			break
+		}
+		n := min(budget, len(sl.r.prompt)-sl.nPast)
+		for p := sl.nPast; p < sl.nPast+n; p++ {
+			last := p == len(sl.r.prompt)-1
+			if last {
+				sl.logit = s.batch.NTokens
+			}
+			s.add(sl.r.prompt[p], p, sl, last)
+		}
+		sl.cache = append(sl.cache, sl.r.prompt[sl.nPast:sl.nPast+n]...)
+		sl.nPast += n
+		budget -= n
+	}
+	ntok := uint64(s.batch.NTokens)
+	ret, err := yz.Decode(s.lctx, s.batch)
+	s.decodeCalls.Add(1)
+	s.decodedTokens.Add(ntok)
+	if err != nil || ret != 0 {
+		s.failBatch(fmt.Errorf("%w: llama_decode returned %d (%v)", ErrDecode, ret, err))
+		return
+	}
+	for _, sl := range s.slots {
+		if sl.logit >= 0 && !sl.idle() {
+			s.onToken(sl, yz.SamplerSample(sl.smpl, s.lctx, sl.logit))
+		}
+	}
+}
+
+func (s *scheduler) add(tok yz.Token, pos int, sl *slot, logits bool) {
+	// Capacity is checked when the batch is built, so Add cannot fail.
+	_ = s.batch.Add(tok, yz.Pos(pos), sl.seq, logits)
+}
+
+// failBatch ends every request that had tokens in the failed batch and
+// drops its sequence's KV, whose state is unknown now.
+func (s *scheduler) failBatch(err error) {
+	for _, sl := range s.slots {
+		if sl.idle() {
+			continue
+		}
+		_, _ = yz.MemorySeqRm(s.mem, yz.SeqId(sl.id), -1, -1)
+		sl.cache = sl.cache[:0]
+		s.finish(sl, FinishError, err, false)
+	}
+}
+
+// shutdown ends every request with ErrClosed and frees the context.
+func (s *scheduler) shutdown() {
+	for _, sl := range s.slots {
+		if !sl.idle() {
+			s.finish(sl, FinishError, ErrClosed, false)
+		}
+	}
+	s.mu.Lock()
+	waiting := s.waiting
+	s.waiting = nil
+	s.mu.Unlock()
+	for _, r := range waiting {
+		r.stream.end(Event{Token: -1, Done: true, Finish: FinishError, Err: ErrClosed,
+			Usage: Usage{PromptTokens: len(r.prompt)}})
+	}
+	_ = yz.BatchFree(s.batch)
+	_ = yz.Free(s.lctx)
+}

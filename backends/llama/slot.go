@@ -1,0 +1,135 @@
+package llama
+
+import (
+	"context"
+
+	yz "github.com/hybridgroup/yzma/pkg/llama"
+)
+
+// request is a submitted generation.
+type request struct {
+	ctx    context.Context
+	prompt []yz.Token
+	budget int // completion tokens allowed
+	stops  []string
+	samp   Sampling
+	stream *stream
+}
+
+// slot is one sequence of the llama context. Only the scheduler goroutine
+// touches it.
+type slot struct {
+	id    int
+	seq   []yz.SeqId // {id}, for batch.Add
+	cache []yz.Token // tokens whose KV the sequence holds, at positions 0..len-1
+	used  uint64     // scheduler clock when last given a request (LRU, admission order)
+
+	r       *request // nil when idle
+	nPast   int      // prompt tokens in the KV so far
+	next    yz.Token // sampled token to feed in the next step
+	hasNext bool
+	logit   int32 // batch index of the token whose logits this slot samples, -1 none
+	smpl    yz.Sampler
+	text    *textAssembler
+	usage   Usage
+}
+
+func (sl *slot) idle() bool       { return sl.r == nil }
+func (sl *slot) prefilling() bool { return sl.r != nil && sl.nPast < len(sl.r.prompt) }
+
+// commonPrefix is the length of the longest common prefix of a and b.
+func commonPrefix(a, b []yz.Token) int {
+	n := min(len(a), len(b))
+	for i := 0; i < n; i++ {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return n
+}
+
+// pickSlot chooses the idle slot for prompt: the one whose KV shares the
+// longest prefix with it; among equals the least recently used, so other
+// slots keep their prefixes. nil when no slot is idle.
+func (s *scheduler) pickSlot(prompt []yz.Token) *slot {
+	var best *slot
+	bestLen := -1
+	for _, sl := range s.slots {
+		if !sl.idle() {
+			continue
+		}
+		n := commonPrefix(sl.cache, prompt)
+		if n > bestLen || n == bestLen && sl.used < best.used {
+			best, bestLen = sl, n
+		}
+	}
+	return best
+}
+
+// start gives r to sl: it keeps the KV of the common prefix (at least one
+// prompt token is always evaluated, for its logits), removes the rest, and
+// builds the sampler chain.
+func (s *scheduler) start(sl *slot, r *request) {
+	common := commonPrefix(sl.cache, r.prompt)
+	if common >= len(r.prompt) {
+		common = len(r.prompt) - 1
+	}
+	if common < len(sl.cache) {
+		ok, err := yz.MemorySeqRm(s.mem, yz.SeqId(sl.id), yz.Pos(common), -1)
+		if err != nil || !ok {
+			// A partial removal can fail; a whole sequence cannot.
+			_, _ = yz.MemorySeqRm(s.mem, yz.SeqId(sl.id), -1, -1)
+			common = 0
+		}
+	}
+	sl.cache = sl.cache[:common]
+	s.clock++
+	sl.used = s.clock
+	sl.r = r
+	sl.nPast = common
+	sl.hasNext = false
+	sl.smpl = newSampler(r.samp, s.m.nVocab, s.ctxSize)
+	sl.text = newTextAssembler(r.stops)
+	sl.usage = Usage{PromptTokens: len(r.prompt), CachedTokens: common}
+	s.active.Add(1)
+}
+
+// onToken handles a token sampled for sl: end of generation, stop strings,
+// the length budget, or the next step's input.
+func (s *scheduler) onToken(sl *slot, tok yz.Token) {
+	sl.usage.CompletionTokens++
+	n := sl.usage.CompletionTokens
+	defer func() {
+		if s.hooks.afterToken != nil {
+			s.hooks.afterToken(sl.id, n)
+		}
+	}()
+	if yz.VocabIsEOG(s.m.vocab, tok) {
+		s.finish(sl, FinishStop, nil, true)
+		return
+	}
+	text, stopped := sl.text.push(s.m.piece(tok, false))
+	sl.r.stream.push(Event{Token: int32(tok), Text: text})
+	switch {
+	case stopped:
+		s.finish(sl, FinishStop, nil, false)
+	case n >= sl.r.budget:
+		s.finish(sl, FinishLength, nil, true)
+	default:
+		sl.next, sl.hasNext = tok, true
+	}
+}
+
+// finish ends sl's request with its final event and frees the slot; the KV
+// (and sl.cache) stay for the next request's prefix.
+func (s *scheduler) finish(sl *slot, reason FinishReason, err error, flush bool) {
+	text := ""
+	if flush {
+		text = sl.text.flush()
+	}
+	sl.r.stream.end(Event{Token: -1, Text: text, Done: true, Finish: reason, Err: err, Usage: sl.usage})
+	yz.SamplerFree(sl.smpl)
+	sl.smpl = 0
+	sl.r, sl.text, sl.hasNext = nil, nil, false
+	s.active.Add(-1)
+}

@@ -1,0 +1,144 @@
+package llama
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"strings"
+	"sync"
+
+	"github.com/ardanlabs/jinja"
+	yz "github.com/hybridgroup/yzma/pkg/llama"
+)
+
+// ErrTemplate: the model's chat template failed to compile or render (for
+// example it raised an exception on the messages given).
+var ErrTemplate = errors.New("llama: chat template failed")
+
+// Message is one chat message for ApplyChatTemplate.
+type Message struct {
+	Role    string
+	Content string
+	// Fields are further message fields for Jinja templates (tool_calls,
+	// name, ...). A conversation with any Fields is always rendered by Jinja.
+	Fields map[string]any
+}
+
+// templateState holds the model's Jinja template, compiled on first use.
+type templateState struct {
+	once sync.Once
+	tmpl *jinja.Template
+	err  error
+}
+
+// ApplyChatTemplate renders messages with the model's tokenizer.chat_template
+// into a prompt (tokenize it with Tokenize(prompt, true, true)). llama.cpp's
+// built-in template matcher renders it when it recognises the template; a
+// Jinja renderer does otherwise. With addAssistant the prompt ends with the
+// opening of an assistant turn. A model without a template gives
+// ErrNoChatTemplate.
+func (m *Model) ApplyChatTemplate(msgs []Message, addAssistant bool) (string, error) {
+	src := m.info.ChatTemplate
+	if src == "" {
+		return "", ErrNoChatTemplate
+	}
+	if len(msgs) == 0 {
+		return "", fmt.Errorf("%w: no messages", ErrInvalidRequest)
+	}
+	if builtinOK(msgs) {
+		if out, ok := applyBuiltin(src, msgs, addAssistant); ok {
+			return out, nil
+		}
+	}
+	return m.applyJinja(msgs, addAssistant)
+}
+
+// builtinOK reports whether llama.cpp's matcher can take the messages: it
+// knows only role and content, as C strings.
+func builtinOK(msgs []Message) bool {
+	for _, msg := range msgs {
+		if len(msg.Fields) > 0 || strings.IndexByte(msg.Role, 0) >= 0 || strings.IndexByte(msg.Content, 0) >= 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// applyBuiltin renders with llama_chat_apply_template; ok is false when
+// llama.cpp does not recognise the template.
+func applyBuiltin(src string, msgs []Message, addAssistant bool) (string, bool) {
+	if strings.IndexByte(src, 0) >= 0 {
+		return "", false
+	}
+	chat := make([]yz.ChatMessage, len(msgs))
+	size := 1024
+	for i, msg := range msgs {
+		chat[i] = yz.NewChatMessage(msg.Role, msg.Content)
+		size += 2 * (len(msg.Role) + len(msg.Content))
+	}
+	buf := make([]byte, size)
+	n := yz.ChatApplyTemplate(src, chat, addAssistant, buf)
+	if n > int32(len(buf)) {
+		buf = make([]byte, n)
+		n = yz.ChatApplyTemplate(src, chat, addAssistant, buf)
+	}
+	runtime.KeepAlive(chat)
+	if n < 0 || n > int32(len(buf)) {
+		return "", false
+	}
+	return string(buf[:n]), true
+}
+
+func (m *Model) applyJinja(msgs []Message, addAssistant bool) (string, error) {
+	m.tmpl.once.Do(func() {
+		m.tmpl.tmpl, m.tmpl.err = jinja.Compile(m.info.ChatTemplate)
+	})
+	if m.tmpl.err != nil {
+		return "", fmt.Errorf("%w: compile: %w", ErrTemplate, m.tmpl.err)
+	}
+	bos, eos, err := m.specialTexts()
+	if err != nil {
+		return "", err
+	}
+	list := make([]any, len(msgs))
+	for i, msg := range msgs {
+		d := make(map[string]any, len(msg.Fields)+2)
+		for k, v := range msg.Fields {
+			d[k] = v
+		}
+		d["role"] = msg.Role
+		d["content"] = msg.Content
+		list[i] = d
+	}
+	out, err := m.tmpl.tmpl.Render(map[string]any{
+		"messages":              list,
+		"add_generation_prompt": addAssistant,
+		"bos_token":             bos,
+		"eos_token":             eos,
+	})
+	if err != nil {
+		return "", fmt.Errorf("%w: %w", ErrTemplate, err)
+	}
+	// Templates often start with {{ bos_token }}; Tokenize adds BOS itself
+	// when the vocabulary asks for it, so drop the rendered one.
+	if m.info.AddBOS && bos != "" {
+		out = strings.TrimPrefix(out, bos)
+	}
+	return out, nil
+}
+
+// specialTexts are the texts of the BOS and EOS tokens ("" when absent).
+func (m *Model) specialTexts() (string, string, error) {
+	text := func(id int32) (string, error) {
+		if id < 0 || int(id) >= m.nVocab {
+			return "", nil
+		}
+		return m.TokenPiece(id, true)
+	}
+	bos, err := text(m.info.BOS)
+	if err != nil {
+		return "", "", err
+	}
+	eos, err := text(m.info.EOS)
+	return bos, eos, err
+}

@@ -1,0 +1,98 @@
+package llama
+
+import (
+	"bytes"
+	"strings"
+	"unicode/utf8"
+)
+
+// textAssembler turns token pieces into the text a client may see. It holds
+// back (a) a tail that could be the start of a stop string and (b) an
+// incomplete UTF-8 sequence, so a stop string is never emitted, even when it
+// arrives split across tokens, and emitted text never ends inside a
+// character. Invalid bytes are replaced by U+FFFD.
+type textAssembler struct {
+	stops   [][]byte
+	pending []byte
+}
+
+func newTextAssembler(stops []string) *textAssembler {
+	a := &textAssembler{}
+	for _, s := range stops {
+		if s != "" {
+			a.stops = append(a.stops, []byte(s))
+		}
+	}
+	return a
+}
+
+// push adds a token's piece. It returns the text that can be released now
+// and whether a stop string matched; after a match the text from the stop
+// string on is dropped and the assembler must not be used again.
+func (a *textAssembler) push(piece string) (string, bool) {
+	a.pending = append(a.pending, piece...)
+	if at := a.firstStop(); at >= 0 {
+		out := sanitize(a.pending[:at])
+		a.pending = nil
+		return out, true
+	}
+	hold := max(a.stopPrefixHold(), incompleteTail(a.pending))
+	n := len(a.pending) - hold
+	out := sanitize(a.pending[:n])
+	a.pending = append(a.pending[:0], a.pending[n:]...)
+	return out, false
+}
+
+// flush releases everything held (the generation ended without a stop
+// string matching).
+func (a *textAssembler) flush() string {
+	out := sanitize(a.pending)
+	a.pending = nil
+	return out
+}
+
+// firstStop is the earliest offset in pending where a stop string starts, or -1.
+func (a *textAssembler) firstStop() int {
+	at := -1
+	for _, s := range a.stops {
+		if i := bytes.Index(a.pending, s); i >= 0 && (at < 0 || i < at) {
+			at = i
+		}
+	}
+	return at
+}
+
+// stopPrefixHold is the length of the longest tail of pending that is a
+// proper prefix of a stop string.
+func (a *textAssembler) stopPrefixHold() int {
+	hold := 0
+	for _, s := range a.stops {
+		for k := min(len(s)-1, len(a.pending)); k > hold; k-- {
+			if bytes.HasSuffix(a.pending, s[:k]) {
+				hold = k
+				break
+			}
+		}
+	}
+	return hold
+}
+
+// incompleteTail is the number of trailing bytes of b that start a UTF-8
+// sequence that is not complete yet (0 when b ends on a whole character or
+// on bytes that can never become one).
+func incompleteTail(b []byte) int {
+	for i := 1; i <= utf8.UTFMax-1 && i <= len(b); i++ {
+		c := b[len(b)-i]
+		if utf8.RuneStart(c) {
+			if c >= utf8.RuneSelf && !utf8.FullRune(b[len(b)-i:]) {
+				return i
+			}
+			return 0
+		}
+	}
+	return 0
+}
+
+func sanitize(b []byte) string {
+	return strings.ToValidUTF8(string(b), "\uFFFD")
+}
