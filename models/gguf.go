@@ -27,7 +27,7 @@ func readGGUF(filePath, name string) (info *GGUFInfo, err error) {
 	}()
 	gf, err := gguf.ParseGGUFFile(filePath)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s is not a readable GGUF file: %w", ErrInvalidModel, name, err)
+		return nil, fmt.Errorf("%w: %s is not a readable GGUF file (truncated or corrupt?): %w", ErrInvalidModel, name, err)
 	}
 	kv := gf.Header.MetadataKV
 	str := func(key string) string {

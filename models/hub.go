@@ -112,6 +112,12 @@ type statusError struct {
 
 func (e *statusError) Error() string {
 	msg := fmt.Sprintf("GET %s: HTTP %d", redactURL(e.URL), e.Code)
+	switch {
+	case e.Is(ErrUnauthorized):
+		msg += " (" + ErrUnauthorized.msg + ")"
+	case e.Is(ErrRemoteNotFound):
+		msg += " (" + ErrRemoteNotFound.msg + ")"
+	}
 	if e.Msg != "" {
 		msg += ": " + e.Msg
 	}
@@ -127,6 +133,14 @@ func (e *statusError) Is(target error) bool {
 		return e.Code == http.StatusNotFound || e.Code == http.StatusGone
 	}
 	return false
+}
+
+// HTTPStatus is the status the daemon answers for this remote failure.
+func (e *statusError) HTTPStatus() int {
+	if e.Is(ErrRemoteNotFound) {
+		return http.StatusNotFound
+	}
+	return http.StatusBadGateway
 }
 
 func (e *statusError) retryable() bool {

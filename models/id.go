@@ -20,9 +20,6 @@ const (
 // name the same model, and String drops the default tag.
 const DefaultTag = "latest"
 
-// ErrInvalidID is wrapped by every id validation error.
-var ErrInvalidID = errors.New("invalid model id")
-
 // ID is a validated model id: lowercase name segments joined by '/', and a tag.
 type ID struct {
 	Name string // "owner/model"

@@ -102,7 +102,9 @@ func (p *Puller) Pull(ctx context.Context, ref string, opts PullOptions, progres
 			fl.m, fl.err = p.run(fctx, r, id, opts, fl.em)
 			cancel()
 			p.mu.Lock()
-			delete(p.flights, key)
+			if p.flights[key] == fl {
+				delete(p.flights, key)
+			}
 			p.mu.Unlock()
 			close(fl.done)
 		}()
@@ -121,10 +123,19 @@ func (p *Puller) Pull(ctx context.Context, ref string, opts PullOptions, progres
 	case <-ctx.Done():
 		p.mu.Lock()
 		fl.waiters--
-		if fl.waiters == 0 {
+		last := fl.waiters == 0
+		if last {
+			// Nobody waits any more: stop the download, and let a new Pull
+			// start afresh (it continues the partial files) instead of joining.
 			fl.cancel()
+			if p.flights[key] == fl {
+				delete(p.flights, key)
+			}
 		}
 		p.mu.Unlock()
+		if last {
+			<-fl.done // the partial files and sidecars are written when Pull returns
+		}
 		return nil, ctx.Err()
 	}
 }
