@@ -9,6 +9,9 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+
+	"github.com/modeld/modeld/backends/llama"
+	"github.com/modeld/modeld/cache"
 )
 
 // Error is an API error in OpenAI's shape:
@@ -52,6 +55,30 @@ func toAPIError(err error) *Error {
 	var ae *Error
 	if errors.As(err, &ae) {
 		return ae
+	}
+	var cl *llama.ContextLengthError
+	if errors.As(err, &cl) {
+		e := badRequest("messages", "%s", cl.Error())
+		e.Code = "context_length_exceeded"
+		return e
+	}
+	var tl *cache.TooLargeError
+	if errors.As(err, &tl) {
+		return &Error{Status: http.StatusInsufficientStorage, Type: "server_error", Code: "model_too_large", Message: err.Error()}
+	}
+	if d, ok := cache.RetryAfter(err); ok {
+		return &Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "model_busy", Message: err.Error(), RetryAfter: d}
+	}
+	switch {
+	case errors.Is(err, llama.ErrBusy):
+		return &Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "model_busy", Message: err.Error(), RetryAfter: time.Second}
+	case errors.Is(err, llama.ErrNoChatTemplate):
+		return &Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "no_chat_template",
+			Message: err.Error() + "; use /v1/completions with a raw prompt"}
+	case errors.Is(err, llama.ErrInvalidRequest):
+		return &Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Message: err.Error()}
+	case errors.Is(err, cache.ErrDied):
+		return &Error{Status: http.StatusBadGateway, Type: "server_error", Code: "model_crashed", Message: err.Error()}
 	}
 	var ra RetryAfterError
 	if errors.As(err, &ra) {

@@ -13,6 +13,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/modeld/modeld/backends"
+	"github.com/modeld/modeld/cache"
 	"github.com/modeld/modeld/probe"
 )
 
@@ -27,6 +28,8 @@ type Options struct {
 	// Origins are browser origins allowed by CORS in addition to loopback pages
 	// and browser extensions.
 	Origins []string
+	// Cache finds or loads the model a request names.
+	Cache *cache.Cache
 }
 
 // Server routes modeld's HTTP API.
@@ -60,6 +63,8 @@ func New(opt Options) *Server {
 	s.engine.GET("/health", s.health)
 	s.engine.HEAD("/health", s.health)
 	s.engine.GET("/v1/system", s.systemInfo)
+	s.engine.POST("/v1/chat/completions", s.chatCompletions)
+	s.engine.POST("/v1/completions", s.completions)
 	return s
 }
 

@@ -1,0 +1,420 @@
+package api
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/modeld/modeld/backends/llama"
+	"github.com/modeld/modeld/cache"
+)
+
+// ChatModel is a loaded GGUF model as the chat handlers use it: in the daemon a
+// runner process, in tests possibly the in-process engine.
+type ChatModel interface {
+	Info() llama.Info
+	Tokenize(text string, addSpecial, parseSpecial bool) ([]int32, error)
+	ApplyChatTemplate(msgs []llama.Message, addAssistant bool) (string, error)
+	Generate(ctx context.Context, req llama.Request) (<-chan llama.Event, error)
+}
+
+// DeviceHeader names the response header that says which device ran a request.
+const DeviceHeader = "X-Modeld-Device"
+
+var chatRoles = map[string]bool{"system": true, "developer": true, "user": true, "assistant": true, "tool": true}
+
+// decodeJSON reads the request body into v, refusing what is not one JSON object.
+func decodeJSON(c *gin.Context, v any) error {
+	body, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, 64<<20))
+	if err != nil {
+		return badRequest("", "cannot read the request body: %v", err)
+	}
+	if len(strings.TrimSpace(string(body))) == 0 {
+		return badRequest("", "the request body is empty; send a JSON object")
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) && te.Field != "" {
+			return badRequest(te.Field, "invalid value for %q: want %s", te.Field, te.Type)
+		}
+		return badRequest("", "the request body is not valid JSON: %v", err)
+	}
+	return nil
+}
+
+// acquireChat finds or loads model id and checks that it serves chat.
+func (s *Server) acquireChat(c *gin.Context, id string, ka KeepAlive) (*cache.Handle, ChatModel, error) {
+	if s.opt.Cache == nil {
+		return nil, nil, &Error{Status: http.StatusServiceUnavailable, Type: "server_error", Message: "no model runtime is configured"}
+	}
+	if id == "" {
+		return nil, nil, badRequest("model", "model is required")
+	}
+	h, err := s.opt.Cache.Acquire(c.Request.Context(), id, cache.AcquireOptions{KeepAlive: ka.D})
+	if err != nil {
+		return nil, nil, err
+	}
+	cm, ok := h.Instance().(ChatModel)
+	if !ok {
+		h.Release()
+		return nil, nil, badRequest("model", "model %q does not serve chat or completions (it is not a GGUF chat model)", id)
+	}
+	setDevice(c, h.Instance())
+	return h, cm, nil
+}
+
+// setDevice sets the device header from an instance that knows its placement.
+func setDevice(c *gin.Context, inst any) {
+	dev := "cpu"
+	if p, ok := inst.(cache.Placed); ok && p.Placement().Device != "" {
+		dev = p.Placement().Device
+	}
+	c.Header(DeviceHeader, dev)
+}
+
+// sampling validates the shared sampling fields and returns the engine request.
+func (f *samplingFields) request(maxTokens *int) (llama.Request, error) {
+	var errs []error
+	bad := func(param, format string, args ...any) { errs = append(errs, badRequest(param, format, args...)) }
+	r := llama.Request{Stop: f.Stop}
+	s := &r.Sampling
+	s.Temperature = 1 // OpenAI's default
+	if t := f.Temperature; t != nil {
+		if *t < 0 || *t > 2 {
+			bad("temperature", "temperature %g is outside [0, 2]", *t)
+		}
+		s.Temperature = float32(*t)
+	}
+	if p := f.TopP; p != nil {
+		if *p < 0 || *p > 1 {
+			bad("top_p", "top_p %g is outside [0, 1]", *p)
+		}
+		s.TopP = float32(*p)
+	}
+	if k := f.TopK; k != nil {
+		if *k < 0 {
+			bad("top_k", "top_k %d is negative", *k)
+		}
+		s.TopK = *k
+	}
+	if p := f.MinP; p != nil {
+		if *p < 0 || *p > 1 {
+			bad("min_p", "min_p %g is outside [0, 1]", *p)
+		}
+		s.MinP = float32(*p)
+	}
+	if p := f.RepeatPenalty; p != nil {
+		if *p < 0 {
+			bad("repeat_penalty", "repeat_penalty %g is negative", *p)
+		}
+		s.RepeatPenalty = float32(*p)
+	}
+	for name, p := range map[string]*float64{"presence_penalty": f.PresencePenalty, "frequency_penalty": f.FrequencyPenalty} {
+		if p != nil && (*p < -2 || *p > 2) {
+			bad(name, "%s %g is outside [-2, 2]", name, *p)
+		}
+	}
+	if f.PresencePenalty != nil {
+		s.PresencePenalty = float32(*f.PresencePenalty)
+	}
+	if f.FrequencyPenalty != nil {
+		s.FrequencyPenalty = float32(*f.FrequencyPenalty)
+	}
+	s.Seed = f.Seed
+	if len(f.LogitBias) > 0 {
+		s.LogitBias = map[int32]float32{}
+		for k, v := range f.LogitBias {
+			id, err := strconv.ParseInt(k, 10, 32)
+			if err != nil || id < 0 {
+				bad("logit_bias", "logit_bias key %q is not a token id", k)
+				continue
+			}
+			if v < -100 || v > 100 {
+				bad("logit_bias", "logit_bias for token %s is %g, outside [-100, 100]", k, v)
+			}
+			s.LogitBias[int32(id)] = float32(v)
+		}
+	}
+	if len(f.Stop) > 4 {
+		bad("stop", "at most 4 stop sequences are allowed, got %d", len(f.Stop))
+	}
+	for _, st := range f.Stop {
+		if st == "" {
+			bad("stop", "stop sequences must not be empty")
+		}
+	}
+	if maxTokens != nil {
+		if *maxTokens < 1 {
+			bad("max_tokens", "max_tokens must be at least 1, got %d", *maxTokens)
+		}
+		r.MaxTokens = *maxTokens
+	}
+	if f.N != nil && *f.N != 1 {
+		bad("n", "only n=1 is supported, got %d", *f.N)
+	}
+	if len(f.Logprobs) > 0 && string(f.Logprobs) != "false" && string(f.Logprobs) != "null" {
+		bad("logprobs", "logprobs are not supported")
+	}
+	if f.StreamOptions != nil && !f.Stream {
+		bad("stream_options", "stream_options is only allowed with stream: true")
+	}
+	return r, joinBadRequests(errs)
+}
+
+// joinBadRequests merges several 400s into one that lists every problem.
+func joinBadRequests(errs []error) error {
+	switch len(errs) {
+	case 0:
+		return nil
+	case 1:
+		return errs[0]
+	}
+	msgs := make([]string, len(errs))
+	for i, e := range errs {
+		msgs[i] = e.Error()
+	}
+	first := errs[0].(*Error)
+	return &Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Param: first.Param, Message: strings.Join(msgs, "; ")}
+}
+
+func (s *Server) chatCompletions(c *gin.Context) {
+	var req ChatCompletionRequest
+	if err := decodeJSON(c, &req); err != nil {
+		writeError(c, err)
+		return
+	}
+	maxTokens := req.MaxCompletionTokens
+	if maxTokens == nil {
+		maxTokens = req.MaxTokens
+	}
+	gen, err := req.request(maxTokens)
+	var errs []error
+	if err != nil {
+		errs = append(errs, err)
+	}
+	if len(req.Messages) == 0 {
+		errs = append(errs, badRequest("messages", "messages must not be empty"))
+	}
+	msgs := make([]llama.Message, 0, len(req.Messages))
+	for i, m := range req.Messages {
+		if !chatRoles[m.Role] {
+			errs = append(errs, badRequest(fmt.Sprintf("messages[%d].role", i), "messages[%d].role %q is not one of system, developer, user, assistant, tool", i, m.Role))
+		}
+		if len(m.Content.NonText) > 0 {
+			errs = append(errs, badRequest(fmt.Sprintf("messages[%d].content", i), "messages[%d] has content parts of type %s; only text is supported", i, strings.Join(m.Content.NonText, ", ")))
+		}
+		role := m.Role
+		if role == "developer" {
+			role = "system"
+		}
+		lm := llama.Message{Role: role, Content: m.Content.Text}
+		if len(m.ToolCalls) > 0 || m.ToolCallID != "" || m.Name != "" {
+			lm.Fields = map[string]any{}
+			if m.Name != "" {
+				lm.Fields["name"] = m.Name
+			}
+			if m.ToolCallID != "" {
+				lm.Fields["tool_call_id"] = m.ToolCallID
+			}
+			if len(m.ToolCalls) > 0 {
+				var tc any
+				if json.Unmarshal(m.ToolCalls, &tc) == nil {
+					lm.Fields["tool_calls"] = tc
+				}
+			}
+		}
+		msgs = append(msgs, lm)
+	}
+	if len(req.Tools) > 0 && string(req.Tools) != "null" && string(req.Tools) != "[]" && strings.Trim(string(req.ToolChoice), `"`) != "none" {
+		errs = append(errs, badRequest("tools", "tools are not supported yet; send the request without tools or with tool_choice \"none\""))
+	}
+	if rf := req.ResponseFormat; rf != nil && rf.Type != "" && rf.Type != "text" {
+		errs = append(errs, badRequest("response_format", "response_format %q is not supported yet", rf.Type))
+	}
+	if err := joinBadRequests(errs); err != nil {
+		writeError(c, err)
+		return
+	}
+
+	h, model, err := s.acquireChat(c, req.Model, req.KeepAlive)
+	if err != nil {
+		writeError(c, err)
+		return
+	}
+	defer h.Release()
+	prompt, err := model.ApplyChatTemplate(msgs, true)
+	if err != nil {
+		writeError(c, err)
+		return
+	}
+	gen.Prompt, err = model.Tokenize(prompt, true, true)
+	if err != nil {
+		writeError(c, fmt.Errorf("tokenize the prompt: %w", err))
+		return
+	}
+	s.generate(c, model, req.Model, gen, req.Stream, req.StreamOptions, true)
+}
+
+func (s *Server) completions(c *gin.Context) {
+	var req CompletionRequest
+	if err := decodeJSON(c, &req); err != nil {
+		writeError(c, err)
+		return
+	}
+	gen, err := req.request(req.MaxTokens)
+	var errs []error
+	if err != nil {
+		errs = append(errs, err)
+	}
+	var prompt StringOrList
+	if len(req.Prompt) == 0 || json.Unmarshal(req.Prompt, &prompt) != nil {
+		errs = append(errs, badRequest("prompt", "prompt must be a string (or an array holding one string)"))
+	} else if len(prompt) != 1 {
+		errs = append(errs, badRequest("prompt", "prompt must hold exactly one string, got %d", len(prompt)))
+	}
+	if req.Echo {
+		errs = append(errs, badRequest("echo", "echo is not supported"))
+	}
+	if req.Suffix != nil && *req.Suffix != "" {
+		errs = append(errs, badRequest("suffix", "suffix is not supported"))
+	}
+	if req.BestOf != nil && *req.BestOf != 1 {
+		errs = append(errs, badRequest("best_of", "only best_of=1 is supported"))
+	}
+	if err := joinBadRequests(errs); err != nil {
+		writeError(c, err)
+		return
+	}
+	h, model, err := s.acquireChat(c, req.Model, req.KeepAlive)
+	if err != nil {
+		writeError(c, err)
+		return
+	}
+	defer h.Release()
+	gen.Prompt, err = model.Tokenize(prompt[0], true, false)
+	if err != nil {
+		writeError(c, fmt.Errorf("tokenize the prompt: %w", err))
+		return
+	}
+	if len(gen.Prompt) == 0 {
+		writeError(c, badRequest("prompt", "prompt is empty"))
+		return
+	}
+	s.generate(c, model, req.Model, gen, req.Stream, req.StreamOptions, false)
+}
+
+func newID(prefix string) string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return prefix + hex.EncodeToString(b[:])
+}
+
+func toUsage(u llama.Usage) Usage {
+	return Usage{
+		PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens,
+		TotalTokens:         u.PromptTokens + u.CompletionTokens,
+		PromptTokensDetails: &PromptTokensDetails{CachedTokens: u.CachedTokens},
+	}
+}
+
+// generate runs one generation and writes it as a chat completion (chat) or a
+// text completion, streamed as server-sent events or as one JSON object.
+func (s *Server) generate(c *gin.Context, model ChatModel, name string, req llama.Request, stream bool, so *StreamOptions, chat bool) {
+	ctx := c.Request.Context()
+	events, err := model.Generate(ctx, req)
+	if err != nil {
+		writeError(c, err)
+		return
+	}
+	created := time.Now().Unix()
+	id := newID("cmpl-")
+	if chat {
+		id = newID("chatcmpl-")
+	}
+	fp := "modeld-" + s.opt.Version
+	if !stream {
+		var text strings.Builder
+		var last llama.Event
+		for ev := range events {
+			text.WriteString(ev.Text)
+			last = ev
+		}
+		if last.Finish == llama.FinishError || last.Err != nil {
+			writeError(c, fmt.Errorf("generation failed: %w", last.Err))
+			return
+		}
+		if last.Finish == llama.FinishCancelled {
+			return // the client is gone
+		}
+		finish := string(last.Finish)
+		usage := toUsage(last.Usage)
+		content := text.String()
+		if chat {
+			c.JSON(http.StatusOK, ChatCompletion{ID: id, Object: "chat.completion", Created: created, Model: name, SystemFingerprint: fp,
+				Choices: []ChatChoice{{Message: AssistantMessage{Role: "assistant", Content: &content}, FinishReason: finish}}, Usage: usage})
+		} else {
+			c.JSON(http.StatusOK, Completion{ID: id, Object: "text_completion", Created: created, Model: name, SystemFingerprint: fp,
+				Choices: []CompletionChoice{{Text: content, FinishReason: &finish}}, Usage: &usage})
+		}
+		return
+	}
+
+	sse := newSSE(c)
+	includeUsage := so != nil && so.IncludeUsage
+	chunk := func(delta *string, role string, finish *string) any {
+		if chat {
+			ch := ChatCompletionChunk{ID: id, Object: "chat.completion.chunk", Created: created, Model: name, SystemFingerprint: fp,
+				Choices: []ChunkChoice{{Delta: ChunkDelta{Role: role, Content: delta}, FinishReason: finish}}}
+			return ch
+		}
+		text := ""
+		if delta != nil {
+			text = *delta
+		}
+		return Completion{ID: id, Object: "text_completion", Created: created, Model: name, SystemFingerprint: fp,
+			Choices: []CompletionChoice{{Text: text, FinishReason: finish}}}
+	}
+	if chat {
+		empty := ""
+		sse.send(chunk(&empty, "assistant", nil))
+	}
+	for ev := range events {
+		if ev.Text != "" {
+			t := ev.Text
+			sse.send(chunk(&t, "", nil))
+		}
+		if !ev.Done {
+			continue
+		}
+		switch {
+		case ev.Finish == llama.FinishCancelled:
+			return
+		case ev.Finish == llama.FinishError || ev.Err != nil:
+			sse.send(gin.H{"error": toAPIError(fmt.Errorf("generation failed: %w", ev.Err))})
+			return
+		}
+		finish := string(ev.Finish)
+		sse.send(chunk(nil, "", &finish))
+		if includeUsage {
+			u := toUsage(ev.Usage)
+			if chat {
+				sse.send(ChatCompletionChunk{ID: id, Object: "chat.completion.chunk", Created: created, Model: name,
+					SystemFingerprint: fp, Choices: []ChunkChoice{}, Usage: &u})
+			} else {
+				sse.send(Completion{ID: id, Object: "text_completion", Created: created, Model: name,
+					SystemFingerprint: fp, Choices: []CompletionChoice{}, Usage: &u})
+			}
+		}
+		sse.done()
+	}
+}
