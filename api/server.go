@@ -65,6 +65,7 @@ func New(opt Options) *Server {
 	s.engine.GET("/v1/system", s.systemInfo)
 	s.engine.POST("/v1/chat/completions", s.chatCompletions)
 	s.engine.POST("/v1/completions", s.completions)
+	s.registerRuntime()
 	return s
 }
 

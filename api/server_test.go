@@ -6,10 +6,13 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/gin-gonic/gin"
+
+	"github.com/modeld/modeld/cache"
 )
 
 func newTestServer(t *testing.T) *Server {
@@ -142,5 +145,27 @@ func TestPanicBecomes500(t *testing.T) {
 	w := do(t, s, "GET", "/panic", nil)
 	if w.Code != http.StatusInternalServerError || decodeError(t, w).Error.Type != "server_error" {
 		t.Fatalf("panic = %d %s", w.Code, w.Body)
+	}
+}
+
+func TestMetricsAndUnload(t *testing.T) {
+	m := &fakeChat{template: true, finish: "stop"}
+	s := chatServer(t, map[string]cache.Instance{"m": m})
+	if w := post(t, s, "/v1/unload", `{"model":"m"}`); w.Code != 404 || decodeError(t, w).Error.Code != "model_not_loaded" {
+		t.Fatalf("unload of an unloaded model = %d %s", w.Code, w.Body)
+	}
+	if w := post(t, s, "/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"x"}]}`); w.Code != 200 {
+		t.Fatalf("chat = %d %s", w.Code, w.Body)
+	}
+	w := do(t, s, "GET", "/metrics", nil)
+	if w.Code != 200 || !strings.Contains(w.Body.String(), `modeld_model_requests_total{model="m"} 1`) {
+		t.Fatalf("metrics = %d\n%s", w.Code, w.Body)
+	}
+	w = do(t, s, "GET", "/v1/system", nil)
+	if !strings.Contains(w.Body.String(), `"loaded":{"models":[{"id":"m"`) {
+		t.Fatalf("/v1/system lacks the loaded model: %s", w.Body)
+	}
+	if w := post(t, s, "/v1/unload", `{"model":"m","wait":false}`); w.Code != 200 {
+		t.Fatalf("unload = %d %s", w.Code, w.Body)
 	}
 }

@@ -1,0 +1,62 @@
+package api
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/modeld/modeld/cache"
+)
+
+// registerRuntime adds the routes that observe and steer loaded models:
+// GET /metrics, POST /v1/unload, and the "loaded" section of GET /v1/system.
+func (s *Server) registerRuntime() {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if s.opt.Cache != nil {
+		reg.MustRegister(s.opt.Cache)
+		s.AddSystemSection("loaded", func() any { return s.opt.Cache.Snapshot() })
+	}
+	s.engine.GET("/metrics", gin.WrapH(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
+	s.engine.POST("/v1/unload", s.unload)
+}
+
+// UnloadRequest asks to unload a loaded model. With Wait false it fails at once
+// (409) when requests are in flight instead of waiting for them.
+type UnloadRequest struct {
+	Model string `json:"model"`
+	Wait  *bool  `json:"wait"`
+}
+
+func (s *Server) unload(c *gin.Context) {
+	var req UnloadRequest
+	if err := decodeJSON(c, &req); err != nil {
+		writeError(c, err)
+		return
+	}
+	if req.Model == "" {
+		writeError(c, badRequest("model", "model is required"))
+		return
+	}
+	if s.opt.Cache == nil {
+		writeError(c, &Error{Status: http.StatusServiceUnavailable, Type: "server_error", Message: "no model runtime is configured"})
+		return
+	}
+	wait := req.Wait == nil || *req.Wait
+	err := s.opt.Cache.Unload(c.Request.Context(), req.Model, wait)
+	switch {
+	case errors.Is(err, cache.ErrNotLoaded):
+		writeError(c, &Error{Status: http.StatusNotFound, Type: "invalid_request_error", Code: "model_not_loaded", Message: err.Error()})
+	case errors.Is(err, cache.ErrInUse):
+		writeError(c, &Error{Status: http.StatusConflict, Type: "invalid_request_error", Code: "model_in_use",
+			Message: err.Error() + "; retry with wait to let in-flight requests finish"})
+	case err != nil:
+		writeError(c, err)
+	default:
+		c.JSON(http.StatusOK, gin.H{"model": req.Model, "unloaded": true})
+	}
+}

@@ -1,0 +1,74 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"syscall"
+	"time"
+)
+
+// errNoDaemon says the daemon is not listening where the configuration says.
+var errNoDaemon = errors.New("modeld is not running")
+
+// daemonCall sends a JSON request to the running daemon and decodes its JSON
+// answer into out. An OpenAI-shaped error answer becomes an error with its message.
+func (a *app) daemonCall(ctx context.Context, method, path string, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return err
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, "http://"+a.cfg.Listen+path, body)
+	if err != nil {
+		return err
+	}
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	client := &http.Client{Timeout: 10 * time.Minute}
+	res, err := client.Do(req)
+	if err != nil {
+		var op *net.OpError
+		if errors.Is(err, syscall.ECONNREFUSED) || (errors.As(err, &op) && op.Op == "dial") {
+			return fmt.Errorf("%w on %s (start it with `modeld serve`)", errNoDaemon, a.cfg.Listen)
+		}
+		return err
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		return err
+	}
+	if res.StatusCode >= 400 {
+		var e struct {
+			Error struct {
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		if json.Unmarshal(b, &e) == nil && e.Error.Message != "" {
+			return &daemonError{Status: res.StatusCode, Message: e.Error.Message}
+		}
+		return &daemonError{Status: res.StatusCode, Message: string(b)}
+	}
+	if out == nil {
+		return nil
+	}
+	return json.Unmarshal(b, out)
+}
+
+// daemonError is an error answer of the daemon.
+type daemonError struct {
+	Status  int
+	Message string
+}
+
+func (e *daemonError) Error() string { return e.Message }
