@@ -14,6 +14,7 @@ import (
 
 	"github.com/modeld/modeld/backends"
 	"github.com/modeld/modeld/cache"
+	"github.com/modeld/modeld/models"
 	"github.com/modeld/modeld/probe"
 )
 
@@ -30,6 +31,8 @@ type Options struct {
 	Origins []string
 	// Cache finds or loads the model a request names.
 	Cache *cache.Cache
+	// Store is the local model store.
+	Store *models.Store
 }
 
 // Server routes modeld's HTTP API.

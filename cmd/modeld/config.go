@@ -343,3 +343,6 @@ func splitList(v string) []string {
 	}
 	return out
 }
+
+// StoreDir is the model store's root (blobs/, manifests/, partials/).
+func (c Config) StoreDir() string { return filepath.Join(c.Home, "models") }

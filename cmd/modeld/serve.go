@@ -15,6 +15,8 @@ import (
 
 	"github.com/modeld/modeld/api"
 	"github.com/modeld/modeld/backends"
+	"github.com/modeld/modeld/cache"
+	"github.com/modeld/modeld/models"
 	"github.com/modeld/modeld/probe"
 )
 
@@ -87,6 +89,23 @@ func (a *app) serve(ctx context.Context) error {
 		a.log.Info("backend", "kind", b.Kind, "usable", b.Usable, "devices", b.Devices, "reason", b.Reason)
 	}
 
+	store, err := models.Open(cfg.StoreDir(), models.Options{Logger: a.log})
+	if err != nil {
+		return fmt.Errorf("open the model store: %w", err)
+	}
+	rt := &runtime{cfg: cfg, log: a.log, store: store, info: info, libs: libs, loaders: backendLoaders(cfg, a.log, libs)}
+	models, err := cache.New(rt.cacheConfig(), rt.resolve, rt.load, cache.WithLogger(a.log))
+	if err != nil {
+		return fmt.Errorf("model cache: %w", err)
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel()
+		if err := models.Close(ctx); err != nil {
+			a.log.Warn("unloading models at shutdown", "err", err)
+		}
+	}()
+
 	srv := api.New(api.Options{
 		Version:  modeldVersion(),
 		Probe:    info,
@@ -94,6 +113,8 @@ func (a *app) serve(ctx context.Context) error {
 		Log:      a.log,
 		Settings: cfg.public(),
 		Origins:  cfg.Origins,
+		Cache:    models,
+		Store:    store,
 	})
 
 	ln, err := net.Listen("tcp", cfg.Listen)
