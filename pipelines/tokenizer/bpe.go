@@ -1,11 +1,11 @@
 package tokenizer
 
 import (
-	"container/heap"
 	"encoding/json"
 	"fmt"
 	"strings"
 	"sync"
+	"unicode/utf8"
 )
 
 // bpe is a byte-pair-encoding model. Merges are applied with a priority
@@ -38,7 +38,7 @@ func pairKey(a, b int32) uint64 { return uint64(uint32(a))<<32 | uint64(uint32(b
 func newBPE(raw json.RawMessage) (model, *vocab, error) {
 	var c struct {
 		Vocab                   map[string]int64  `json:"vocab"`
-		Merges                  []json.RawMessage `json:"merges"`
+		Merges                  json.RawMessage   `json:"merges"`
 		Unk                     *string           `json:"unk_token"`
 		EndOfWordSuffix         *string           `json:"end_of_word_suffix"`
 		ContinuingSubwordSuffix *string           `json:"continuing_subword_suffix"`
@@ -52,8 +52,6 @@ func newBPE(raw json.RawMessage) (model, *vocab, error) {
 	v := vocabFromMap(c.Vocab, c.Unk)
 	m := &bpe{
 		v:            v,
-		pieces:       make(map[string]int32, len(c.Merges)*2),
-		merges:       make(map[uint64]mergeRule, len(c.Merges)),
 		byteFallback: c.ByteFallback,
 		ignoreMerges: c.IgnoreMerges,
 		fuseUnk:      c.FuseUnk,
@@ -64,33 +62,50 @@ func newBPE(raw json.RawMessage) (model, *vocab, error) {
 	if c.ContinuingSubwordSuffix != nil {
 		m.continuingSubwordSuffix = *c.ContinuingSubwordSuffix
 	}
-	for rank, rm := range c.Merges {
-		a, b, err := parseMerge(rm)
-		if err != nil {
-			return nil, nil, fmt.Errorf("BPE merge %d: %w", rank, err)
-		}
+	merges, err := parseMerges(c.Merges)
+	if err != nil {
+		return nil, nil, fmt.Errorf("BPE: %w", err)
+	}
+	m.pieces = make(map[string]int32, len(merges)+len(c.Vocab))
+	m.merges = make(map[uint64]mergeRule, len(merges))
+	for rank, mg := range merges {
 		// a repeated pair keeps its last rank, as a Map built in order does
-		m.merges[pairKey(m.intern(a), m.intern(b))] = mergeRule{rank: int32(rank), result: m.intern(a + b)}
+		m.merges[pairKey(m.intern(mg[0]), m.intern(mg[1]))] = mergeRule{rank: int32(rank), result: m.intern(mg[0] + mg[1])}
 	}
 	return m, v, nil
 }
 
-// parseMerge reads "a b" (only the first two space-separated parts count) or
-// ["a", "b"].
-func parseMerge(raw json.RawMessage) (string, string, error) {
-	var s string
-	if err := json.Unmarshal(raw, &s); err == nil {
-		parts := strings.SplitN(s, " ", 3)
-		if len(parts) < 2 {
-			return "", "", fmt.Errorf("merge %q has no space", s)
+// parseMerges reads merges written as "a b" strings (only the first two
+// space-separated parts count) or as [a, b] pairs.
+func parseMerges(raw json.RawMessage) ([][2]string, error) {
+	if isNull(raw) {
+		return nil, nil
+	}
+	var strs []string
+	if err := json.Unmarshal(raw, &strs); err == nil {
+		out := make([][2]string, len(strs))
+		for i, s := range strs {
+			a, rest, ok := strings.Cut(s, " ")
+			if !ok {
+				return nil, fmt.Errorf("merge %d %q has no space", i, s)
+			}
+			b, _, _ := strings.Cut(rest, " ")
+			out[i] = [2]string{a, b}
 		}
-		return parts[0], parts[1], nil
+		return out, nil
 	}
-	var pair []string
-	if err := json.Unmarshal(raw, &pair); err != nil || len(pair) != 2 {
-		return "", "", fmt.Errorf("merge %s is neither \"a b\" nor [a, b]", raw)
+	var pairs [][]string
+	if err := json.Unmarshal(raw, &pairs); err != nil {
+		return nil, fmt.Errorf("merges are neither \"a b\" strings nor [a, b] pairs: %w", err)
 	}
-	return pair[0], pair[1], nil
+	out := make([][2]string, len(pairs))
+	for i, p := range pairs {
+		if len(p) != 2 {
+			return nil, fmt.Errorf("merge %d has %d parts", i, len(p))
+		}
+		out[i] = [2]string{p[0], p[1]}
+	}
+	return out, nil
 }
 
 func (m *bpe) intern(s string) int32 {
@@ -161,22 +176,52 @@ type candidate struct {
 	lid, rid    int32
 }
 
+// candidates is a binary min-heap ordered by (rank, left position).
 type candidates []candidate
 
-func (c candidates) Len() int { return len(c) }
-func (c candidates) Less(i, j int) bool {
+func (c candidates) less(i, j int) bool {
 	if c[i].rank != c[j].rank {
 		return c[i].rank < c[j].rank
 	}
 	return c[i].left < c[j].left
 }
-func (c candidates) Swap(i, j int) { c[i], c[j] = c[j], c[i] }
-func (c *candidates) Push(x any)   { *c = append(*c, x.(candidate)) }
-func (c *candidates) Pop() any {
-	old := *c
-	x := old[len(old)-1]
-	*c = old[:len(old)-1]
-	return x
+
+func (c *candidates) push(x candidate) {
+	*c = append(*c, x)
+	h := *c
+	for i := len(h) - 1; i > 0; {
+		p := (i - 1) / 2
+		if !h.less(i, p) {
+			break
+		}
+		h[i], h[p] = h[p], h[i]
+		i = p
+	}
+}
+
+func (c *candidates) pop() candidate {
+	h := *c
+	top := h[0]
+	n := len(h) - 1
+	h[0] = h[n]
+	h = h[:n]
+	for i := 0; ; {
+		l := 2*i + 1
+		if l >= n {
+			break
+		}
+		m := l
+		if r := l + 1; r < n && h.less(r, l) {
+			m = r
+		}
+		if !h.less(m, i) {
+			break
+		}
+		h[i], h[m] = h[m], h[i]
+		i = m
+	}
+	*c = h
+	return top
 }
 
 // word applies the merges to one word.
@@ -189,7 +234,7 @@ func (m *bpe) word(w string) []string {
 	}
 	// the end-of-word suffix is glued to the last character
 	text := w + m.endOfWordSuffix
-	var syms []symbol
+	syms := make([]symbol, 0, utf8.RuneCountInString(w))
 	for i := range w {
 		syms = append(syms, symbol{start: i, prev: len(syms) - 1, next: len(syms) + 1})
 	}
@@ -206,21 +251,21 @@ func (m *bpe) word(w string) []string {
 		}
 		syms[i].id = id
 	}
-	var q candidates
+	q := make(candidates, 0, len(syms))
 	push := func(l int) {
 		r := syms[l].next
 		if r < 0 || syms[l].id < 0 || syms[r].id < 0 {
 			return
 		}
 		if rule, ok := m.merges[pairKey(syms[l].id, syms[r].id)]; ok {
-			heap.Push(&q, candidate{rank: rule.rank, left: l, right: r, lid: syms[l].id, rid: syms[r].id})
+			q.push(candidate{rank: rule.rank, left: l, right: r, lid: syms[l].id, rid: syms[r].id})
 		}
 	}
 	for i := 0; i+1 < len(syms); i++ {
 		push(i)
 	}
-	for q.Len() > 0 {
-		c := heap.Pop(&q).(candidate)
+	for len(q) > 0 {
+		c := q.pop()
 		l, r := &syms[c.left], &syms[c.right]
 		if l.dead || r.dead || l.next != c.right || l.id != c.lid || r.id != c.rid {
 			continue

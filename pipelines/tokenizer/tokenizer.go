@@ -174,6 +174,9 @@ func New(tokenizerJSONBytes, configJSON []byte) (*Tokenizer, error) {
 			raw = append(raw, a.Content)
 		}
 	}
+	if u, ok := t.model.(*unigram); ok {
+		u.finish()
+	}
 	for _, s := range cfg.additionalSpecial {
 		t.special[s] = true
 	}
