@@ -37,14 +37,14 @@ func pairKey(a, b int32) uint64 { return uint64(uint32(a))<<32 | uint64(uint32(b
 
 func newBPE(raw json.RawMessage) (model, *vocab, error) {
 	var c struct {
-		Vocab                   map[string]int64  `json:"vocab"`
-		Merges                  json.RawMessage   `json:"merges"`
-		Unk                     *string           `json:"unk_token"`
-		EndOfWordSuffix         *string           `json:"end_of_word_suffix"`
-		ContinuingSubwordSuffix *string           `json:"continuing_subword_suffix"`
-		ByteFallback            bool              `json:"byte_fallback"`
-		IgnoreMerges            bool              `json:"ignore_merges"`
-		FuseUnk                 bool              `json:"fuse_unk"`
+		Vocab                   map[string]int64 `json:"vocab"`
+		Merges                  json.RawMessage  `json:"merges"`
+		Unk                     *string          `json:"unk_token"`
+		EndOfWordSuffix         *string          `json:"end_of_word_suffix"`
+		ContinuingSubwordSuffix *string          `json:"continuing_subword_suffix"`
+		ByteFallback            bool             `json:"byte_fallback"`
+		IgnoreMerges            bool             `json:"ignore_merges"`
+		FuseUnk                 bool             `json:"fuse_unk"`
 	}
 	if err := json.Unmarshal(raw, &c); err != nil {
 		return nil, nil, fmt.Errorf("BPE: %w", err)
