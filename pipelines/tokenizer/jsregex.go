@@ -392,4 +392,3 @@ func fixedWidth(r []rune) (rune, int, bool) {
 	}
 	return 0, 0, false
 }
-
