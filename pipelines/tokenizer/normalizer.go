@@ -149,6 +149,9 @@ func isBertControl(r rune) bool {
 	if r == '\t' || r == '\n' || r == '\r' {
 		return false
 	}
+	if r < 0x80 {
+		return r < 0x20 || r == 0x7F
+	}
 	return unicode.In(r, unicode.Cc, unicode.Cf, unicode.Co, unicode.Cs)
 }
 

@@ -330,7 +330,8 @@ const plain = (enc) => {
 async function goldens(name, dir) {
   const tk = await AutoTokenizer.from_pretrained(name);
   const texts = [
-    ...S.handwritten, ...S.long, ...S.generated(70, 0x5eed + name.length), ...specials[name],
+    ...S.handwritten, ...S.long, ...S.generated(70, 0x5eed + name.length),
+    ...S.randomUnicode(80, 0xc0de + name.length), ...specials[name],
   ];
   const opts = { return_tensor: false, return_token_type_ids: true };
   const cases = texts.map((text) => {
