@@ -45,7 +45,8 @@ type encodeOptions struct {
 func WithoutSpecialTokens() Option { return func(o *encodeOptions) { o.noSpecial = true } }
 
 // WithTruncation cuts encodings to maxLen tokens, or to MaxLength when
-// maxLen <= 0; the limit never exceeds MaxLength. As in transformers.js the
+// maxLen <= 0 (no cut when both are 0); the limit never exceeds MaxLength.
+// As in transformers.js the
 // cut happens after special tokens are added, so a truncated BERT input
 // does not end with [SEP].
 func WithTruncation(maxLen int) Option {

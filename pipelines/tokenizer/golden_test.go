@@ -182,3 +182,43 @@ func TestGoldens(t *testing.T) {
 		})
 	}
 }
+
+// TestRegexGoldens compares Split (Isolated) pieces against the reference
+// for pre-tokenizer regexes of other tokenizers and for rewritten syntax.
+func TestRegexGoldens(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("testdata", "regex_goldens.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sets []struct {
+		Name    string `json:"name"`
+		Pattern string `json:"pattern"`
+		Cases   []struct {
+			Text   string   `json:"text"`
+			Pieces []string `json:"pieces"`
+		} `json:"cases"`
+	}
+	if err := json.Unmarshal(b, &sets); err != nil {
+		t.Fatal(err)
+	}
+	if len(sets) == 0 {
+		t.Fatal("no regex goldens")
+	}
+	for _, set := range sets {
+		raw, _ := json.Marshal(map[string]string{"Regex": set.Pattern})
+		p, err := newPattern(raw, false)
+		if err != nil {
+			t.Errorf("%s: %v", set.Name, err)
+			continue
+		}
+		bad := 0
+		for _, c := range set.Cases {
+			if got := p.isolate(c.Text); !slices.Equal(got, c.Pieces) && !(len(got) == 0 && len(c.Pieces) == 0) {
+				if bad++; bad <= 5 {
+					t.Errorf("%s on %q:\n got %q\nwant %q", set.Name, c.Text, got, c.Pieces)
+				}
+			}
+		}
+		t.Logf("%s: %d/%d strings match", set.Name, len(set.Cases)-bad, len(set.Cases))
+	}
+}

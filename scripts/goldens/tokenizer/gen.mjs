@@ -11,6 +11,7 @@ import path from "node:path";
 import zlib from "node:zlib";
 import { fileURLToPath } from "node:url";
 import { env, AutoTokenizer } from "@huggingface/transformers";
+import { SplitPreTokenizer } from "@huggingface/tokenizers";
 import * as S from "./strings.mjs";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
@@ -386,4 +387,28 @@ for (const [name, build] of Object.entries(builders)) {
   const n = await goldens(name, dir);
   console.log(`${name}: ${n} strings -> ${path.relative(process.cwd(), dir)}`);
 }
+// Regex goldens: how the reference Split pre-tokenizer (Isolated) cuts text
+// with pre-tokenizer patterns of other well-known tokenizers and with regex
+// syntax that needs rewriting.
+const regexes = {
+  gpt4o:
+    "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|" +
+    "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|" +
+    "\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
+  deepseek:
+    "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\\r\\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+|" +
+    " ?[\\p{P}\\p{S}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
+  deepseek_cjk: "[\u4e00-\u9fa5\u3040-\u309f\u30a0-\u30ff]+",
+  word_boundaries: "\\b\\w+\\b|\\W",
+  anchors: "^\\s*\\w+|\\w+\\s*$|\\A.|.\\z",
+  syntax: "(?i:[a-f]+)|\\h{2}|\\x{263A}|a++|(?>b|bc)d|(?:ab){1}+|[\\d\\-]{2,}|[^\\W\\d]{4}",
+};
+const regexTexts = [...S.handwritten, ...S.randomUnicode(60, 0xfeed)];
+const regexOut = Object.entries(regexes).map(([name, pattern]) => {
+  const split = new SplitPreTokenizer({ pattern: { Regex: pattern }, behavior: "Isolated", invert: false });
+  return { name, pattern, cases: regexTexts.map((text) => ({ text, pieces: split.pre_tokenize_text(text) })) };
+});
+fs.writeFileSync(path.join(outRoot, "regex_goldens.json"), JSON.stringify(regexOut, null, 1) + "\n");
+console.log(`regex: ${regexOut.length} patterns x ${regexTexts.length} strings`);
+
 fs.rmSync(stage, { recursive: true, force: true });
