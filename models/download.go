@@ -85,6 +85,9 @@ func (v *verifier) check(rf remoteFile, size int64) (string, error) {
 func (p *Puller) fetch(ctx context.Context, rf remoteFile, em *emitter, pins *pinSet) (string, int64, error) {
 	s := p.store
 	present := func() bool {
+		if rf.SHA256 == "" && rf.GitSHA1 != "" {
+			rf.SHA256 = s.findGitOID(rf.GitSHA1, rf.Size)
+		}
 		if rf.SHA256 == "" || !s.hasBlob(rf.SHA256, rf.Size) {
 			return false
 		}
@@ -119,14 +122,19 @@ func (p *Puller) fetch(ctx context.Context, rf remoteFile, em *emitter, pins *pi
 			s.removeLockFile(name)     // still held: a waiter retries on the new file
 			return h, n, nil
 		}
-		if !errors.Is(err, ErrChecksum) || attempt >= p.cfg.ChecksumRetries {
+		if !errors.Is(err, ErrChecksum) {
+			return "", 0, err
+		}
+		// Bad bytes are never kept: a whole-file hash cannot say which range
+		// is wrong, so the partial goes.
+		if derr := s.discardPartial(name); derr != nil {
+			return "", 0, errors.Join(err, derr)
+		}
+		if attempt >= p.cfg.ChecksumRetries {
 			return "", 0, err
 		}
 		s.log.Warn("models: checksum mismatch, downloading again", "file", rf.Path, "err", err)
 		em.emit(Progress{Status: "sha256 mismatch, downloading " + rf.Path + " again", File: rf.Path})
-		if derr := s.discardPartial(name); derr != nil {
-			return "", 0, errors.Join(err, derr)
-		}
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sort"
@@ -21,7 +22,7 @@ var testNow = time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
 
 func newTestStore(t *testing.T) *Store {
 	t.Helper()
-	s, err := Open(t.TempDir(), Options{Now: func() time.Time { return testNow }})
+	s, err := Open(t.TempDir(), Options{Now: func() time.Time { return testNow }, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -92,9 +92,9 @@ func TestIDFromManifestRelIgnoresStrays(t *testing.T) {
 func TestSanitizeID(t *testing.T) {
 	for in, want := range map[string]string{
 		"TheBloke/Qwen2.5-0.5B-Instruct-GGUF:Q4_K_M": "thebloke/qwen2.5-0.5b-instruct-gguf:q4_k_m",
-		"Xenova/all-MiniLM-L6-v2":                   "xenova/all-minilm-l6-v2",
-		"My Model (final)":                          "my-model--final-",
-		"_x/.y":                                     "x/y",
+		"Xenova/all-MiniLM-L6-v2":                    "xenova/all-minilm-l6-v2",
+		"My Model (final)":                           "my-model--final-",
+		"_x/.y":                                      "x/y",
 	} {
 		id, err := SanitizeID(in)
 		if err != nil || id.String() != want {

@@ -41,6 +41,9 @@ type File struct {
 	Path   string `json:"path"`   // path inside the model, '/'-separated ("onnx/model.onnx")
 	Digest string `json:"digest"` // "sha256:<64 hex>"
 	Size   int64  `json:"size"`
+	// GitOID is the git blob id of a hub file kept outside LFS (the hub
+	// publishes no sha256 for those), so a later pull can find its blob.
+	GitOID string `json:"git_oid,omitempty"`
 }
 
 // SourceKind says how a model came into the store.

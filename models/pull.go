@@ -268,7 +268,7 @@ func (p *Puller) addGGUF(ctx context.Context, rf remoteFile, opts PullOptions, m
 		return err
 	}
 	m.Format, m.Tasks, m.GGUF = FormatGGUF, tasks, info
-	m.Files = []File{{Path: rf.Path, Digest: digestPrefix + h, Size: n}}
+	m.Files = []File{{Path: rf.Path, Digest: digestPrefix + h, Size: n, GitOID: rf.GitSHA1}}
 	return nil
 }
 
@@ -280,11 +280,12 @@ func (p *Puller) addONNX(ctx context.Context, paths []string, remote func(string
 		if _, ok := files[p2]; ok {
 			return nil
 		}
-		h, n, err := p.fetch(ctx, remote(p2), em, pins)
+		rf := remote(p2)
+		h, n, err := p.fetch(ctx, rf, em, pins)
 		if err != nil {
 			return err
 		}
-		files[p2] = File{Path: p2, Digest: digestPrefix + h, Size: n}
+		files[p2] = File{Path: p2, Digest: digestPrefix + h, Size: n, GitOID: rf.GitSHA1}
 		return nil
 	}
 	var cfg []byte

@@ -249,6 +249,25 @@ func references(ms []*Manifest) map[string][]string {
 	return refs
 }
 
+// findGitOID returns the blob (sha256 hex) of a hub file known by its git
+// blob id from an earlier pull, or "" when no manifest records it.
+func (s *Store) findGitOID(oid string, size int64) string {
+	ms, err := s.scanManifests()
+	if err != nil {
+		return ""
+	}
+	for _, m := range ms {
+		for _, f := range m.Files {
+			if f.GitOID == oid && f.Size == size {
+				if h, err := parseDigest(f.Digest); err == nil {
+					return h
+				}
+			}
+		}
+	}
+	return ""
+}
+
 // errBlobMissing is returned by commitManifest when a blob the manifest names
 // vanished (removed by another process); pulls fetch it again.
 var errBlobMissing = errors.New("blob missing")
