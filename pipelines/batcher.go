@@ -1,0 +1,289 @@
+package pipelines
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+)
+
+// ErrBatcherClosed is returned by a Batcher that has been closed.
+var ErrBatcherClosed = errors.New("pipelines: batcher closed")
+
+// ErrBusy is returned when a pipeline's queue is full.
+var ErrBusy = errors.New("pipelines: too many queued requests")
+
+// Cost is what one request adds to a forward pass: Seqs sequences, the longest
+// MaxLen tokens. A batch costs (total sequences) × (longest sequence) padded tokens,
+// which is what the model computes.
+type Cost struct {
+	Seqs, MaxLen int
+}
+
+// BatcherConfig sets a Batcher's limits.
+type BatcherConfig struct {
+	// TokenBudget bounds the padded tokens of one merged forward pass. A request
+	// larger than the budget on its own still runs, alone.
+	TokenBudget int
+	// Wait is how long an idle batcher holds the first request of a batch for others
+	// to join. When the forward pass was busy, the requests that queued meanwhile run
+	// as soon as it is free, without waiting again.
+	Wait time.Duration
+	// QueueLimit bounds the requests waiting for a forward pass; one more fails with
+	// ErrBusy at once. 0 means 1024.
+	QueueLimit int
+}
+
+// Batcher merges concurrent requests into one forward pass and splits the results
+// back (dynamic batching). Run gets the requests of one batch, in arrival order, and
+// must return one result per request. Batches run one at a time.
+//
+// Lock order: mu guards closed and the send into the queue (so that nothing enters
+// the queue after Close drained it); it is never held while Run executes.
+type Batcher[Q, R any] struct {
+	cfg  BatcherConfig
+	run  func(ctx context.Context, reqs []Q) ([]R, error)
+	cost func(Q) Cost
+
+	hooks batcherHooks
+
+	calls chan *call[Q, R]
+	quit  chan struct{}
+	done  chan struct{}
+	ctx   context.Context
+	stop  context.CancelFunc
+
+	mu     sync.Mutex
+	closed bool
+}
+
+type call[Q, R any] struct {
+	ctx  context.Context
+	req  Q
+	cost Cost
+	resp R
+	err  error
+	done chan struct{}
+}
+
+// NewBatcher starts a batcher; Close stops it.
+func NewBatcher[Q, R any](cfg BatcherConfig, cost func(Q) Cost, run func(ctx context.Context, reqs []Q) ([]R, error)) *Batcher[Q, R] {
+	return newBatcher(cfg, cost, run, batcherHooks{})
+}
+
+// batcherHooks are seams for tests: after arms the wait window; enqueued is told
+// when a request entered the queue; joined is told the size of the forming batch
+// each time a request joins it.
+type batcherHooks struct {
+	after    func(time.Duration) <-chan time.Time
+	enqueued func()
+	joined   func(n int)
+}
+
+func newBatcher[Q, R any](cfg BatcherConfig, cost func(Q) Cost, run func(ctx context.Context, reqs []Q) ([]R, error), hooks batcherHooks) *Batcher[Q, R] {
+	if cfg.QueueLimit <= 0 {
+		cfg.QueueLimit = 1024
+	}
+	if hooks.after == nil {
+		hooks.after = time.After
+	}
+	if hooks.enqueued == nil {
+		hooks.enqueued = func() {}
+	}
+	if hooks.joined == nil {
+		hooks.joined = func(int) {}
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	b := &Batcher[Q, R]{
+		cfg: cfg, run: run, cost: cost, hooks: hooks,
+		calls: make(chan *call[Q, R], cfg.QueueLimit), quit: make(chan struct{}), done: make(chan struct{}),
+		ctx: ctx, stop: stop,
+	}
+	go b.loop()
+	return b
+}
+
+// Do queues req, waits for the batch it joins to run, and returns its result. A full
+// queue fails at once with ErrBusy. A cancelled ctx returns at once; a request
+// cancelled before its batch starts is left out of the batch.
+func (b *Batcher[Q, R]) Do(ctx context.Context, req Q) (R, error) {
+	var zero R
+	if err := ctx.Err(); err != nil {
+		return zero, err
+	}
+	c := &call[Q, R]{ctx: ctx, req: req, cost: b.cost(req), done: make(chan struct{})}
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return zero, ErrBatcherClosed
+	}
+	select {
+	case b.calls <- c:
+	default:
+		b.mu.Unlock()
+		return zero, ErrBusy
+	}
+	b.mu.Unlock()
+	b.hooks.enqueued()
+	select {
+	case <-c.done:
+		return c.resp, c.err
+	case <-ctx.Done():
+		return zero, ctx.Err()
+	}
+}
+
+// Close stops the batcher: queued requests fail with ErrBatcherClosed, a running
+// batch is cancelled, and Close waits for the loop to end.
+func (b *Batcher[Q, R]) Close() {
+	b.mu.Lock()
+	if !b.closed {
+		b.closed = true
+		close(b.quit)
+		b.stop()
+	}
+	b.mu.Unlock()
+	<-b.done
+}
+
+func (b *Batcher[Q, R]) loop() {
+	defer close(b.done)
+	var carry []*call[Q, R]
+	for {
+		var batch []*call[Q, R]
+		idle := len(carry) == 0
+		if idle {
+			select {
+			case c := <-b.calls:
+				batch = append(batch, c)
+			case <-b.quit:
+				b.drain()
+				return
+			}
+		} else {
+			batch, carry = carry, nil
+		}
+		b.hooks.joined(len(batch))
+		var timer <-chan time.Time
+		if idle && b.cfg.Wait > 0 {
+			timer = b.hooks.after(b.cfg.Wait)
+		}
+	collect:
+		for carry == nil && !b.full(batch) {
+			if timer == nil {
+				// Not waiting: take only what is already queued.
+				select {
+				case c := <-b.calls:
+					batch, carry = b.add(batch, c)
+				case <-b.quit:
+					b.fail(batch)
+					b.drain()
+					return
+				default:
+					break collect
+				}
+				continue
+			}
+			select {
+			case c := <-b.calls:
+				batch, carry = b.add(batch, c)
+			case <-timer:
+				timer = nil
+			case <-b.quit:
+				b.fail(batch)
+				b.drain()
+				return
+			}
+		}
+		b.execute(batch)
+		select {
+		case <-b.quit:
+			b.fail(carry)
+			b.drain()
+			return
+		default:
+		}
+		if carry == nil {
+			// Requests that queued while the pass ran have waited enough.
+			select {
+			case c := <-b.calls:
+				carry = []*call[Q, R]{c}
+			default:
+			}
+		}
+	}
+}
+
+// drain fails the requests still queued after close.
+func (b *Batcher[Q, R]) drain() {
+	for {
+		select {
+		case c := <-b.calls:
+			b.fail([]*call[Q, R]{c})
+		default:
+			return
+		}
+	}
+}
+
+// add appends c when it fits the budget, else returns it as the carry for the next
+// batch.
+func (b *Batcher[Q, R]) add(batch []*call[Q, R], c *call[Q, R]) ([]*call[Q, R], []*call[Q, R]) {
+	if padded(append(batch[:len(batch):len(batch)], c)) > b.cfg.TokenBudget {
+		return batch, []*call[Q, R]{c}
+	}
+	batch = append(batch, c)
+	b.hooks.joined(len(batch))
+	return batch, nil
+}
+
+func (b *Batcher[Q, R]) full(batch []*call[Q, R]) bool {
+	return padded(batch) >= b.cfg.TokenBudget
+}
+
+func padded[Q, R any](batch []*call[Q, R]) int {
+	seqs, longest := 0, 0
+	for _, c := range batch {
+		seqs += c.cost.Seqs
+		longest = max(longest, c.cost.MaxLen)
+	}
+	return seqs * longest
+}
+
+func (b *Batcher[Q, R]) execute(batch []*call[Q, R]) {
+	live := batch[:0:0]
+	for _, c := range batch {
+		if err := c.ctx.Err(); err != nil {
+			c.err = err
+			close(c.done)
+			continue
+		}
+		live = append(live, c)
+	}
+	if len(live) == 0 {
+		return
+	}
+	reqs := make([]Q, len(live))
+	for i, c := range live {
+		reqs[i] = c.req
+	}
+	resps, err := b.run(b.ctx, reqs)
+	if err == nil && len(resps) != len(live) {
+		err = errors.New("pipelines: batch returned the wrong number of results")
+	}
+	for i, c := range live {
+		if err != nil {
+			c.err = err
+		} else {
+			c.resp = resps[i]
+		}
+		close(c.done)
+	}
+}
+
+func (b *Batcher[Q, R]) fail(batch []*call[Q, R]) {
+	for _, c := range batch {
+		c.err = ErrBatcherClosed
+		close(c.done)
+	}
+}

@@ -1,0 +1,272 @@
+package pipelines
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+)
+
+// fakeClock hands out wait windows the test fires by hand.
+type fakeClock struct {
+	armed chan chan time.Time
+}
+
+func newFakeClock() *fakeClock { return &fakeClock{armed: make(chan chan time.Time, 16)} }
+
+func (f *fakeClock) after(time.Duration) <-chan time.Time {
+	ch := make(chan time.Time, 1)
+	f.armed <- ch
+	return ch
+}
+
+type recorder struct {
+	mu      sync.Mutex
+	batches [][]string
+	started chan []string
+	release chan struct{}
+	err     error
+}
+
+func (r *recorder) run(_ context.Context, reqs []string) ([]string, error) {
+	r.mu.Lock()
+	r.batches = append(r.batches, append([]string(nil), reqs...))
+	r.mu.Unlock()
+	if r.started != nil {
+		r.started <- reqs
+	}
+	if r.release != nil {
+		<-r.release
+	}
+	if r.err != nil {
+		return nil, r.err
+	}
+	out := make([]string, len(reqs))
+	for i, q := range reqs {
+		out[i] = "done:" + q
+	}
+	return out, nil
+}
+
+// cost: one sequence of len(q) tokens.
+func strCost(q string) Cost { return Cost{Seqs: 1, MaxLen: len(q)} }
+
+type result struct {
+	req, resp string
+	err       error
+}
+
+func submit(b *Batcher[string, string], ctx context.Context, q string, out chan<- result) {
+	go func() {
+		r, err := b.Do(ctx, q)
+		out <- result{q, r, err}
+	}()
+}
+
+func TestBatcherMergesWithinWindow(t *testing.T) {
+	clock := newFakeClock()
+	sizes := make(chan int, 16)
+	rec := &recorder{}
+	b := newBatcher(BatcherConfig{TokenBudget: 100, Wait: time.Millisecond}, strCost, rec.run,
+		batcherHooks{after: clock.after, joined: func(n int) { sizes <- n }})
+	defer b.Close()
+
+	out := make(chan result, 3)
+	for _, q := range []string{"aa", "bb", "cc"} {
+		submit(b, context.Background(), q, out)
+	}
+	timer := <-clock.armed
+	for n := 0; n < 3; {
+		n = <-sizes
+	}
+	timer <- time.Now()
+	got := map[string]string{}
+	for range 3 {
+		r := <-out
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		got[r.req] = r.resp
+	}
+	for _, q := range []string{"aa", "bb", "cc"} {
+		if got[q] != "done:"+q {
+			t.Errorf("%s -> %q", q, got[q])
+		}
+	}
+	if len(rec.batches) != 1 || len(rec.batches[0]) != 3 {
+		t.Fatalf("batches = %v, want one batch of 3", rec.batches)
+	}
+}
+
+func TestBatcherFlushesWhenBudgetFull(t *testing.T) {
+	clock := newFakeClock()
+	rec := &recorder{started: make(chan []string, 4)}
+	// Budget 8 padded tokens: "aaaaa" (5) and "bbbbb" (5) cannot share a pass.
+	b := newBatcher(BatcherConfig{TokenBudget: 8, Wait: time.Hour}, strCost, rec.run, batcherHooks{after: clock.after})
+	defer b.Close()
+	out := make(chan result, 2)
+	submit(b, context.Background(), "aaaaa", out)
+	<-clock.armed // the first request waits for company
+	submit(b, context.Background(), "bbbbb", out)
+	// No timer fires: the second request overflows the budget, so the first runs now
+	// and the second follows without a new window.
+	if got := <-rec.started; fmt.Sprint(got) != "[aaaaa]" {
+		t.Fatalf("first batch = %v", got)
+	}
+	if got := <-rec.started; fmt.Sprint(got) != "[bbbbb]" {
+		t.Fatalf("second batch = %v", got)
+	}
+	for range 2 {
+		if r := <-out; r.err != nil || r.resp != "done:"+r.req {
+			t.Fatalf("result %+v", r)
+		}
+	}
+	select {
+	case <-clock.armed:
+		t.Fatal("the carried-over request waited for a new window")
+	default:
+	}
+}
+
+func TestBatcherBacklogRunsWithoutWaiting(t *testing.T) {
+	clock := newFakeClock()
+	queued := make(chan struct{}, 16)
+	rec := &recorder{started: make(chan []string, 4), release: make(chan struct{})}
+	b := newBatcher(BatcherConfig{TokenBudget: 100, Wait: time.Hour}, strCost, rec.run,
+		batcherHooks{after: clock.after, enqueued: func() { queued <- struct{}{} }})
+	defer b.Close()
+	out := make(chan result, 3)
+	submit(b, context.Background(), "a", out)
+	<-queued
+	(<-clock.armed) <- time.Now()
+	<-rec.started // batch [a] is running; b and c queue behind it
+	submit(b, context.Background(), "b", out)
+	submit(b, context.Background(), "c", out)
+	<-queued
+	<-queued
+	rec.release <- struct{}{}
+	if got := <-rec.started; len(got) != 2 {
+		t.Fatalf("backlog batch = %v, want b and c together", got)
+	}
+	rec.release <- struct{}{}
+	for range 3 {
+		if r := <-out; r.err != nil || r.resp != "done:"+r.req {
+			t.Fatalf("result %+v", r)
+		}
+	}
+	select {
+	case <-clock.armed:
+		t.Fatal("backlogged requests waited for a window")
+	default:
+	}
+}
+
+func TestBatcherQueueLimit(t *testing.T) {
+	clock := newFakeClock()
+	queued := make(chan struct{}, 16)
+	rec := &recorder{started: make(chan []string, 4), release: make(chan struct{})}
+	b := newBatcher(BatcherConfig{TokenBudget: 100, Wait: time.Hour, QueueLimit: 1}, strCost, rec.run,
+		batcherHooks{after: clock.after, enqueued: func() { queued <- struct{}{} }})
+	defer b.Close()
+	out := make(chan result, 2)
+	submit(b, context.Background(), "a", out)
+	<-queued
+	(<-clock.armed) <- time.Now()
+	<-rec.started // the loop holds a; the queue (1 slot) is empty
+	submit(b, context.Background(), "b", out)
+	<-queued
+	if _, err := b.Do(context.Background(), "c"); !errors.Is(err, ErrBusy) {
+		t.Fatalf("full queue: %v", err)
+	}
+	rec.release <- struct{}{}
+	<-rec.started
+	rec.release <- struct{}{}
+	for range 2 {
+		if r := <-out; r.err != nil {
+			t.Fatal(r.err)
+		}
+	}
+}
+
+func TestBatcherOversizedRequestRunsAlone(t *testing.T) {
+	rec := &recorder{}
+	b := NewBatcher(BatcherConfig{TokenBudget: 4, Wait: 0}, strCost, rec.run)
+	defer b.Close()
+	r, err := b.Do(context.Background(), "longer than the budget")
+	if err != nil || r != "done:longer than the budget" {
+		t.Fatalf("%q %v", r, err)
+	}
+}
+
+func TestBatcherErrorReachesEveryCaller(t *testing.T) {
+	clock := newFakeClock()
+	sizes := make(chan int, 16)
+	boom := errors.New("boom")
+	rec := &recorder{err: boom}
+	b := newBatcher(BatcherConfig{TokenBudget: 100, Wait: time.Hour}, strCost, rec.run,
+		batcherHooks{after: clock.after, joined: func(n int) { sizes <- n }})
+	defer b.Close()
+	out := make(chan result, 2)
+	submit(b, context.Background(), "x", out)
+	submit(b, context.Background(), "y", out)
+	timer := <-clock.armed
+	for n := 0; n < 2; {
+		n = <-sizes
+	}
+	timer <- time.Now()
+	for range 2 {
+		if r := <-out; !errors.Is(r.err, boom) {
+			t.Fatalf("err = %v", r.err)
+		}
+	}
+}
+
+func TestBatcherSkipsCancelledRequests(t *testing.T) {
+	clock := newFakeClock()
+	sizes := make(chan int, 16)
+	rec := &recorder{}
+	b := newBatcher(BatcherConfig{TokenBudget: 100, Wait: time.Hour}, strCost, rec.run,
+		batcherHooks{after: clock.after, joined: func(n int) { sizes <- n }})
+	defer b.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	out := make(chan result, 2)
+	submit(b, ctx, "gone", out)
+	submit(b, context.Background(), "kept", out)
+	timer := <-clock.armed
+	for n := 0; n < 2; {
+		n = <-sizes
+	}
+	cancel()
+	if r := <-out; r.req != "gone" || !errors.Is(r.err, context.Canceled) {
+		t.Fatalf("cancelled request: %+v", r)
+	}
+	timer <- time.Now()
+	if r := <-out; r.req != "kept" || r.err != nil {
+		t.Fatalf("kept request: %+v", r)
+	}
+	if len(rec.batches) != 1 || fmt.Sprint(rec.batches[0]) != "[kept]" {
+		t.Fatalf("batches = %v", rec.batches)
+	}
+}
+
+func TestBatcherClose(t *testing.T) {
+	clock := newFakeClock()
+	rec := &recorder{}
+	b := newBatcher(BatcherConfig{TokenBudget: 100, Wait: time.Hour}, strCost, rec.run, batcherHooks{after: clock.after})
+	out := make(chan result, 1)
+	submit(b, context.Background(), "pending", out)
+	<-clock.armed
+	b.Close()
+	if r := <-out; !errors.Is(r.err, ErrBatcherClosed) {
+		t.Fatalf("pending request: %+v", r)
+	}
+	if _, err := b.Do(context.Background(), "late"); !errors.Is(err, ErrBatcherClosed) {
+		t.Fatalf("after close: %v", err)
+	}
+	b.Close() // idempotent
+	if len(rec.batches) != 0 {
+		t.Fatalf("ran %v after close", rec.batches)
+	}
+}

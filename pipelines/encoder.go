@@ -1,0 +1,225 @@
+package pipelines
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/modeld/modeld/backends/onnx"
+	"github.com/modeld/modeld/pipelines/tokenizer"
+)
+
+// seqOut is one sequence's slice of a model output: Rows×Cols floats. For
+// last_hidden_state that is tokens×hidden (padding removed), for logits 1×labels.
+type seqOut struct {
+	Data       []float32
+	Rows, Cols int
+	// Mask is the sequence's attention mask (without padding) for token outputs.
+	Mask []int64
+}
+
+// encoderModel is an encoder-only model (BERT-like) behind a Batcher: every
+// request's encodings join one padded forward pass.
+type encoderModel struct {
+	files   *modelFiles
+	sess    *onnx.Session
+	output  string
+	batcher *Batcher[[]*tokenizer.Encoding, []seqOut]
+	padID   int64
+	left    bool         // padding side
+	passes  atomic.Int64 // forward passes run (merged batches count once)
+}
+
+// loadEncoder opens dir/onnx/model.onnx and checks that it produces output.
+func loadEncoder(files *modelFiles, output, task string, opts Options) (*encoderModel, error) {
+	path, err := files.onnxPath("model.onnx", task)
+	if err != nil {
+		return nil, err
+	}
+	sess, err := opts.session(path)
+	if err != nil {
+		return nil, fmt.Errorf("pipelines: %w", err)
+	}
+	m := &encoderModel{files: files, sess: sess, output: output, left: files.tok.PaddingSide() == "left"}
+	if err := m.check(task); err != nil {
+		return nil, closeAfter(sess, err)
+	}
+	m.padID, _ = files.tok.PadID()
+	m.batcher = NewBatcher(opts.batcherConfig(), encodingsCost, m.runBatch)
+	return m, nil
+}
+
+func (m *encoderModel) check(task string) error {
+	hasOut := false
+	var outs []string
+	for _, o := range m.sess.Outputs() {
+		outs = append(outs, o.Name)
+		hasOut = hasOut || o.Name == m.output
+	}
+	if !hasOut {
+		return fmt.Errorf("pipelines: %s has outputs %v, a %s model needs %q: %w", m.files.dir, outs, task, m.output, ErrWrongModel)
+	}
+	for _, in := range m.sess.Inputs() {
+		switch in.Name {
+		case "input_ids", "attention_mask", "token_type_ids":
+			if in.Type != onnx.Int64 {
+				return fmt.Errorf("pipelines: %s: input %s is %s, want int64: %w", m.files.dir, in.Name, in.Type, ErrWrongModel)
+			}
+		default:
+			return fmt.Errorf("pipelines: %s has input %q, which a %s pipeline cannot feed: %w", m.files.dir, in.Name, task, ErrWrongModel)
+		}
+	}
+	if !m.sess.HasInput("input_ids") {
+		return fmt.Errorf("pipelines: %s has no input_ids input: %w", m.files.dir, ErrWrongModel)
+	}
+	return nil
+}
+
+func closeAfter(s *onnx.Session, err error) error {
+	if cerr := s.Close(); cerr != nil {
+		return fmt.Errorf("%w (and closing: %v)", err, cerr)
+	}
+	return err
+}
+
+func encodingsCost(encs []*tokenizer.Encoding) Cost {
+	c := Cost{Seqs: len(encs)}
+	for _, e := range encs {
+		c.MaxLen = max(c.MaxLen, len(e.IDs))
+	}
+	return c
+}
+
+// forward runs encodings through the model (merged with concurrent requests).
+func (m *encoderModel) forward(ctx context.Context, encs []*tokenizer.Encoding) ([]seqOut, error) {
+	return m.batcher.Do(ctx, encs)
+}
+
+// runBatch pads every request's encodings into one batch, runs it once and splits
+// the output back per request.
+func (m *encoderModel) runBatch(ctx context.Context, reqs [][]*tokenizer.Encoding) ([][]seqOut, error) {
+	m.passes.Add(1)
+	var all []*tokenizer.Encoding
+	for _, r := range reqs {
+		all = append(all, r...)
+	}
+	out, err := m.runEncodings(ctx, all)
+	if err != nil {
+		return nil, err
+	}
+	res := make([][]seqOut, len(reqs))
+	i := 0
+	for r, encs := range reqs {
+		res[r] = out[i : i+len(encs)]
+		i += len(encs)
+	}
+	return res, nil
+}
+
+func (m *encoderModel) runEncodings(ctx context.Context, encs []*tokenizer.Encoding) ([]seqOut, error) {
+	b := int64(len(encs))
+	seq := int64(encodingsCost(encs).MaxLen)
+	ids := make([]int64, b*seq)
+	mask := make([]int64, b*seq)
+	types := make([]int64, b*seq)
+	offsets := make([]int, len(encs)) // where each sequence starts in its padded row
+	for i, e := range encs {
+		off := 0
+		if m.left {
+			off = int(seq) - len(e.IDs)
+		}
+		offsets[i] = off
+		row := int64(i) * seq
+		for j := range ids[row : row+seq] {
+			ids[row+int64(j)] = m.padID
+		}
+		copy(ids[row+int64(off):], e.IDs)
+		copy(mask[row+int64(off):], e.AttentionMask)
+		copy(types[row+int64(off):], e.TypeIDs)
+	}
+	in := map[string]*onnx.Tensor{"input_ids": onnx.NewInt64(ids, b, seq)}
+	if m.sess.HasInput("attention_mask") {
+		in["attention_mask"] = onnx.NewInt64(mask, b, seq)
+	}
+	if m.sess.HasInput("token_type_ids") {
+		in["token_type_ids"] = onnx.NewInt64(types, b, seq)
+	}
+	outs, err := m.sess.Run(ctx, in)
+	if err != nil {
+		return nil, fmt.Errorf("pipelines: forward: %w", err)
+	}
+	t := outs[m.output]
+	return splitOutput(t, encs, offsets, int(seq))
+}
+
+// splitOutput cuts a [B, S, H] or [B, L] output into per-sequence pieces.
+func splitOutput(t *onnx.Tensor, encs []*tokenizer.Encoding, offsets []int, seq int) ([]seqOut, error) {
+	if t == nil || len(t.F32) == 0 && t.Len() != 0 {
+		return nil, fmt.Errorf("pipelines: model output is not float32")
+	}
+	if int(t.Shape[0]) != len(encs) {
+		return nil, fmt.Errorf("pipelines: model output batch %d, want %d", t.Shape[0], len(encs))
+	}
+	res := make([]seqOut, len(encs))
+	switch len(t.Shape) {
+	case 2:
+		cols := int(t.Shape[1])
+		for i := range encs {
+			res[i] = seqOut{Data: t.F32[i*cols : (i+1)*cols], Rows: 1, Cols: cols}
+		}
+	case 3:
+		if int(t.Shape[1]) != seq {
+			return nil, fmt.Errorf("pipelines: model output has %d positions, want %d", t.Shape[1], seq)
+		}
+		h := int(t.Shape[2])
+		for i, e := range encs {
+			start := (i*seq + offsets[i]) * h
+			n := len(e.IDs)
+			res[i] = seqOut{Data: t.F32[start : start+n*h], Rows: n, Cols: h, Mask: e.AttentionMask}
+		}
+	default:
+		return nil, fmt.Errorf("pipelines: model output has shape %v", t.Shape)
+	}
+	return res, nil
+}
+
+func (m *encoderModel) close() error {
+	m.batcher.Close()
+	return m.sess.Close()
+}
+
+// usage counts what a request fed the model.
+type usage struct {
+	tokens    int // tokens after truncation, special tokens included
+	truncated int // texts (or pairs) cut to the model's length
+}
+
+func (u *usage) add(e *tokenizer.Encoding) {
+	u.tokens += len(e.IDs)
+	if e.Truncated > 0 {
+		u.truncated++
+	}
+}
+
+// preprocess tokenizes texts, truncated to the model's length.
+func (m *encoderModel) preprocess(texts []string) ([]*tokenizer.Encoding, usage) {
+	var u usage
+	encs := make([]*tokenizer.Encoding, len(texts))
+	for i, t := range texts {
+		encs[i] = m.files.tok.Encode(t, tokenizer.WithTruncation(m.files.maxTokens()))
+		u.add(encs[i])
+	}
+	return encs, u
+}
+
+// preprocessPairs tokenizes text pairs (premise/hypothesis, query/document),
+// truncated to the model's length.
+func (m *encoderModel) preprocessPairs(pairs [][2]string) ([]*tokenizer.Encoding, usage) {
+	var u usage
+	encs := make([]*tokenizer.Encoding, len(pairs))
+	for i, p := range pairs {
+		encs[i] = m.files.tok.EncodePair(p[0], p[1], tokenizer.WithTruncation(m.files.maxTokens()))
+		u.add(encs[i])
+	}
+	return encs, u
+}

@@ -1,0 +1,253 @@
+package pipelines
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/modeld/modeld/pipelines/tokenizer"
+)
+
+// SummarizeOptions adjust one Summarize call; unset fields (nil or zero) take the
+// model's generation_config.json, then transformers.js's defaults (max_length 20,
+// greedy search).
+type SummarizeOptions struct {
+	MaxNewTokens      int // > 0 limits the generated tokens (EOS included)
+	MinNewTokens      *int
+	NumBeams          int // 1 = greedy search; > 1 = beam search
+	LengthPenalty     *float64
+	EarlyStopping     EarlyStopping
+	NoRepeatNgramSize *int // 0 turns the model's setting off
+	// OnToken, when set, is called after each generated token (greedy search only).
+	// An error from it stops generation and is returned.
+	OnToken func(TokenEvent) error
+}
+
+// TokenEvent is one streamed token.
+type TokenEvent struct {
+	Index   int    // which input text
+	TokenID int64  // the token generated
+	Text    string // the text it adds to the summary so far ("" when it adds none yet)
+}
+
+// Summary is one text's summary.
+type Summary struct {
+	Text     string
+	TokenIDs []int64 // generated ids, without the decoder start token and final EOS
+	// FinishReason is "stop" (EOS generated) or "length" (length limit reached).
+	FinishReason string
+}
+
+// SummarizeResult holds one summary per input text.
+type SummarizeResult struct {
+	Summaries    []Summary
+	InputTokens  int
+	OutputTokens int
+	Truncated    int
+	Device       string
+}
+
+// Summarizer is a summarization pipeline over an encoder-decoder model.
+type Summarizer struct {
+	m   *seq2seq
+	gen generationConfig
+}
+
+// LoadSummarizer loads an encoder-decoder model folder: onnx/encoder_model.onnx and
+// onnx/decoder_model_merged.onnx (or, without it, onnx/decoder_model.onnx), with
+// settings from config.json and generation_config.json.
+func LoadSummarizer(dir string, opts Options) (*Summarizer, error) {
+	files, err := loadFiles(dir)
+	if err != nil {
+		return nil, err
+	}
+	gen, err := readGenerationConfig(dir)
+	if err != nil {
+		return nil, err
+	}
+	m, err := loadSeq2Seq(files, opts)
+	if err != nil {
+		return nil, err
+	}
+	s := &Summarizer{m: m, gen: gen}
+	if _, err := s.settings(SummarizeOptions{}); err != nil {
+		return nil, closeAfterSeq(m, fmt.Errorf("pipelines: %s: %w: %w", dir, ErrWrongModel, err))
+	}
+	return s, nil
+}
+
+func closeAfterSeq(m *seq2seq, err error) error {
+	if cerr := m.close(); cerr != nil {
+		return fmt.Errorf("%w (and closing: %v)", err, cerr)
+	}
+	return err
+}
+
+// settings resolves the generation settings of a call.
+func (s *Summarizer) settings(o SummarizeOptions) (*genSettings, error) {
+	g := s.gen
+	gs := &genSettings{maxLength: 20, numBeams: 1, lengthPenalty: 1}
+	switch {
+	case g.DecoderStartTokenID != nil:
+		gs.start = *g.DecoderStartTokenID
+	case g.BOSTokenID != nil:
+		gs.start = *g.BOSTokenID
+	default:
+		return nil, fmt.Errorf("no decoder_start_token_id or bos_token_id in config.json or generation_config.json")
+	}
+	var err error
+	if gs.eos, err = ids(g.EOSTokenID); err != nil {
+		return nil, err
+	}
+	if g.PadTokenID != nil {
+		gs.pad = *g.PadTokenID
+	}
+	if g.MaxLength != nil {
+		gs.maxLength = *g.MaxLength
+	}
+	if g.MaxNewTokens != nil {
+		gs.maxLength = 1 + *g.MaxNewTokens
+	}
+	if g.MinLength != nil {
+		gs.minLength = *g.MinLength
+	}
+	if g.MinNewTokens != nil {
+		gs.minNewTokens = *g.MinNewTokens
+	}
+	if g.NumBeams != nil {
+		gs.numBeams = *g.NumBeams
+	}
+	if g.LengthPenalty != nil {
+		gs.lengthPenalty = *g.LengthPenalty
+	}
+	if gs.early, err = earlyStopping(g.EarlyStopping); err != nil {
+		return nil, err
+	}
+	if g.NoRepeatNgramSize != nil {
+		gs.noRepeat = *g.NoRepeatNgramSize
+	}
+	gs.forcedBOS = g.ForcedBOSTokenID
+	if gs.forcedEOS, err = ids(g.ForcedEOSTokenID); err != nil {
+		return nil, err
+	}
+
+	if o.MaxNewTokens < 0 || o.NumBeams < 0 {
+		return nil, fmt.Errorf("max_new_tokens and num_beams must not be negative: %w", ErrInvalidInput)
+	}
+	if o.MaxNewTokens > 0 {
+		gs.maxLength = 1 + o.MaxNewTokens
+	}
+	if o.MinNewTokens != nil {
+		gs.minNewTokens = *o.MinNewTokens
+	}
+	if o.NumBeams > 0 {
+		gs.numBeams = o.NumBeams
+	}
+	if o.LengthPenalty != nil {
+		gs.lengthPenalty = *o.LengthPenalty
+	}
+	if o.EarlyStopping != EarlyStoppingDefault {
+		gs.early = o.EarlyStopping
+	}
+	if o.NoRepeatNgramSize != nil {
+		gs.noRepeat = *o.NoRepeatNgramSize
+	}
+	if gs.minNewTokens < 0 || gs.noRepeat < 0 || gs.numBeams < 1 || gs.maxLength < 2 {
+		return nil, fmt.Errorf("min_new_tokens, no_repeat_ngram_size must be >= 0, num_beams >= 1, max_new_tokens >= 1: %w", ErrInvalidInput)
+	}
+	if o.OnToken != nil && gs.numBeams > 1 {
+		return nil, fmt.Errorf("streaming needs greedy search (num_beams 1): %w", ErrInvalidInput)
+	}
+	// The decoder's position table bounds the length (transformers.js would fail).
+	if p := s.m.files.config.MaxPositionEmbeddings; p > 0 && gs.maxLength > p {
+		gs.maxLength = p
+	}
+	vocab := int64(s.m.files.tok.VocabSize())
+	for _, t := range append(append([]int64{gs.start}, gs.eos...), gs.forcedEOS...) {
+		if t < 0 || t >= vocab {
+			return nil, fmt.Errorf("token id %d outside the vocabulary", t)
+		}
+	}
+	return gs, nil
+}
+
+// Summarize generates a summary of each text. The texts are encoded in one padded
+// batch and decoded together (texts × beams rows); texts longer than the model's
+// length are truncated, not refused.
+func (s *Summarizer) Summarize(ctx context.Context, texts []string, opts SummarizeOptions) (SummarizeResult, error) {
+	if err := checkTexts(texts); err != nil {
+		return SummarizeResult{}, err
+	}
+	gs, err := s.settings(opts)
+	if err != nil {
+		return SummarizeResult{}, fmt.Errorf("pipelines: %w", err)
+	}
+	encs := make([]*tokenizer.Encoding, len(texts))
+	var u usage
+	for i, t := range texts {
+		encs[i] = s.m.files.tok.Encode(t, tokenizer.WithTruncation(s.m.files.maxTokens()))
+		u.add(encs[i])
+	}
+	hidden, mask, err := s.m.encode(ctx, encs)
+	if err != nil {
+		return SummarizeResult{}, err
+	}
+	var sums []Summary
+	if gs.numBeams == 1 {
+		sums, err = s.greedy(ctx, gs, hidden, mask, opts.OnToken)
+	} else {
+		sums, err = s.beam(ctx, gs, hidden, mask)
+	}
+	if err != nil {
+		return SummarizeResult{}, err
+	}
+	res := SummarizeResult{Summaries: sums, InputTokens: u.tokens, Truncated: u.truncated, Device: s.Device()}
+	for i := range sums {
+		sums[i].Text = s.m.files.tok.Decode(sums[i].TokenIDs, true)
+		res.OutputTokens += len(sums[i].TokenIDs)
+		if sums[i].FinishReason == "stop" {
+			res.OutputTokens++ // the EOS was generated too
+		}
+	}
+	return res, nil
+}
+
+// finishedSummary builds the Summary of a finished decoder sequence.
+func finishedSummary(seq []int64, gs *genSettings) Summary {
+	out := Summary{TokenIDs: append([]int64(nil), seq[1:]...), FinishReason: "length"}
+	if n := len(out.TokenIDs); n > 0 && gs.isEOS(out.TokenIDs[n-1]) {
+		out.TokenIDs, out.FinishReason = out.TokenIDs[:n-1], "stop"
+	}
+	return out
+}
+
+// streamDelta is the text the newest token adds to a summary.
+func streamDelta(prev, full string) string {
+	if strings.HasPrefix(full, prev) {
+		return full[len(prev):]
+	}
+	return ""
+}
+
+// Device is where the model runs: "cpu" or "cuda:N" (the decoder's device).
+func (s *Summarizer) Device() string { return s.m.decoder.Device() }
+
+// FallbackReason says why a pipeline asked to use the GPU runs on CPU.
+func (s *Summarizer) FallbackReason() string {
+	if r := s.m.encoder.FallbackReason(); r != "" {
+		return r
+	}
+	return s.m.decoder.FallbackReason()
+}
+
+// Size is the total size of the model folder's files in bytes.
+func (s *Summarizer) Size() int64 { return s.m.files.size }
+
+// Task is TaskSummarize.
+func (s *Summarizer) Task() Task { return TaskSummarize }
+
+// UsesCache says whether decoding uses the merged decoder's KV cache.
+func (s *Summarizer) UsesCache() bool { return s.m.merged }
+
+// Close releases the models.
+func (s *Summarizer) Close() error { return s.m.close() }
