@@ -1,0 +1,192 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/modeld/modeld/cache"
+	"github.com/modeld/modeld/models"
+)
+
+// ModelUnloader unloads a model before the store deletes it; *cache.Cache
+// implements it. With wait it waits for in-flight requests; without, it fails
+// with cache.ErrInUse while any hold or wait for the model, and with
+// cache.ErrNotLoaded when the model is not loaded.
+type ModelUnloader interface {
+	Unload(ctx context.Context, id string, wait bool) error
+}
+
+// ModelsOptions are the dependencies of the model routes.
+type ModelsOptions struct {
+	Store    *models.Store
+	Puller   *models.Puller // nil: POST /v1/models/pull is refused
+	Unloader ModelUnloader  // nil: no model is ever loaded
+}
+
+// RegisterModels adds the model store routes:
+//
+//	GET    /v1/models        OpenAI list, each entry with task(s), format, size_bytes, context_length
+//	GET    /v1/models/{id}   one model (ids may contain '/')
+//	DELETE /v1/models/{id}   unload (?force=true waits for in-flight requests) then delete
+//	POST   /v1/models/pull   pull, streaming progress as NDJSON
+func (s *Server) RegisterModels(o ModelsOptions) {
+	h := &modelHandlers{o: o}
+	s.engine.GET("/v1/models", h.list)
+	s.engine.GET("/v1/models/*id", h.get)
+	s.engine.DELETE("/v1/models/*id", h.remove)
+	s.engine.POST("/v1/models/pull", h.pull)
+}
+
+type modelHandlers struct{ o ModelsOptions }
+
+// ModelObject is an OpenAI model object with modeld's additions.
+type ModelObject struct {
+	ID            string           `json:"id"`
+	Object        string           `json:"object"` // "model"
+	Created       int64            `json:"created"`
+	OwnedBy       string           `json:"owned_by"`
+	Task          models.Task      `json:"task"` // the first task
+	Tasks         []models.Task    `json:"tasks"`
+	Format        models.Format    `json:"format"`
+	SizeBytes     int64            `json:"size_bytes"`
+	ContextLength uint64           `json:"context_length,omitempty"`
+	Quantization  string           `json:"quantization,omitempty"`
+	Modified      int64            `json:"modified"`
+	Files         []models.File    `json:"files,omitempty"`  // GET /v1/models/{id} only
+	Source        *models.Source   `json:"source,omitempty"` // GET /v1/models/{id} only
+	GGUF          *models.GGUFInfo `json:"gguf,omitempty"`   // GET /v1/models/{id} only
+	ONNX          *models.ONNXInfo `json:"onnx,omitempty"`   // GET /v1/models/{id} only
+}
+
+func modelObject(m *models.Manifest, detailed bool) ModelObject {
+	o := ModelObject{
+		ID: m.ID, Object: "model", Created: m.Created.Unix(), OwnedBy: "modeld",
+		Tasks: m.Tasks, Format: m.Format, SizeBytes: m.Size(), ContextLength: m.ContextLength(),
+		Quantization: m.Quantization(), Modified: m.Modified.Unix(),
+	}
+	if len(m.Tasks) > 0 {
+		o.Task = m.Tasks[0]
+	}
+	if detailed {
+		src := m.Source
+		o.Files, o.Source, o.GGUF, o.ONNX = m.Files, &src, m.GGUF, m.ONNX
+	}
+	return o
+}
+
+func (h *modelHandlers) list(c *gin.Context) {
+	ms, err := h.o.Store.List()
+	if err != nil {
+		writeError(c, err)
+		return
+	}
+	data := make([]ModelObject, 0, len(ms))
+	for _, m := range ms {
+		data = append(data, modelObject(m, false))
+	}
+	c.JSON(http.StatusOK, gin.H{"object": "list", "data": data})
+}
+
+// idParam returns the catch-all id without its leading '/'.
+func idParam(c *gin.Context) string { return strings.TrimPrefix(c.Param("id"), "/") }
+
+func (h *modelHandlers) get(c *gin.Context) {
+	m, err := h.o.Store.Get(idParam(c))
+	if err != nil {
+		writeError(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, modelObject(m, true))
+}
+
+func (h *modelHandlers) remove(c *gin.Context) {
+	id := idParam(c)
+	force := c.Query("force") == "true" || c.Query("force") == "1"
+	m, err := h.o.Store.Get(id)
+	if err != nil {
+		writeError(c, err)
+		return
+	}
+	if h.o.Unloader != nil {
+		err := h.o.Unloader.Unload(c.Request.Context(), m.ID, force)
+		switch {
+		case err == nil, errors.Is(err, cache.ErrNotLoaded):
+		case errors.Is(err, cache.ErrInUse):
+			writeError(c, &Error{Status: http.StatusConflict, Type: "invalid_request_error", Code: "model_in_use",
+				Message: fmt.Sprintf("%v; retry with ?force=true (modeld rm --force %s) to wait for the requests and unload it", err, m.ID)})
+			return
+		default:
+			writeError(c, fmt.Errorf("unload %s before deleting it: %w", m.ID, err))
+			return
+		}
+	}
+	rep, err := h.o.Store.Remove(c.Request.Context(), m.ID)
+	if err != nil {
+		writeError(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"id": rep.ID, "object": "model", "deleted": true, "freed_bytes": rep.Freed})
+}
+
+// PullRequest is the body of POST /v1/models/pull.
+type PullRequest struct {
+	Model    string      `json:"model"`              // hf:owner/repo[:QUANT] or https://…/x.gguf
+	Name     string      `json:"name,omitempty"`     // model id to create
+	Task     models.Task `json:"task,omitempty"`     // override the inferred task
+	Variant  string      `json:"variant,omitempty"`  // ONNX variant ("quantized", "fp16", …)
+	Revision string      `json:"revision,omitempty"` // hub revision
+}
+
+// pull streams models.Progress events as NDJSON, ending with
+// {"status":"success","model":ID} or {"status":"error","error":{…}}.
+func (h *modelHandlers) pull(c *gin.Context) {
+	if h.o.Puller == nil {
+		writeError(c, &Error{Status: http.StatusServiceUnavailable, Type: "server_error", Message: "pulling is not available in this daemon"})
+		return
+	}
+	var req PullRequest
+	if err := json.NewDecoder(c.Request.Body).Decode(&req); err != nil {
+		writeError(c, badRequest("", "invalid JSON body: %v", err))
+		return
+	}
+	if req.Model == "" {
+		writeError(c, badRequest("model", "model is required (hf:owner/repo[:QUANT] or an https:// URL of a .gguf file)"))
+		return
+	}
+	// The stream starts with the first event, so that a pull refused before
+	// any work (bad reference, offline mode) is a plain HTTP error.
+	started := false
+	enc := json.NewEncoder(c.Writer)
+	send := func(v any) {
+		if !started {
+			started = true
+			c.Header("Content-Type", "application/x-ndjson")
+			c.Header("Cache-Control", "no-store")
+			c.Status(http.StatusOK)
+		}
+		_ = enc.Encode(v) // a client that went away cancels the request context
+		c.Writer.Flush()
+	}
+	opts := models.PullOptions{Name: req.Name, Task: req.Task, Variant: req.Variant, Revision: req.Revision}
+	// Pull calls the progress function from its own goroutine, never after it returns.
+	m, err := h.o.Puller.Pull(c.Request.Context(), req.Model, opts, func(p models.Progress) {
+		if p.Status != models.StatusSuccess { // sent below with the id
+			send(p)
+		}
+	})
+	if err != nil && !started {
+		writeError(c, err)
+		return
+	}
+	if err != nil {
+		send(gin.H{"status": "error", "error": toAPIError(err)})
+		return
+	}
+	send(gin.H{"status": models.StatusSuccess, "model": m.ID})
+}
