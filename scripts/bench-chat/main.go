@@ -1,0 +1,90 @@
+// Command bench-chat is the Go half of scripts/bench-chat/run, the chat
+// benchmark of modeld against node-llama-cpp (peer.mjs). It has three
+// subcommands, each printing one JSON document on stdout:
+//
+//	bench-chat engine  -model M.gguf -lib DIR [-modeld bin/modeld] ...
+//	    time to first token and decode speed of the llama.cpp library called
+//	    directly (yzma), of modeld's engine in this process (backends/llama),
+//	    and of the engine in a runner child process (when -modeld is given)
+//	bench-chat http    -url http://127.0.0.1:PORT -name bench/f16 ...
+//	    the same through modeld's OpenAI streaming endpoint /v1/completions:
+//	    decode speed and time to first token of one stream, and the
+//	    aggregate decode speed of several concurrent streams
+//	bench-chat summary -peer P.json -engine E.json -http H.json [-md OUT]
+//	    medians over every file given, the ratios against the targets, and
+//	    the Markdown section of docs/PERFORMANCE.md
+//
+// Decode speed is (tokens - 1) / (time of the last token - time of the
+// first): prompt processing is not in it. Time to first token runs from the
+// start of the call (tokenization included) to the first token.
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+)
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprintln(os.Stderr, "usage: bench-chat engine|http|summary [flags]")
+		os.Exit(2)
+	}
+	var err error
+	switch os.Args[1] {
+	case "engine":
+		err = runEngine(os.Args[2:])
+	case "http":
+		err = runHTTP(os.Args[2:])
+	case "summary":
+		err = runSummary(os.Args[2:], os.Stdout)
+	default:
+		err = fmt.Errorf("unknown subcommand %q (want engine, http or summary)", os.Args[1])
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench-chat:", err)
+		os.Exit(1)
+	}
+}
+
+// variantWords start the prompts of time-to-first-token runs, one per run,
+// so that no run reuses the KV of the previous run's prompt (modeld keeps a
+// slot's last prompt and reuses the common prefix).
+var variantWords = []string{"Once", "Then", "After", "Before", "While", "Since", "Where", "When", "Because", "Though", "Still", "Again"}
+
+// variant is the prompt of time-to-first-token run i.
+func variant(prompt string, i int) string {
+	return variantWords[i%len(variantWords)] + " " + prompt
+}
+
+// median of xs (the upper one for an even count); 0 for none.
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+// decodeRate is tokens/s after the first token: n tokens, the first at
+// first (seconds), the last at last.
+func decodeRate(n int, first, last float64) float64 {
+	if n < 2 || last <= first {
+		return 0
+	}
+	return float64(n-1) / (last - first)
+}
+
+func printJSON(v any) error {
+	enc := json.NewEncoder(os.Stdout)
+	return enc.Encode(v)
+}
+
+// listFlag is a flag that may be given several times.
+type listFlag []string
+
+func (l *listFlag) String() string     { return strings.Join(*l, ",") }
+func (l *listFlag) Set(s string) error { *l = append(*l, s); return nil }
