@@ -85,12 +85,10 @@ func LoadEmbedder(dir string, opts Options) (*Embedder, error) {
 	if err != nil {
 		return nil, err
 	}
-	dim := 0
-	if out := enc.sess.Outputs(); len(out) > 0 {
-		for _, o := range out {
-			if o.Name == "last_hidden_state" && len(o.Shape) == 3 {
-				dim = int(o.Shape[2])
-			}
+	dim := 0 // unknown when the model leaves the hidden size symbolic
+	for _, o := range enc.sess.Outputs() {
+		if o.Name == "last_hidden_state" && len(o.Shape) == 3 && o.Shape[2] > 0 {
+			dim = int(o.Shape[2])
 		}
 	}
 	return &Embedder{enc: enc, pooling: pooling, normalize: normalize, dim: dim}, nil
@@ -188,6 +186,13 @@ func checkTexts(texts []string) error {
 
 // Dimensions is the length of the model's vectors (0 when the model does not say).
 func (e *Embedder) Dimensions() int { return e.dim }
+
+// DefaultPooling is the pooling used when EmbedOptions.Pooling is empty.
+func (e *Embedder) DefaultPooling() Pooling { return e.pooling }
+
+// DefaultNormalize says whether vectors are L2-normalized when
+// EmbedOptions.Normalize is nil.
+func (e *Embedder) DefaultNormalize() bool { return e.normalize }
 
 // Device is where the model runs: "cpu" or "cuda:N".
 func (e *Embedder) Device() string { return e.enc.sess.Device() }

@@ -23,11 +23,14 @@ type SummarizeOptions struct {
 	OnToken func(TokenEvent) error
 }
 
-// TokenEvent is one streamed token.
+// TokenEvent is one streamed token. The Text pieces of a summary concatenate to
+// its final Text, except where decoding a later token rewrites earlier characters
+// (the tokenizer's clean-up of spaces before punctuation can): then the piece is ""
+// and Summary.Text is authoritative.
 type TokenEvent struct {
 	Index   int    // which input text
-	TokenID int64  // the token generated
-	Text    string // the text it adds to the summary so far ("" when it adds none yet)
+	TokenID int64  // the token generated (the final EOS included)
+	Text    string // the text it adds to the summary so far
 }
 
 // Summary is one text's summary.

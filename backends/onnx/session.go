@@ -9,6 +9,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"sync"
 
 	ort "github.com/yalue/onnxruntime_go"
 )
@@ -44,8 +45,10 @@ type TensorInfo struct {
 	Shape []int64 // -1 for a dynamic dimension
 }
 
-// Session is one loaded model. Run may be called from several goroutines at once.
+// Session is one loaded model. Run may be called from several goroutines at once;
+// Close waits for running calls to return.
 type Session struct {
+	mu       sync.RWMutex // held shared by Run, exclusively by Close
 	path     string
 	inputs   []TensorInfo
 	outputs  []TensorInfo // the outputs Run returns, in order
@@ -241,8 +244,10 @@ func (s *Session) Device() string { return s.device }
 // FallbackReason is why a session asked to use CUDA runs on CPU ("" otherwise).
 func (s *Session) FallbackReason() string { return s.fallback }
 
-// Close releases the session.
+// Close releases the session, after the running calls have returned.
 func (s *Session) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.sess == nil {
 		return nil
 	}
@@ -261,6 +266,8 @@ var ErrClosed = errors.New("onnx: session closed")
 // name. Inputs are checked against the model's declared names, types and ranks
 // first. A cancelled ctx stops a running forward pass.
 func (s *Session) Run(ctx context.Context, inputs map[string]*Tensor) (_ map[string]*Tensor, err error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
 	if s.sess == nil {
 		return nil, ErrClosed
 	}

@@ -230,3 +230,41 @@ func closeSession(t *testing.T, s *Session) {
 		t.Errorf("second Close: %v", err)
 	}
 }
+
+func TestRunAfterCloseAndConcurrentRuns(t *testing.T) {
+	rt := runtimeForTest(t)
+	s, err := rt.NewSession(fixture(t, "classify", "onnx", "model.onnx"), SessionOptions{Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := func() map[string]*Tensor {
+		return map[string]*Tensor{
+			"input_ids":      NewInt64([]int64{2, 50, 3}, 1, 3),
+			"attention_mask": NewInt64([]int64{1, 1, 1}, 1, 3),
+			"token_type_ids": NewInt64([]int64{0, 0, 0}, 1, 3),
+		}
+	}
+	want, err := s.Run(context.Background(), in())
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs := make(chan error, 8)
+	for range 8 {
+		go func() {
+			got, err := s.Run(context.Background(), in())
+			if err == nil && got["logits"].F32[0] != want["logits"].F32[0] {
+				err = errors.New("concurrent run gave different logits")
+			}
+			errs <- err
+		}()
+	}
+	for range 8 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	closeSession(t, s)
+	if _, err := s.Run(context.Background(), in()); !errors.Is(err, ErrClosed) {
+		t.Fatalf("run after close: %v", err)
+	}
+}
