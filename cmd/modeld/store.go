@@ -1,0 +1,507 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/modeld/modeld/models"
+)
+
+func init() {
+	extraCommands = append(extraCommands,
+		newPullCommand, newImportCommand, newListCommand, newShowCommand,
+		newDUCommand, newRemoveCommand, newPruneCommand)
+}
+
+// storeRoot is the model store's directory: $MODELD_HOME/models.
+func storeRoot(cfg Config) string { return filepath.Join(cfg.Home, "models") }
+
+// openStore opens the model store of the configuration.
+func (a *app) openStore() (*models.Store, error) {
+	return models.Open(storeRoot(a.cfg), models.Options{Logger: a.log})
+}
+
+// newPuller returns a Puller configured from MODELD_HF_ENDPOINT, HF_TOKEN and
+// MODELD_OFFLINE (through Config).
+func (a *app) newPuller(st *models.Store) (*models.Puller, error) {
+	return models.NewPuller(st, models.PullConfig{Endpoint: a.cfg.HFEndpoint, Token: a.cfg.HFToken, Offline: a.cfg.Offline})
+}
+
+// interruptible returns a context cancelled by Ctrl-C or SIGTERM.
+func interruptible(cmd *cobra.Command) (context.Context, context.CancelFunc) {
+	ctx := cmd.Context()
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	return signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+}
+
+func newPullCommand(a *app) *cobra.Command {
+	var opts models.PullOptions
+	var task string
+	cmd := &cobra.Command{
+		Use:   "pull REF",
+		Short: "Download a model into the store (resumable, sha256-verified)",
+		Long: `Download a model into the store. REF is one of:
+
+  hf:owner/repo          an ONNX model repository (files its task needs;
+                         onnx/model.onnx, or onnx/model_<variant>.onnx with --variant)
+  hf:owner/repo:Q4_K_M   the GGUF file of that quantization in a repository;
+                         without a tag the first present of
+                         ` + strings.Join(models.DefaultQuantOrder, ", ") + `
+  https://host/.../x.gguf a GGUF file
+
+An interrupted pull continues where it stopped when run again. Every file is
+checked against the hub's sha256 before it enters the store. The hub is
+--hf-endpoint (MODELD_HF_ENDPOINT); HF_TOKEN, when set, is sent to it (never to
+the CDN it redirects to). --offline (MODELD_OFFLINE) refuses to pull.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Task = models.Task(task)
+			st, err := a.openStore()
+			if err != nil {
+				return err
+			}
+			pl, err := a.newPuller(st)
+			if err != nil {
+				return err
+			}
+			ctx, stop := interruptible(cmd)
+			defer stop()
+			pp := newProgressPrinter(a.stdout)
+			m, err := pl.Pull(ctx, args[0], opts, pp.event)
+			pp.finishBar()
+			if errors.Is(err, context.Canceled) {
+				return fmt.Errorf("pull interrupted; run the same command again to continue where it stopped")
+			}
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(a.stdout, "pulled %s (%s, %s, %s)\n", m.ID, m.Format, taskList(m.Tasks), humanBytes(m.Size()))
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&opts.Name, "name", "", "model id to create (default: derived from REF)")
+	f.StringVar(&task, "task", "", "task instead of the inferred one: chat, embed, classify, zero-shot-classify, rerank, summarize")
+	f.StringVar(&opts.Variant, "variant", "", "ONNX weights variant: quantized, fp16, q4, … (onnx/model_<variant>.onnx)")
+	f.StringVar(&opts.Revision, "revision", "", "hub branch, tag or commit (default main)")
+	return cmd
+}
+
+func newImportCommand(a *app) *cobra.Command {
+	var opts models.ImportOptions
+	var task string
+	cmd := &cobra.Command{
+		Use:   "import PATH --name ID",
+		Short: "Copy a local .gguf file or ONNX model folder into the store",
+		Long: `Copy a local model into the store, without network access. PATH is a .gguf
+file (its header and metadata must parse) or a Hugging Face-style ONNX folder:
+config.json, tokenizer.json, tokenizer_config.json, onnx/model.onnx (or
+onnx/model_<variant>.onnx, or encoder_model + decoder_model_merged for
+summarization), and optionally generation_config.json, special_tokens_map.json,
+modules.json, 1_Pooling/config.json. The task is inferred from the files unless
+--task is given. A corrupt or incomplete model is refused and nothing is added.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if opts.Name == "" {
+				return errors.New("--name is required (a model id such as local/my-model)")
+			}
+			opts.Task = models.Task(task)
+			st, err := a.openStore()
+			if err != nil {
+				return err
+			}
+			ctx, stop := interruptible(cmd)
+			defer stop()
+			pp := newProgressPrinter(a.stdout)
+			m, err := st.Import(ctx, args[0], opts, pp.event)
+			pp.finishBar()
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(a.stdout, "imported %s (%s, %s, %s)\n", m.ID, m.Format, taskList(m.Tasks), humanBytes(m.Size()))
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&opts.Name, "name", "", "model id to create (required)")
+	f.StringVar(&task, "task", "", "task instead of the inferred one: chat, embed, classify, zero-shot-classify, rerank, summarize")
+	f.StringVar(&opts.Variant, "variant", "", "ONNX weights variant to take (onnx/model_<variant>.onnx)")
+	f.BoolVar(&opts.Replace, "replace", false, "replace a model with the same id")
+	return cmd
+}
+
+// listEntry is one model of `modeld ls --json`.
+type listEntry struct {
+	ID           string        `json:"id"`
+	Tasks        []models.Task `json:"tasks"`
+	Format       models.Format `json:"format"`
+	Quantization string        `json:"quantization,omitempty"`
+	SizeBytes    int64         `json:"size_bytes"`
+	Modified     time.Time     `json:"modified"`
+}
+
+func newListCommand(a *app) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:     "ls",
+		Aliases: []string{"list"},
+		Short:   "List the models in the store",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			st, err := a.openStore()
+			if err != nil {
+				return err
+			}
+			ms, err := st.List()
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				out := make([]listEntry, 0, len(ms))
+				for _, m := range ms {
+					out = append(out, listEntry{m.ID, m.Tasks, m.Format, m.Quantization(), m.Size(), m.Modified})
+				}
+				return writeJSON(a.stdout, out)
+			}
+			tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "ID\tTASK\tFORMAT\tQUANT\tSIZE\tMODIFIED")
+			for _, m := range ms {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", m.ID, taskList(m.Tasks), m.Format, orDash(m.Quantization()),
+					humanBytes(m.Size()), m.Modified.Local().Format("2006-01-02 15:04"))
+			}
+			return tw.Flush()
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func newShowCommand(a *app) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "show ID",
+		Short: "Show a model's files, digests and metadata",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			st, err := a.openStore()
+			if err != nil {
+				return err
+			}
+			m, err := st.Get(args[0])
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return writeJSON(a.stdout, m)
+			}
+			printManifest(a.stdout, m)
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the manifest as JSON")
+	return cmd
+}
+
+func printManifest(w io.Writer, m *models.Manifest) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	row := func(k, v string) {
+		if v != "" {
+			fmt.Fprintf(tw, "%s\t%s\n", k, v)
+		}
+	}
+	row("id", m.ID)
+	row("format", string(m.Format))
+	row("tasks", taskList(m.Tasks))
+	row("size", humanBytes(m.Size()))
+	row("source", sourceText(m.Source))
+	row("created", m.Created.Local().Format(time.RFC3339))
+	row("modified", m.Modified.Local().Format(time.RFC3339))
+	if g := m.GGUF; g != nil {
+		row("name", g.Name)
+		row("architecture", g.Architecture)
+		row("parameters", humanCount(g.Parameters))
+		if g.ContextLength > 0 {
+			row("context length", fmt.Sprint(g.ContextLength))
+		}
+		row("quantization", g.FileType)
+		row("chat template", yesNo(g.ChatTemplate))
+		row("tokenizer", g.Tokenizer)
+	}
+	if o := m.ONNX; o != nil {
+		row("architectures", strings.Join(o.Architectures, ", "))
+		row("model type", o.ModelType)
+		row("dtype", o.DType)
+		if o.MaxLength > 0 {
+			row("context length", fmt.Sprint(o.MaxLength))
+		}
+		row("labels", strings.Join(o.Labels, ", "))
+	}
+	fmt.Fprintln(tw)
+	fmt.Fprintln(tw, "FILE\tSIZE\tDIGEST")
+	for _, f := range m.Files {
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", f.Path, humanBytes(f.Size), f.Digest)
+	}
+	_ = tw.Flush() // writes to the command's output
+}
+
+func sourceText(s models.Source) string {
+	switch s.Kind {
+	case models.SourceImport:
+		return "imported from " + s.Path
+	case models.SourceHub:
+		t := s.Ref + " at " + s.Commit
+		if s.Endpoint != "" && s.Endpoint != models.DefaultEndpoint {
+			t += " (" + s.Endpoint + ")"
+		}
+		return t
+	case models.SourceURL:
+		return s.URL
+	}
+	return string(s.Kind)
+}
+
+func newDUCommand(a *app) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "du",
+		Short: "Show the store's disk usage: per model, shared, partial and orphaned",
+		Long: `Show the disk usage of the store. UNIQUE is what removing a model frees; SHARED
+is held together with the models listed. The total is every byte under the
+store directory; partial downloads, orphaned blobs and leftovers are listed
+apart (modeld prune removes those not in use).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			st, err := a.openStore()
+			if err != nil {
+				return err
+			}
+			u, err := st.DiskUsage()
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return writeJSON(a.stdout, u)
+			}
+			tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "MODEL\tUNIQUE\tSHARED\tSHARED WITH")
+			for _, m := range u.Models {
+				with := strings.Join(m.SharedWith, ", ")
+				if len(m.Missing) > 0 {
+					with += " (missing blobs: " + strings.Join(m.Missing, ", ") + ")"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", m.ID, humanBytes(m.Unique), humanBytes(m.Shared), orDash(with))
+			}
+			fmt.Fprintln(tw)
+			fmt.Fprintf(tw, "models\t%s\t(blobs in use, each counted once)\n", humanBytes(u.Blobs))
+			fmt.Fprintf(tw, "manifests\t%s\t\n", humanBytes(u.Manifests))
+			for _, part := range []struct {
+				name, hint string
+				entries    []models.Entry
+			}{
+				{"partials", "interrupted or running pulls", u.Partials},
+				{"orphans", "blobs no model uses; modeld prune removes them", u.Orphans},
+				{"other", "leftovers and lock files", u.Other},
+			} {
+				fmt.Fprintf(tw, "%s\t%s\t(%d files: %s)\n", part.name, humanBytes(models.Sum(part.entries)), len(part.entries), part.hint)
+				for _, e := range part.entries {
+					fmt.Fprintf(tw, "  %s\t%s\t\n", e.Path, humanBytes(e.Size))
+				}
+			}
+			fmt.Fprintf(tw, "total\t%s\t(%s)\n", humanBytes(u.Total), st.Root())
+			return tw.Flush()
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func newRemoveCommand(a *app) *cobra.Command {
+	var force bool
+	cmd := &cobra.Command{
+		Use:   "rm ID...",
+		Short: "Delete models and the files no other model uses",
+		Long: `Delete models. When a daemon listens on --listen, it unloads the model and
+deletes it; a model answering requests is refused unless --force, which waits for
+those requests and then unloads it. Without a daemon the store is changed
+directly. Files shared with other models are kept.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, stop := interruptible(cmd)
+			defer stop()
+			st, err := a.openStore()
+			if err != nil {
+				return err
+			}
+			var errs []error
+			for _, id := range args {
+				if err := a.removeOne(ctx, st, id, force); err != nil {
+					errs = append(errs, err)
+				}
+			}
+			return errors.Join(errs...)
+		},
+	}
+	cmd.Flags().BoolVar(&force, "force", false, "wait for the daemon's requests on the model, unload it, then delete it")
+	return cmd
+}
+
+// removeOne deletes id through the daemon when one listens, else directly.
+func (a *app) removeOne(ctx context.Context, st *models.Store, id string, force bool) error {
+	if _, err := models.ParseID(id); err != nil {
+		return err
+	}
+	done, err := a.removeViaDaemon(ctx, id, force)
+	if err != nil {
+		return err
+	}
+	if done {
+		return nil
+	}
+	rep, err := st.Remove(ctx, id)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(a.stdout, "deleted %s (freed %s%s)\n", rep.ID, humanBytes(rep.Freed), keptNote(len(rep.Kept)))
+	return nil
+}
+
+func keptNote(n int) string {
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; %d files kept, other models use them", n)
+}
+
+// removeViaDaemon asks a listening daemon to unload and delete id. done is
+// false when no daemon (or one without the model routes) answers.
+func (a *app) removeViaDaemon(ctx context.Context, id string, force bool) (done bool, err error) {
+	host, port, err := net.SplitHostPort(a.cfg.Listen)
+	if err != nil {
+		return false, nil
+	}
+	if host == "" || host == "0.0.0.0" || host == "::" {
+		host = "127.0.0.1"
+	}
+	u := "http://" + net.JoinHostPort(host, port) + "/v1/models/" + id
+	if force {
+		u += "?force=true"
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodDelete, u, nil)
+	if err != nil {
+		return false, err
+	}
+	client := &http.Client{Transport: &http.Transport{DialContext: (&net.Dialer{Timeout: 2 * time.Second}).DialContext, DisableKeepAlives: true}}
+	resp, err := client.Do(req)
+	if err != nil {
+		var op *net.OpError
+		if errors.As(err, &op) && op.Op == "dial" {
+			return false, nil // no daemon: change the store directly
+		}
+		return false, fmt.Errorf("ask the daemon at %s to delete %s: %w", a.cfg.Listen, id, err)
+	}
+	defer resp.Body.Close() //nolint:errcheck // read below
+	var body struct {
+		ID    string `json:"id"`
+		Freed int64  `json:"freed_bytes"`
+		Error struct {
+			Message string `json:"message"`
+			Code    any    `json:"code"`
+		} `json:"error"`
+	}
+	_ = json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&body) // status decides below
+	switch {
+	case resp.StatusCode == http.StatusOK:
+		fmt.Fprintf(a.stdout, "deleted %s (freed %s; unloaded by the daemon)\n", body.ID, humanBytes(body.Freed))
+		return true, nil
+	case resp.StatusCode == http.StatusNotFound && body.Error.Code != "model_not_found":
+		return false, nil // a daemon without the model routes
+	case resp.StatusCode == http.StatusConflict && body.Error.Code == "model_in_use":
+		return false, fmt.Errorf("%s is in use by the daemon: %s\nrun `modeld rm --force %s` to wait for its requests, unload it and delete it", id, body.Error.Message, id)
+	}
+	msg := body.Error.Message
+	if msg == "" {
+		msg = resp.Status
+	}
+	return false, fmt.Errorf("daemon refused to delete %s: %s", id, msg)
+}
+
+func newPruneCommand(a *app) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "prune",
+		Short: "Remove orphaned blobs, stale partial downloads and crash leftovers",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			st, err := a.openStore()
+			if err != nil {
+				return err
+			}
+			ctx, stop := interruptible(cmd)
+			defer stop()
+			rep, err := st.Prune(ctx)
+			if rep != nil && asJSON {
+				if jerr := writeJSON(a.stdout, rep); jerr != nil {
+					return errors.Join(err, jerr)
+				}
+				return err
+			}
+			if rep != nil {
+				for _, e := range rep.Removed {
+					fmt.Fprintf(a.stdout, "removed %s (%s)\n", e.Path, humanBytes(e.Size))
+				}
+				fmt.Fprintf(a.stdout, "freed %s\n", humanBytes(rep.Freed))
+				if rep.OrphansKept {
+					fmt.Fprintln(a.stdout, "orphaned blobs kept: a pull or import is running; prune again after it ends")
+				}
+				if rep.PartialsInUse > 0 {
+					fmt.Fprintf(a.stdout, "%d partial downloads kept: in use by a running pull\n", rep.PartialsInUse)
+				}
+			}
+			return err
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// humanCount prints 1234567 as 1.2M.
+func humanCount(n uint64) string {
+	switch {
+	case n >= 1e9:
+		return fmt.Sprintf("%.1fB", float64(n)/1e9)
+	case n >= 1e6:
+		return fmt.Sprintf("%.1fM", float64(n)/1e6)
+	case n >= 1e3:
+		return fmt.Sprintf("%.1fK", float64(n)/1e3)
+	}
+	return fmt.Sprint(n)
+}
