@@ -259,3 +259,41 @@ func maxDiff(a, b []float32) float64 {
 	}
 	return d
 }
+
+// TestEmbedLargeRequestIsChunked: a request over the token budget runs in
+// budget-sized passes and still returns each text's own vector.
+func TestEmbedLargeRequestIsChunked(t *testing.T) {
+	opts := testOptions(t)
+	whole, err := LoadEmbedder(modelDir(t, "embed-mean"), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeP(t, whole)
+	opts.BatchTokens = 40
+	chunked, err := LoadEmbedder(modelDir(t, "embed-mean"), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeP(t, chunked)
+	var texts []string
+	for i := range 12 {
+		texts = append(texts, strings.Repeat("sunny weather ", i%5+1)+"today")
+	}
+	ctx := context.Background()
+	a, err := whole.Embed(ctx, texts, EmbedOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := chunked.Embed(ctx, texts, EmbedOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := chunked.enc.passes.Load(); n < 3 {
+		t.Fatalf("%d passes for %d tokens under a 40-token budget", n, b.Tokens)
+	}
+	for i := range texts {
+		if d := maxDiff(a.Vectors[i], b.Vectors[i]); d > 1e-6 {
+			t.Fatalf("text %d differs by %g when chunked", i, d)
+		}
+	}
+}

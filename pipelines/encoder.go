@@ -1,8 +1,10 @@
 package pipelines
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"sync/atomic"
 
 	"github.com/modeld/modeld/backends/onnx"
@@ -28,6 +30,7 @@ type encoderModel struct {
 	padID   int64
 	left    bool         // padding side
 	passes  atomic.Int64 // forward passes run (merged batches count once)
+	budget  int          // padded tokens per forward pass
 }
 
 // loadEncoder opens dir/onnx/model.onnx and checks that it produces output.
@@ -45,7 +48,9 @@ func loadEncoder(files *modelFiles, output, task string, opts Options) (*encoder
 		return nil, closeAfter(sess, err)
 	}
 	m.padID, _ = files.tok.PadID()
-	m.batcher = NewBatcher(opts.batcherConfig(), encodingsCost, m.runBatch)
+	cfg := opts.batcherConfig()
+	m.budget = cfg.TokenBudget
+	m.batcher = NewBatcher(cfg, encodingsCost, m.runBatch)
 	return m, nil
 }
 
@@ -90,9 +95,38 @@ func encodingsCost(encs []*tokenizer.Encoding) Cost {
 	return c
 }
 
-// forward runs encodings through the model (merged with concurrent requests).
+// forward runs encodings through the model, merged with concurrent requests. A
+// request larger than the token budget is split into budget-sized chunks of
+// similar lengths (less padding), run one after another.
 func (m *encoderModel) forward(ctx context.Context, encs []*tokenizer.Encoding) ([]seqOut, error) {
-	return m.batcher.Do(ctx, encs)
+	if padded := encodingsCost(encs); padded.Seqs*padded.MaxLen <= m.budget {
+		return m.batcher.Do(ctx, encs)
+	}
+	order := make([]int, len(encs))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(len(encs[a].IDs), len(encs[b].IDs)) })
+	out := make([]seqOut, len(encs))
+	for start := 0; start < len(order); {
+		end := start + 1
+		for end < len(order) && (end-start+1)*len(encs[order[end]].IDs) <= m.budget {
+			end++
+		}
+		chunk := make([]*tokenizer.Encoding, end-start)
+		for i, idx := range order[start:end] {
+			chunk[i] = encs[idx]
+		}
+		res, err := m.batcher.Do(ctx, chunk)
+		if err != nil {
+			return nil, err
+		}
+		for i, idx := range order[start:end] {
+			out[idx] = res[i]
+		}
+		start = end
+	}
+	return out, nil
 }
 
 // runBatch pads every request's encodings into one batch, runs it once and splits
