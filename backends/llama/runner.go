@@ -1,0 +1,438 @@
+package llama
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	psprocess "github.com/shirou/gopsutil/v4/process"
+)
+
+// RunnerOptions configure StartRunner. Zero fields take the defaults.
+type RunnerOptions struct {
+	ModelPath string
+	// LibRoot is the runtime-library root (backends.Libs.Root); the runner
+	// loads llama.cpp from its llama/ directory.
+	LibRoot string
+	// Options are the engine's options inside the runner.
+	Options Options
+	// Command is the program to run and its leading arguments; the runner
+	// flags follow. Default: this executable and "runner".
+	Command []string
+	// Env is added to this process's environment for the runner.
+	Env []string
+	// LoadTimeout bounds the start, model load included (default 5m).
+	LoadTimeout time.Duration
+	// StopGrace is how long Close waits after SIGTERM before SIGKILL
+	// (default 5s).
+	StopGrace time.Duration
+	// CallTimeout bounds a call other than Generate (default 60s).
+	CallTimeout time.Duration
+	// LogLevel is the runner's own log level.
+	LogLevel slog.Level
+	// Logger receives the runner's output, one record per line at debug
+	// level (default slog.Default()).
+	Logger *slog.Logger
+}
+
+// Defaults of RunnerOptions.
+const (
+	DefaultLoadTimeout = 5 * time.Minute
+	DefaultStopGrace   = 5 * time.Second
+	DefaultCallTimeout = 60 * time.Second
+)
+
+// deathWait bounds how long a broken call waits for the runner's exit to
+// be reported, so its error can carry the exit status and stderr's tail.
+const deathWait = 5 * time.Second
+
+func (o RunnerOptions) withDefaults() (RunnerOptions, error) {
+	if o.ModelPath == "" {
+		return o, errors.New("llama: StartRunner: no model path")
+	}
+	if o.LibRoot == "" {
+		return o, errors.New("llama: StartRunner: no runtime-library root")
+	}
+	if len(o.Command) == 0 {
+		exe, err := os.Executable()
+		if err != nil {
+			return o, fmt.Errorf("llama: StartRunner: find own executable: %w", err)
+		}
+		o.Command = []string{exe, "runner"}
+	}
+	if o.LoadTimeout <= 0 {
+		o.LoadTimeout = DefaultLoadTimeout
+	}
+	if o.StopGrace <= 0 {
+		o.StopGrace = DefaultStopGrace
+	}
+	if o.CallTimeout <= 0 {
+		o.CallTimeout = DefaultCallTimeout
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return o, nil
+}
+
+// Runner is a model served by a runner process (`modeld runner`): the same
+// methods as Model, with the same errors (errors.Is / errors.As work on
+// both), over a unix socket. A crash of the runner costs only that model:
+// Done is closed, Err says why, calls fail with a *RunnerExitError, and a
+// stream in flight ends with an error event that carries the runner's
+// stderr tail. Its methods are safe for concurrent use.
+type Runner struct {
+	opts   RunnerOptions
+	proc   *process
+	client *http.Client
+	info   Info
+
+	closing   atomic.Bool
+	closeOnce sync.Once
+}
+
+// runnerBase is the URL prefix of calls; the host is never resolved (the
+// transport dials the socket).
+const runnerBase = "http://modeld-runner"
+
+// StartRunner starts a runner process for opts.ModelPath and waits until it
+// serves, at most opts.LoadTimeout. A runner that fails to load or exits
+// during load gives an error at once: the engine's error when the runner
+// could report it (errors.Is(err, ErrInvalidModel) for a corrupt file),
+// else a *RunnerExitError; both carry the tail of its stderr. ctx bounds
+// the start only; the process lives until Close.
+func StartRunner(ctx context.Context, opts RunnerOptions) (*Runner, error) {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := socketDir()
+	if err != nil {
+		return nil, err
+	}
+	cfg := RunnerConfig{
+		ModelPath: opts.ModelPath, Socket: filepath.Join(dir, "runner.sock"), LibRoot: opts.LibRoot,
+		Options: opts.Options, ParentPID: os.Getpid(), LogLevel: opts.LogLevel,
+	}
+	argv := append(append([]string(nil), opts.Command...), cfg.args()...)
+	log := opts.Logger.With("model", opts.ModelPath)
+	proc, err := startProcess(argv, opts.Env, log, func() { _ = os.RemoveAll(dir) })
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, err
+	}
+	r := &Runner{opts: opts, proc: proc, client: unixClient(cfg.Socket)}
+	if err := r.awaitReady(ctx); err != nil {
+		return nil, err
+	}
+	info, err := r.fetchInfo()
+	if err != nil {
+		_ = r.Close()
+		return nil, fmt.Errorf("llama: runner for %s: %w", opts.ModelPath, err)
+	}
+	r.info = info
+	log.Info("llama: runner started", "pid", proc.pid, "socket", cfg.Socket)
+	return r, nil
+}
+
+// socketDir makes a private directory for the socket, short enough for a
+// unix socket path (about 100 bytes at most).
+func socketDir() (string, error) {
+	dir, err := os.MkdirTemp("", "modeld-runner-")
+	if err == nil && len(dir) > 80 {
+		_ = os.RemoveAll(dir)
+		dir, err = os.MkdirTemp("/tmp", "modeld-runner-")
+	}
+	if err != nil {
+		return "", fmt.Errorf("llama: runner socket directory: %w", err)
+	}
+	return dir, nil
+}
+
+func unixClient(socket string) *http.Client {
+	var d net.Dialer
+	return &http.Client{Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return d.DialContext(ctx, "unix", socket)
+		},
+		MaxIdleConns:        64,
+		MaxIdleConnsPerHost: 64,
+		IdleConnTimeout:     time.Minute,
+		DisableCompression:  true,
+	}}
+}
+
+// awaitReady waits for the runner's status line; on any failure the
+// process is gone when it returns.
+func (r *Runner) awaitReady(ctx context.Context) error {
+	p, path := r.proc, r.opts.ModelPath
+	timer := time.NewTimer(r.opts.LoadTimeout)
+	defer timer.Stop()
+	select {
+	case st := <-p.status:
+		if st.Ready {
+			return nil
+		}
+		// The runner exits right after reporting; wait for it so the
+		// stderr tail is complete.
+		r.stopQuietly()
+		return fmt.Errorf("llama: runner could not load %s: %w%s", path, st.Error.toError(), r.tailSuffix())
+	case <-p.done:
+		select {
+		case st := <-p.status: // reported, then exited before we looked
+			if st.Error != nil {
+				return fmt.Errorf("llama: runner could not load %s: %w%s", path, st.Error.toError(), r.tailSuffix())
+			}
+		default:
+		}
+		return fmt.Errorf("llama: runner for %s exited while loading: %w", path, p.exitErr)
+	case <-timer.C:
+		p.kill()
+		return fmt.Errorf("llama: runner for %s not ready after %s (killed)%s", path, r.opts.LoadTimeout, r.tailSuffix())
+	case <-ctx.Done():
+		p.kill()
+		return fmt.Errorf("llama: starting runner for %s: %w", path, ctx.Err())
+	}
+}
+
+// stopQuietly stops a runner that is about to exit, or is stuck.
+func (r *Runner) stopQuietly() {
+	t := time.NewTimer(r.opts.StopGrace)
+	defer t.Stop()
+	select {
+	case <-r.proc.done:
+	case <-t.C:
+		r.proc.kill()
+	}
+}
+
+func (r *Runner) tailSuffix() string {
+	if s := r.proc.tail.String(); s != "" {
+		return "; runner stderr ended with:\n" + s
+	}
+	return ""
+}
+
+// Info describes the model (read once at start).
+func (r *Runner) Info() Info { return r.info }
+
+// PID is the runner's process id.
+func (r *Runner) PID() int { return r.proc.pid }
+
+// Done is closed when the runner process has exited, for any reason.
+func (r *Runner) Done() <-chan struct{} { return r.proc.done }
+
+// Err is nil while the runner runs; after it exited, ErrClosed when Close
+// stopped it, else a *RunnerExitError (exit status and stderr's tail).
+func (r *Runner) Err() error {
+	if !r.proc.exited() {
+		return nil
+	}
+	return r.proc.exitErr
+}
+
+// RSS is the runner process's resident memory in bytes.
+func (r *Runner) RSS() (uint64, error) {
+	if err := r.alive(); err != nil {
+		return 0, err
+	}
+	p, err := psprocess.NewProcess(int32(r.proc.pid))
+	if err != nil {
+		return 0, fmt.Errorf("llama: runner %d: %w", r.proc.pid, err)
+	}
+	mi, err := p.MemoryInfo()
+	if err != nil {
+		return 0, fmt.Errorf("llama: runner %d memory: %w", r.proc.pid, err)
+	}
+	return mi.RSS, nil
+}
+
+// Close stops the runner: its stdin is closed and it gets SIGTERM (it
+// closes the model, so streams in flight end with ErrClosed), then SIGKILL
+// after RunnerOptions.StopGrace. It returns once the process is reaped and
+// its memory freed. Safe to call more than once.
+func (r *Runner) Close() error {
+	r.closeOnce.Do(func() {
+		r.closing.Store(true)
+		if r.proc.stop(r.opts.StopGrace) {
+			r.opts.Logger.Warn("llama: runner ignored SIGTERM; killed", "model", r.opts.ModelPath, "pid", r.proc.pid)
+		}
+		r.client.CloseIdleConnections()
+	})
+	return nil
+}
+
+// alive is nil while calls may be made.
+func (r *Runner) alive() error {
+	if r.closing.Load() {
+		return ErrClosed
+	}
+	if r.proc.exited() {
+		return r.proc.exitErr
+	}
+	return nil
+}
+
+// brokenCall explains a call that failed in transport: the caller's
+// context, the runner's death (waited for a little, so the error carries
+// the exit status and stderr), or the transport error.
+func (r *Runner) brokenCall(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if r.closing.Load() {
+		return ErrClosed
+	}
+	t := time.NewTimer(deathWait)
+	defer t.Stop()
+	select {
+	case <-r.proc.done:
+		return r.proc.exitErr
+	case <-t.C:
+		return fmt.Errorf("llama: runner %d unreachable: %w%s", r.proc.pid, err, r.tailSuffix())
+	}
+}
+
+// call makes a non-streaming call and returns the reply body.
+func (r *Runner) call(method, route string, q url.Values, body []byte) ([]byte, error) {
+	if err := r.alive(); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), r.opts.CallTimeout)
+	defer cancel()
+	u := runnerBase + route
+	if len(q) > 0 {
+		u += "?" + q.Encode()
+	}
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, rd)
+	if err != nil {
+		return nil, fmt.Errorf("llama: runner call %s: %w", route, err)
+	}
+	resp, err := r.client.Do(req)
+	if err != nil {
+		return nil, r.brokenCall(ctx, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, r.brokenCall(ctx, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, replyError(resp.StatusCode, b)
+	}
+	return b, nil
+}
+
+// replyError decodes a failed call's wireError.
+func replyError(status int, body []byte) error {
+	var we wireError
+	if err := json.Unmarshal(body, &we); err != nil || we.Message == "" {
+		return fmt.Errorf("llama: runner answered %d: %s", status, bytes.TrimSpace(body))
+	}
+	return we.toError()
+}
+
+func (r *Runner) callJSON(method, route string, q url.Values, body []byte, out any) error {
+	b, err := r.call(method, route, q, body)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(b, out); err != nil {
+		return fmt.Errorf("llama: runner reply to %s: %w", route, err)
+	}
+	return nil
+}
+
+func (r *Runner) fetchInfo() (Info, error) {
+	var info Info
+	err := r.callJSON(http.MethodGet, routeInfo, nil, nil, &info)
+	return info, err
+}
+
+// StatsContext asks the runner for its scheduler's state.
+func (r *Runner) StatsContext(ctx context.Context) (Stats, error) {
+	type result struct {
+		st  Stats
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		var st Stats
+		err := r.callJSON(http.MethodGet, routeStats, nil, nil, &st)
+		ch <- result{st, err}
+	}()
+	select {
+	case res := <-ch:
+		return res.st, res.err
+	case <-ctx.Done():
+		return Stats{}, ctx.Err()
+	}
+}
+
+// Stats is the runner's scheduler state; when the runner cannot answer,
+// only Slots is set (use StatsContext for the error).
+func (r *Runner) Stats() Stats {
+	st, err := r.StatsContext(context.Background())
+	if err != nil {
+		r.opts.Logger.Debug("llama: runner stats", "model", r.opts.ModelPath, "err", err)
+		return Stats{Slots: r.info.Slots}
+	}
+	return st
+}
+
+// Tokenize is Model.Tokenize, in the runner.
+func (r *Runner) Tokenize(text string, addSpecial, parseSpecial bool) ([]int32, error) {
+	q := url.Values{"add_special": {strconv.FormatBool(addSpecial)}, "parse_special": {strconv.FormatBool(parseSpecial)}}
+	var out wireTokens
+	if err := r.callJSON(http.MethodPost, routeTokenize, q, []byte(text), &out); err != nil {
+		return nil, err
+	}
+	if out.Tokens == nil {
+		out.Tokens = []int32{}
+	}
+	return out.Tokens, nil
+}
+
+// Detokenize is Model.Detokenize, in the runner.
+func (r *Runner) Detokenize(ids []int32, renderSpecial bool) (string, error) {
+	body, err := json.Marshal(wireTokens{Tokens: ids})
+	if err != nil {
+		return "", fmt.Errorf("llama: encode tokens: %w", err)
+	}
+	b, err := r.call(http.MethodPost, routeDetokenize, url.Values{"render_special": {strconv.FormatBool(renderSpecial)}}, body)
+	return string(b), err
+}
+
+// TokenPiece is Model.TokenPiece, in the runner.
+func (r *Runner) TokenPiece(id int32, renderSpecial bool) (string, error) {
+	q := url.Values{"token": {strconv.FormatInt(int64(id), 10)}, "render_special": {strconv.FormatBool(renderSpecial)}}
+	b, err := r.call(http.MethodGet, routePiece, q, nil)
+	return string(b), err
+}
+
+// ApplyChatTemplate is Model.ApplyChatTemplate, in the runner.
+func (r *Runner) ApplyChatTemplate(msgs []Message, addAssistant bool) (string, error) {
+	body, err := json.Marshal(wireTemplate{Messages: msgs, AddAssistant: addAssistant})
+	if err != nil {
+		return "", fmt.Errorf("%w: messages cannot be encoded: %w", ErrInvalidRequest, err)
+	}
+	b, err := r.call(http.MethodPost, routeTemplate, nil, body)
+	return string(b), err
+}

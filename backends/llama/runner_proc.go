@@ -1,0 +1,257 @@
+package llama
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// ErrRunnerExited: the runner process of a model exited. The error that
+// wraps it is a *RunnerExitError with the exit status and stderr's tail.
+var ErrRunnerExited = errors.New("llama: runner process exited")
+
+// RunnerExitError says how a runner process ended on its own (not by
+// Runner.Close).
+type RunnerExitError struct {
+	PID    int
+	Status string // "exit status 1", "signal: killed", ...
+	Stderr string // the last few KB the runner wrote to stderr
+}
+
+func (e *RunnerExitError) Error() string {
+	msg := fmt.Sprintf("llama: runner process %d exited (%s)", e.PID, e.Status)
+	if e.Stderr != "" {
+		msg += "; its stderr ended with:\n" + e.Stderr
+	}
+	return msg
+}
+
+// Unwrap makes errors.Is(err, ErrRunnerExited) true.
+func (e *RunnerExitError) Unwrap() error { return ErrRunnerExited }
+
+// stderrTail is how much of a runner's output is kept for error messages.
+const stderrTail = 4096
+
+// process is a started runner process: its pipes, its output and its end.
+// A goroutine locked to one OS thread starts it and waits for it, so the
+// thread that forked it (which the Linux parent-death signal is tied to)
+// lives exactly as long as the child.
+type process struct {
+	cmd   *exec.Cmd
+	pid   int
+	stdin io.WriteCloser
+	tail  *tailBuffer
+
+	status chan runnerStatus // the start line from stdout, buffered 1
+
+	stopping atomic.Bool // set by stop: the exit is expected
+	done     chan struct{}
+	exitErr  error // set before done is closed
+}
+
+// startProcess starts argv with the runner's pipes. onExit runs after the
+// process is reaped and its output read, before done is closed.
+func startProcess(argv, env []string, log *slog.Logger, onExit func()) (*process, error) {
+	p := &process{
+		tail:   &tailBuffer{max: stderrTail},
+		status: make(chan runnerStatus, 1),
+		done:   make(chan struct{}),
+	}
+	var pid atomic.Int64
+	logLine := func(stream, line string) {
+		p.tail.addLine(line)
+		log.Debug("llama runner output", "pid", pid.Load(), "stream", stream, "line", line)
+	}
+	stderr := &lineWriter{fn: func(l string) { logLine("stderr", l) }}
+	stdout := &lineWriter{fn: func(l string) {
+		if st, ok := parseStatus(l); ok {
+			select {
+			case p.status <- st:
+			default:
+			}
+			return
+		}
+		logLine("stdout", l)
+	}}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	cmd.SysProcAttr = runnerSysProcAttr()
+	cmd.WaitDelay = time.Second // a grandchild holding the pipes must not block Wait
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, fmt.Errorf("llama: runner stdin: %w", err)
+	}
+	p.cmd, p.stdin = cmd, in
+
+	started := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		pid.Store(int64(cmd.Process.Pid))
+		p.pid = cmd.Process.Pid
+		started <- nil
+		werr := cmd.Wait()
+		stdout.flush()
+		stderr.flush()
+		p.exitErr = p.describeExit(werr)
+		if onExit != nil {
+			onExit()
+		}
+		close(p.done)
+	}()
+	if err := <-started; err != nil {
+		_ = in.Close()
+		return nil, fmt.Errorf("llama: start runner %s: %w", argv[0], err)
+	}
+	return p, nil
+}
+
+// describeExit turns Wait's result into the error Runner.Err reports.
+func (p *process) describeExit(werr error) error {
+	if p.stopping.Load() {
+		return ErrClosed
+	}
+	status := "unknown status"
+	if st := p.cmd.ProcessState; st != nil {
+		status = st.String()
+	} else if werr != nil {
+		status = werr.Error()
+	}
+	return &RunnerExitError{PID: p.pid, Status: status, Stderr: p.tail.String()}
+}
+
+// exited reports whether the process has ended.
+func (p *process) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// stop ends the process politely (stdin closed, SIGTERM), then with SIGKILL
+// after grace, and waits until it is reaped. It reports whether the kill
+// was needed.
+func (p *process) stop(grace time.Duration) (killed bool) {
+	p.stopping.Store(true)
+	_ = p.stdin.Close()
+	if p.exited() {
+		return false
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	select {
+	case <-p.done:
+		return false
+	case <-t.C:
+	}
+	_ = p.cmd.Process.Kill()
+	<-p.done
+	return true
+}
+
+// kill ends the process at once and waits until it is reaped.
+func (p *process) kill() {
+	_ = p.stdin.Close()
+	_ = p.cmd.Process.Kill()
+	<-p.done
+}
+
+func parseStatus(line string) (runnerStatus, bool) {
+	rest, ok := strings.CutPrefix(line, statusPrefix)
+	if !ok {
+		return runnerStatus{}, false
+	}
+	var st runnerStatus
+	if err := json.Unmarshal([]byte(rest), &st); err != nil || (!st.Ready && st.Error == nil) {
+		return runnerStatus{}, false
+	}
+	return st, true
+}
+
+// lineWriter calls fn with each complete line written to it (without the
+// newline); flush hands over a last unterminated line. exec.Cmd's copying
+// goroutine is its only writer until Wait returns.
+type lineWriter struct {
+	buf []byte
+	fn  func(string)
+}
+
+func (w *lineWriter) Write(p []byte) (int, error) {
+	w.buf = append(w.buf, p...)
+	for {
+		i := bytes.IndexByte(w.buf, '\n')
+		if i < 0 {
+			break
+		}
+		w.fn(strings.TrimRight(string(w.buf[:i]), "\r"))
+		w.buf = w.buf[i+1:]
+	}
+	// Bound a line that never ends.
+	if len(w.buf) > 64<<10 {
+		w.fn(string(w.buf))
+		w.buf = nil
+	}
+	return len(p), nil
+}
+
+func (w *lineWriter) flush() {
+	if len(w.buf) > 0 {
+		w.fn(string(w.buf))
+		w.buf = nil
+	}
+}
+
+// tailBuffer keeps the last max bytes of the lines added to it.
+type tailBuffer struct {
+	mu  sync.Mutex
+	buf []byte
+	max int
+	cut bool // bytes were dropped from the front
+}
+
+func (t *tailBuffer) addLine(line string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, line...)
+	t.buf = append(t.buf, '\n')
+	if over := len(t.buf) - t.max; over > 0 {
+		t.buf = append(t.buf[:0], t.buf[over:]...)
+		t.cut = true
+	}
+}
+
+// String is the kept text, starting at a line boundary when the front was
+// cut, without the final newline.
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	b := bytes.Clone(t.buf)
+	cut := t.cut
+	t.mu.Unlock()
+	if cut {
+		if i := bytes.IndexByte(b, '\n'); i >= 0 && i < len(b)-1 {
+			b = b[i+1:]
+		}
+	}
+	return strings.ToValidUTF8(strings.TrimRight(string(b), "\n"), "\uFFFD")
+}

@@ -1,0 +1,418 @@
+package llama
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/modeld/modeld/backends"
+)
+
+// RunnerConfig is what one runner process serves: one model, on one socket.
+// It is given only by flags (see RunnerMain); a runner reads no environment
+// and no config file.
+type RunnerConfig struct {
+	ModelPath string
+	Socket    string
+	// LibRoot is the runtime-library root; llama.cpp loads from its llama/
+	// directory (backends.Libs.LlamaDir).
+	LibRoot string
+	Options Options
+	// ParentPID is the daemon's process id: the runner exits when its parent
+	// is another process (0: whatever parent it has at start).
+	ParentPID int
+	LogLevel  slog.Level
+}
+
+// Runner timing.
+const (
+	parentPoll       = 500 * time.Millisecond // how often the runner checks its parent
+	runnerShutdown   = 10 * time.Second       // bound of a runner's own shutdown
+	runnerReadHeader = 10 * time.Second
+)
+
+// args renders c as the flags RunnerMain parses.
+func (c RunnerConfig) args() []string {
+	o := c.Options
+	kv := []struct {
+		name string
+		v    any
+	}{
+		{"model", c.ModelPath}, {"socket", c.Socket}, {"lib-dir", c.LibRoot},
+		{"context-size", o.ContextSize}, {"context-cap", o.ContextCap}, {"slots", o.Slots},
+		{"threads", o.Threads}, {"batch-threads", o.BatchThreads}, {"gpu-layers", o.GPULayers}, {"batch-size", o.BatchSize},
+		{"max-waiting", o.MaxWaiting}, {"parent-pid", c.ParentPID}, {"log-level", c.LogLevel.String()},
+	}
+	out := make([]string, 0, len(kv))
+	for _, f := range kv {
+		out = append(out, fmt.Sprintf("--%s=%v", f.name, f.v))
+	}
+	return out
+}
+
+// parseRunnerArgs reads the flags of `modeld runner`.
+func parseRunnerArgs(args []string, stderr io.Writer) (RunnerConfig, error) {
+	var c RunnerConfig
+	o := &c.Options
+	fs := flag.NewFlagSet("modeld runner", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: modeld runner --model PATH --socket PATH --lib-dir DIR [flags]")
+		fmt.Fprintln(stderr, "Serves one GGUF model to the daemon that started it; not meant to be run by hand.")
+		fs.PrintDefaults()
+	}
+	fs.StringVar(&c.ModelPath, "model", "", "GGUF model file")
+	fs.StringVar(&c.Socket, "socket", "", "unix socket to serve on")
+	fs.StringVar(&c.LibRoot, "lib-dir", "", "runtime-library root (holding llama/)")
+	fs.IntVar(&o.ContextSize, "context-size", 0, "context per sequence (0: the model's, bounded by --context-cap)")
+	fs.IntVar(&o.ContextCap, "context-cap", 0, "bound of the default context size (0: built-in default)")
+	fs.IntVar(&o.Slots, "slots", 0, "sequences decoded together (0: default)")
+	fs.IntVar(&o.Threads, "threads", 0, "decode threads (0: measured default)")
+	fs.IntVar(&o.BatchThreads, "batch-threads", 0, "threads of multi-token decode steps (0: measured default)")
+	fs.IntVar(&o.GPULayers, "gpu-layers", 0, "layers offloaded to a GPU (-1 all, 0 none)")
+	fs.IntVar(&o.BatchSize, "batch-size", 0, "most tokens per decode step (0: default)")
+	fs.IntVar(&o.MaxWaiting, "max-waiting", 0, "requests that may wait for a slot (0: no bound)")
+	fs.IntVar(&c.ParentPID, "parent-pid", 0, "exit when the parent process is no longer this one")
+	fs.TextVar(&c.LogLevel, "log-level", slog.LevelInfo, "log level: debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	var errs []error
+	if fs.NArg() > 0 {
+		errs = append(errs, fmt.Errorf("unexpected arguments %q", fs.Args()))
+	}
+	for name, v := range map[string]string{"--model": c.ModelPath, "--socket": c.Socket, "--lib-dir": c.LibRoot} {
+		if v == "" {
+			errs = append(errs, fmt.Errorf("%s is required", name))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return c, fmt.Errorf("llama runner: %w", err)
+	}
+	return c, nil
+}
+
+// RunnerMain is the main of a runner process (`modeld runner`): it parses
+// args, logs to stderr at the requested level (it sets the process's
+// default slog logger, which llama.cpp's own log lines go through), loads
+// the model and serves it on the socket until ctx is done (the caller
+// cancels it on SIGTERM), stdin reaches EOF (the daemon closed it, or died:
+// the daemon holds its write end), or the parent process changes. Before
+// serving it writes one status line to stdout: ready, or the load error.
+// A clean shutdown returns nil; -h returns flag.ErrHelp.
+func RunnerMain(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	cfg, err := parseRunnerArgs(args, stderr)
+	if err != nil {
+		return err
+	}
+	slog.SetDefault(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: cfg.LogLevel})))
+	return runRunner(ctx, cfg, stdin, stdout, runnerSeams{})
+}
+
+// runnerSeams are test seams of a runner process.
+type runnerSeams struct {
+	hooks hooks
+	// generateDone runs when a /generate request's context ends (the
+	// client went away, or the handler returned).
+	generateDone func()
+}
+
+func runRunner(ctx context.Context, cfg RunnerConfig, stdin io.Reader, stdout io.Writer, sm runnerSeams) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	go func() {
+		_, err := io.Copy(io.Discard, stdin)
+		if err == nil {
+			err = io.EOF
+		}
+		cancel(fmt.Errorf("stdin closed (%w): the daemon stopped this runner or is gone", err))
+	}()
+	go func() {
+		t := time.NewTicker(parentPoll)
+		defer t.Stop()
+		if err := watchParent(ctx, cfg.ParentPID, os.Getppid, t.C); err != nil {
+			cancel(err)
+		}
+	}()
+	fail := func(err error) error {
+		_, _ = stdout.Write(encodeStatus(runnerStatus{Error: toWire(err)}))
+		return err
+	}
+	if err := Init(backends.Libs{Root: cfg.LibRoot}.LlamaDir()); err != nil {
+		return fail(err)
+	}
+	m, err := open(cfg.ModelPath, cfg.Options, sm.hooks)
+	if err != nil {
+		return fail(err)
+	}
+	_ = os.Remove(cfg.Socket) // a stale socket of an earlier runner
+	ln, err := net.Listen("unix", cfg.Socket)
+	if err != nil {
+		return fail(errors.Join(fmt.Errorf("llama runner: listen on %s: %w", cfg.Socket, err), m.Close()))
+	}
+	defer os.Remove(cfg.Socket)
+	srv := &http.Server{
+		Handler:           (&runnerServer{m: m, seams: sm}).handler(),
+		ReadHeaderTimeout: runnerReadHeader,
+		ErrorLog:          slog.NewLogLogger(slog.Default().Handler(), slog.LevelDebug),
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	if _, err := stdout.Write(encodeStatus(runnerStatus{Ready: true, PID: os.Getpid()})); err != nil {
+		cancel(fmt.Errorf("cannot report readiness: %w", err))
+	}
+	slog.Info("llama runner: ready", "model", cfg.ModelPath, "pid", os.Getpid(), "socket", cfg.Socket)
+	var reason error
+	select {
+	case <-ctx.Done():
+		reason = context.Cause(ctx)
+	case err := <-served:
+		reason = fmt.Errorf("server stopped: %w", err)
+	}
+	slog.Info("llama runner: shutting down", "reason", reason)
+	return shutdownRunner(srv, m)
+}
+
+// shutdownRunner closes the model (every stream ends with ErrClosed, so the
+// handlers return) while the server stops taking requests, bounded by
+// runnerShutdown; a runner stuck in native code is left to its parent's
+// SIGKILL.
+func shutdownRunner(srv *http.Server, m *Model) error {
+	done := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), runnerShutdown)
+		defer cancel()
+		stopped := make(chan error, 1)
+		go func() { stopped <- srv.Shutdown(ctx) }()
+		cerr := m.Close()
+		serr := <-stopped
+		if serr != nil {
+			serr = errors.Join(serr, srv.Close())
+		}
+		done <- errors.Join(cerr, serr)
+	}()
+	t := time.NewTimer(runnerShutdown + time.Second)
+	defer t.Stop()
+	select {
+	case err := <-done:
+		if err != nil {
+			return fmt.Errorf("llama runner: shutdown: %w", err)
+		}
+		return nil
+	case <-t.C:
+		return errors.New("llama runner: shutdown did not finish in time")
+	}
+}
+
+// watchParent returns an error once getppid, read at each tick, is no
+// longer want (the parent died and the runner was re-parented), or nil when
+// ctx ends. want 0 means the parent at the first call.
+func watchParent(ctx context.Context, want int, getppid func() int, tick <-chan time.Time) error {
+	if want == 0 {
+		want = getppid()
+	}
+	for {
+		if got := getppid(); got != want {
+			return fmt.Errorf("parent process %d is gone (parent is now %d)", want, got)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick:
+		}
+	}
+}
+
+// runnerServer serves one model over the runner protocol.
+type runnerServer struct {
+	m     *Model
+	seams runnerSeams
+}
+
+func (s *runnerServer) handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET "+routeHealth, func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, map[string]string{"status": "ok"})
+	})
+	mux.HandleFunc("GET "+routeInfo, func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, s.m.Info()) })
+	mux.HandleFunc("GET "+routeStats, func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, s.m.Stats()) })
+	mux.HandleFunc("POST "+routeTokenize, s.tokenize)
+	mux.HandleFunc("POST "+routeDetokenize, s.detokenize)
+	mux.HandleFunc("GET "+routePiece, s.piece)
+	mux.HandleFunc("POST "+routeTemplate, s.template)
+	mux.HandleFunc("POST "+routeGenerate, s.generate)
+	return mux
+}
+
+func (s *runnerServer) tokenize(w http.ResponseWriter, r *http.Request) {
+	body, err := readBody(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	q := r.URL.Query()
+	ids, err := s.m.Tokenize(string(body), queryBool(q.Get("add_special")), queryBool(q.Get("parse_special")))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, wireTokens{Tokens: ids})
+}
+
+func (s *runnerServer) detokenize(w http.ResponseWriter, r *http.Request) {
+	var req wireTokens
+	if err := decodeBody(r, &req); err != nil {
+		writeError(w, err)
+		return
+	}
+	text, err := s.m.Detokenize(req.Tokens, queryBool(r.URL.Query().Get("render_special")))
+	writeText(w, text, err)
+}
+
+func (s *runnerServer) piece(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	id, err := strconv.ParseInt(q.Get("token"), 10, 32)
+	if err != nil {
+		writeError(w, fmt.Errorf("%w: token %q: %w", ErrInvalidRequest, q.Get("token"), err))
+		return
+	}
+	text, err := s.m.TokenPiece(int32(id), queryBool(q.Get("render_special")))
+	writeText(w, text, err)
+}
+
+func (s *runnerServer) template(w http.ResponseWriter, r *http.Request) {
+	var req wireTemplate
+	if err := decodeBody(r, &req); err != nil {
+		writeError(w, err)
+		return
+	}
+	text, err := s.m.ApplyChatTemplate(req.Messages, req.AddAssistant)
+	writeText(w, text, err)
+}
+
+// generate streams one generation as NDJSON. The request's context ends
+// when the client closes the connection (the body was read to the end, so
+// the server watches the connection), which stops the sequence within one
+// decode step; the stream is still drained to its final event.
+func (s *runnerServer) generate(w http.ResponseWriter, r *http.Request) {
+	var wr wireRequest
+	if err := decodeBody(r, &wr); err != nil {
+		writeError(w, err)
+		return
+	}
+	req, err := wr.request()
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	if s.seams.generateDone != nil {
+		context.AfterFunc(r.Context(), s.seams.generateDone)
+	}
+	ch, err := s.m.Generate(r.Context(), req)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	// The headers go out now: the client's Generate returns once the
+	// request is queued, not when its first token comes.
+	broken := rc.Flush() != nil
+	var line bytes.Buffer
+	for ev := range ch {
+		if broken {
+			continue
+		}
+		line.Reset()
+		err := encodeLine(&line, toWireEvent(ev))
+		if err == nil {
+			_, err = w.Write(line.Bytes())
+		}
+		if err == nil {
+			err = rc.Flush()
+		}
+		if err != nil {
+			broken = true // the client is gone; r.Context() ends the sequence
+		}
+	}
+}
+
+func readBody(r *http.Request) ([]byte, error) {
+	b, err := io.ReadAll(io.LimitReader(r.Body, maxCallBody+1))
+	if err != nil {
+		return nil, fmt.Errorf("llama runner: read request: %w", err)
+	}
+	if len(b) > maxCallBody {
+		return nil, fmt.Errorf("%w: request body over %d bytes", ErrInvalidRequest, maxCallBody)
+	}
+	return b, nil
+}
+
+func decodeBody(r *http.Request, v any) error {
+	b, err := readBody(r)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("%w: malformed runner request: %w", ErrInvalidRequest, err)
+	}
+	return nil
+}
+
+func queryBool(v string) bool {
+	b, _ := strconv.ParseBool(v)
+	return b
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	var b bytes.Buffer
+	if err := encodeLine(&b, v); err != nil {
+		writeError(w, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(b.Bytes())
+}
+
+func writeText(w http.ResponseWriter, text string, err error) {
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	_, _ = io.WriteString(w, text)
+}
+
+// writeError answers err as a wireError. The status is for people reading
+// the socket with curl; the client goes by the error's kinds.
+func writeError(w http.ResponseWriter, err error) {
+	we := toWire(err)
+	status := http.StatusInternalServerError
+	for _, k := range we.Kinds {
+		switch k {
+		case "invalid_request", "no_chat_template", "template":
+			status = http.StatusBadRequest
+		case "busy":
+			status = http.StatusServiceUnavailable
+		}
+	}
+	if we.Context != nil {
+		status = http.StatusBadRequest
+	}
+	var b bytes.Buffer
+	_ = encodeLine(&b, we) // strings and ints: cannot fail
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(b.Bytes())
+}

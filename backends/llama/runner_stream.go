@@ -1,0 +1,103 @@
+package llama
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+)
+
+// engine is the method set a Runner shares with a Model, so callers can
+// hold either.
+type engine interface {
+	Info() Info
+	Tokenize(text string, addSpecial, parseSpecial bool) ([]int32, error)
+	Detokenize(ids []int32, renderSpecial bool) (string, error)
+	TokenPiece(id int32, renderSpecial bool) (string, error)
+	ApplyChatTemplate(msgs []Message, addAssistant bool) (string, error)
+	Generate(ctx context.Context, req Request) (<-chan Event, error)
+	Stats() Stats
+	Close() error
+}
+
+var (
+	_ engine = (*Model)(nil)
+	_ engine = (*Runner)(nil)
+)
+
+// Generate is Model.Generate, in the runner: the same errors before the
+// stream starts, the same events, and the stream must likewise be read to
+// its end. Cancelling ctx closes the connection, which stops the sequence
+// in the runner within one decode step; the stream then ends with a
+// FinishCancelled event (its usage counts the tokens received). If the
+// runner dies mid-stream, the last event has FinishError and an Err
+// wrapping ErrRunnerExited with the runner's stderr tail.
+func (r *Runner) Generate(ctx context.Context, req Request) (<-chan Event, error) {
+	if err := r.alive(); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	body, err := json.Marshal(toWireRequest(req))
+	if err != nil {
+		return nil, fmt.Errorf("%w: the request cannot be encoded: %w", ErrInvalidRequest, err)
+	}
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, runnerBase+routeGenerate, bytes.NewReader(body))
+	if err != nil {
+		return nil, fmt.Errorf("llama: runner call %s: %w", routeGenerate, err)
+	}
+	resp, err := r.client.Do(hreq)
+	if err != nil {
+		return nil, r.brokenCall(ctx, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		defer resp.Body.Close()
+		b, err := io.ReadAll(io.LimitReader(resp.Body, maxCallBody))
+		if err != nil {
+			return nil, r.brokenCall(ctx, err)
+		}
+		return nil, replyError(resp.StatusCode, b)
+	}
+	out := make(chan Event)
+	go r.relay(ctx, resp.Body, len(req.Prompt), out)
+	return out, nil
+}
+
+// relay turns the NDJSON stream into events. A stream that breaks before
+// its final event ends with one made here: cancelled when ctx is done, else
+// an error saying why the runner went away.
+func (r *Runner) relay(ctx context.Context, body io.ReadCloser, promptTokens int, out chan<- Event) {
+	defer close(out)
+	defer body.Close()
+	dec := json.NewDecoder(body)
+	received := 0
+	for {
+		var we wireEvent
+		if err := dec.Decode(&we); err != nil {
+			out <- r.brokenStream(ctx, err, Usage{PromptTokens: promptTokens, CompletionTokens: received})
+			return
+		}
+		ev := we.event()
+		if !ev.Done {
+			received++
+		}
+		out <- ev
+		if ev.Done {
+			return
+		}
+	}
+}
+
+func (r *Runner) brokenStream(ctx context.Context, err error, u Usage) Event {
+	if ctx.Err() != nil {
+		return Event{Token: -1, Done: true, Finish: FinishCancelled, Usage: u}
+	}
+	if err == io.EOF {
+		err = io.ErrUnexpectedEOF
+	}
+	cause := r.brokenCall(ctx, fmt.Errorf("stream: %w", err))
+	return Event{Token: -1, Done: true, Finish: FinishError, Err: cause, Usage: u}
+}
