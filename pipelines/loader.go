@@ -15,16 +15,18 @@ const (
 )
 
 // Tasks lists every task, in a stable order.
-var Tasks = []Task{TaskEmbed, TaskClassify, TaskZeroShot, TaskRerank, TaskSummarize}
+func Tasks() []Task {
+	return []Task{TaskEmbed, TaskClassify, TaskZeroShot, TaskRerank, TaskSummarize}
+}
 
 // ParseTask accepts a task name (embed, classify, zero-shot, rerank, summarize).
 func ParseTask(s string) (Task, error) {
-	for _, t := range Tasks {
+	for _, t := range Tasks() {
 		if string(t) == s {
 			return t, nil
 		}
 	}
-	return "", fmt.Errorf("pipelines: unknown task %q (want one of %v): %w", s, Tasks, ErrInvalidInput)
+	return "", fmt.Errorf("pipelines: unknown task %q (want one of %v): %w", s, Tasks(), ErrInvalidInput)
 }
 
 // Pipeline is what every loaded pipeline offers besides its task method.

@@ -12,7 +12,7 @@ func TestLoadByTask(t *testing.T) {
 	cases := map[Task]string{
 		TaskEmbed: "embed-mean", TaskClassify: "classify", TaskZeroShot: "nli", TaskRerank: "rerank", TaskSummarize: "summarize",
 	}
-	for _, task := range Tasks {
+	for _, task := range Tasks() {
 		parsed, err := ParseTask(string(task))
 		if err != nil || parsed != task {
 			t.Fatalf("ParseTask(%s) = %s, %v", task, parsed, err)

@@ -57,8 +57,9 @@ type Session struct {
 	fallback string
 }
 
-// NewSession loads the model at path. rt proves that Init ran.
-func (rt *Runtime) NewSession(path string, opts SessionOptions) (*Session, error) {
+// NewSession loads the model at path (a Runtime proves that Init ran): its inputs
+// and outputs as the model declares them, run with dynamic shapes.
+func (r *Runtime) NewSession(path string, opts SessionOptions) (*Session, error) {
 	if _, err := os.Stat(path); err != nil {
 		return nil, fmt.Errorf("onnx: model file: %w", err)
 	}
