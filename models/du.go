@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -145,13 +144,4 @@ func (s *Store) DiskUsage() (*Usage, error) {
 		u.Models = append(u.Models, mu)
 	}
 	return u, nil
-}
-
-// statSize returns a file's size, 0 when it is gone.
-func statSize(path string) int64 {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return 0
-	}
-	return fi.Size()
 }

@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -18,6 +16,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/modeld/modeld/api"
 	"github.com/modeld/modeld/models"
 )
 
@@ -331,116 +330,6 @@ apart (modeld prune removes those not in use).`,
 	return cmd
 }
 
-func newRemoveCommand(a *app) *cobra.Command {
-	var force bool
-	cmd := &cobra.Command{
-		Use:   "rm ID...",
-		Short: "Delete models and the files no other model uses",
-		Long: `Delete models. When a daemon listens on --listen, it unloads the model and
-deletes it; a model answering requests is refused unless --force, which waits for
-those requests and then unloads it. Without a daemon the store is changed
-directly. Files shared with other models are kept.`,
-		Args: cobra.MinimumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx, stop := interruptible(cmd)
-			defer stop()
-			st, err := a.openStore()
-			if err != nil {
-				return err
-			}
-			var errs []error
-			for _, id := range args {
-				if err := a.removeOne(ctx, st, id, force); err != nil {
-					errs = append(errs, err)
-				}
-			}
-			return errors.Join(errs...)
-		},
-	}
-	cmd.Flags().BoolVar(&force, "force", false, "wait for the daemon's requests on the model, unload it, then delete it")
-	return cmd
-}
-
-// removeOne deletes id through the daemon when one listens, else directly.
-func (a *app) removeOne(ctx context.Context, st *models.Store, id string, force bool) error {
-	if _, err := models.ParseID(id); err != nil {
-		return err
-	}
-	done, err := a.removeViaDaemon(ctx, id, force)
-	if err != nil {
-		return err
-	}
-	if done {
-		return nil
-	}
-	rep, err := st.Remove(ctx, id)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(a.stdout, "deleted %s (freed %s%s)\n", rep.ID, humanBytes(rep.Freed), keptNote(len(rep.Kept)))
-	return nil
-}
-
-func keptNote(n int) string {
-	if n == 0 {
-		return ""
-	}
-	return fmt.Sprintf("; %d files kept, other models use them", n)
-}
-
-// removeViaDaemon asks a listening daemon to unload and delete id. done is
-// false when no daemon (or one without the model routes) answers.
-func (a *app) removeViaDaemon(ctx context.Context, id string, force bool) (done bool, err error) {
-	host, port, err := net.SplitHostPort(a.cfg.Listen)
-	if err != nil {
-		return false, nil
-	}
-	if host == "" || host == "0.0.0.0" || host == "::" {
-		host = "127.0.0.1"
-	}
-	u := "http://" + net.JoinHostPort(host, port) + "/v1/models/" + id
-	if force {
-		u += "?force=true"
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodDelete, u, nil)
-	if err != nil {
-		return false, err
-	}
-	client := &http.Client{Transport: &http.Transport{DialContext: (&net.Dialer{Timeout: 2 * time.Second}).DialContext, DisableKeepAlives: true}}
-	resp, err := client.Do(req)
-	if err != nil {
-		var op *net.OpError
-		if errors.As(err, &op) && op.Op == "dial" {
-			return false, nil // no daemon: change the store directly
-		}
-		return false, fmt.Errorf("ask the daemon at %s to delete %s: %w", a.cfg.Listen, id, err)
-	}
-	defer resp.Body.Close() //nolint:errcheck // read below
-	var body struct {
-		ID    string `json:"id"`
-		Freed int64  `json:"freed_bytes"`
-		Error struct {
-			Message string `json:"message"`
-			Code    any    `json:"code"`
-		} `json:"error"`
-	}
-	_ = json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&body) // status decides below
-	switch {
-	case resp.StatusCode == http.StatusOK:
-		fmt.Fprintf(a.stdout, "deleted %s (freed %s; unloaded by the daemon)\n", body.ID, humanBytes(body.Freed))
-		return true, nil
-	case resp.StatusCode == http.StatusNotFound && body.Error.Code != "model_not_found":
-		return false, nil // a daemon without the model routes
-	case resp.StatusCode == http.StatusConflict && body.Error.Code == "model_in_use":
-		return false, fmt.Errorf("%s is in use by the daemon: %s\nrun `modeld rm --force %s` to wait for its requests, unload it and delete it", id, body.Error.Message, id)
-	}
-	msg := body.Error.Message
-	if msg == "" {
-		msg = resp.Status
-	}
-	return false, fmt.Errorf("daemon refused to delete %s: %s", id, msg)
-}
-
 func newPruneCommand(a *app) *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
@@ -504,4 +393,21 @@ func humanCount(n uint64) string {
 		return fmt.Sprintf("%.1fK", float64(n)/1e3)
 	}
 	return fmt.Sprint(n)
+}
+
+// registerModelRoutes opens the store and a puller from the configuration and
+// adds the model routes (GET/DELETE /v1/models…, POST /v1/models/pull) to srv.
+// unloader (the model cache) unloads a model before DELETE removes it; nil
+// when nothing can be loaded.
+func (a *app) registerModelRoutes(srv *api.Server, unloader api.ModelUnloader) (*models.Store, error) {
+	st, err := a.openStore()
+	if err != nil {
+		return nil, err
+	}
+	pl, err := a.newPuller(st)
+	if err != nil {
+		return nil, err
+	}
+	srv.RegisterModels(api.ModelsOptions{Store: st, Puller: pl, Unloader: unloader})
+	return st, nil
 }

@@ -57,6 +57,7 @@ func (pp *progressPrinter) event(p models.Progress) {
 				progressbar.OptionSetWriter(pp.w),
 				progressbar.OptionSetDescription(shortName(p.File)),
 				progressbar.OptionShowBytes(true),
+				progressbar.OptionShowCount(),
 				progressbar.OptionSetPredictTime(true),
 				progressbar.OptionSetWidth(30),
 				progressbar.OptionThrottle(100*time.Millisecond),

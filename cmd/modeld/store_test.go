@@ -202,3 +202,21 @@ func TestPullCommand(t *testing.T) {
 		t.Errorf("offline pull: %v\n%s", err, out)
 	}
 }
+
+func TestProgressPrinterTerminalBars(t *testing.T) {
+	var buf bytes.Buffer
+	pp := &progressPrinter{w: &buf, tty: true, tenths: map[string]int{}}
+	pp.event(models.Progress{Status: models.StatusResolving + " hf:org/x"})
+	for _, n := range []int64{0, 512, 1024} {
+		pp.event(models.Progress{Status: models.StatusPulling + " onnx/model.onnx", File: "onnx/model.onnx", Total: 1024, Completed: n})
+	}
+	pp.event(models.Progress{Status: models.StatusExists, File: "config.json", Total: 10, Completed: 10})
+	pp.event(models.Progress{Status: models.StatusSuccess})
+	pp.finishBar()
+	out := buf.String()
+	for _, want := range []string{"resolving hf:org/x", "onnx/model.onnx", "100%", "1.0 kB", "config.json: already in the store"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("terminal output lacks %q:\n%s", want, out)
+		}
+	}
+}
