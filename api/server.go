@@ -14,7 +14,6 @@ import (
 
 	"github.com/modeld/modeld/backends"
 	"github.com/modeld/modeld/cache"
-	"github.com/modeld/modeld/models"
 	"github.com/modeld/modeld/probe"
 )
 
@@ -31,8 +30,6 @@ type Options struct {
 	Origins []string
 	// Cache finds or loads the model a request names.
 	Cache *cache.Cache
-	// Store is the local model store.
-	Store *models.Store
 }
 
 // Server routes modeld's HTTP API.

@@ -343,6 +343,3 @@ func splitList(v string) []string {
 	}
 	return out
 }
-
-// StoreDir is the model store's root (blobs/, manifests/, partials/).
-func (c Config) StoreDir() string { return filepath.Join(c.Home, "models") }

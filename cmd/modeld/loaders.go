@@ -2,13 +2,150 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"sync"
 
 	"github.com/modeld/modeld/backends"
+	"github.com/modeld/modeld/backends/llama"
+	"github.com/modeld/modeld/backends/onnx"
 	"github.com/modeld/modeld/cache"
+	"github.com/modeld/modeld/pipelines"
 )
 
+type loaderFunc = func(context.Context, cache.Spec, *loadPlan) (cache.Instance, error)
+
 // backendLoaders returns the loader of each backend, keyed by cache.Spec.Backend.
-func backendLoaders(cfg Config, log *slog.Logger, libs backends.Libs) map[string]func(context.Context, cache.Spec, *loadPlan) (cache.Instance, error) {
-	return map[string]func(context.Context, cache.Spec, *loadPlan) (cache.Instance, error){}
+func backendLoaders(cfg Config, log *slog.Logger, libs backends.Libs) map[string]loaderFunc {
+	o := &onnxLoader{cfg: cfg, log: log, libs: libs}
+	return map[string]loaderFunc{
+		"llama": func(ctx context.Context, spec cache.Spec, plan *loadPlan) (cache.Instance, error) {
+			return loadChat(ctx, cfg, log, libs, spec, plan)
+		},
+		"onnx": o.load,
+	}
+}
+
+// chatInstance is a GGUF model running in its own runner process.
+type chatInstance struct {
+	*llama.Runner
+	device   string
+	gpuShare float64
+}
+
+var (
+	_ cache.Instance = (*chatInstance)(nil)
+	_ cache.Mortal   = (*chatInstance)(nil)
+	_ cache.Placed   = (*chatInstance)(nil)
+)
+
+func (c *chatInstance) Size() int64 {
+	rss, err := c.RSS()
+	if err != nil {
+		return 0
+	}
+	return int64(rss)
+}
+
+func (c *chatInstance) Slots() int { return c.Info().Slots }
+
+func (c *chatInstance) Placement() cache.Placement {
+	return cache.Placement{Device: c.device, GPUShare: c.gpuShare}
+}
+
+func loadChat(ctx context.Context, cfg Config, log *slog.Logger, libs backends.Libs, spec cache.Spec, plan *loadPlan) (cache.Instance, error) {
+	opts := llama.Options{
+		ContextSize: plan.contextSize,
+		ContextCap:  cfg.ContextSize,
+		Slots:       cfg.ChatSlots,
+		Threads:     cfg.Threads,
+		MaxWaiting:  cfg.QueueSize,
+	}
+	if plan.useGPU {
+		opts.GPULayers = -1
+	}
+	r, err := llama.StartRunner(ctx, llama.RunnerOptions{
+		ModelPath: plan.path,
+		LibRoot:   libs.Root,
+		Options:   opts,
+		Logger:    log.With("model", spec.ID),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("load %s: %w", spec.ID, err)
+	}
+	inst := &chatInstance{Runner: r, device: "cpu"}
+	if info := r.Info(); info.GPULayers != 0 && info.GPUFallback == "" {
+		inst.device, inst.gpuShare = spec.Device, 1
+	} else if info.GPUFallback != "" {
+		log.Warn("GPU load failed; the model runs on the CPU", "model", spec.ID, "reason", info.GPUFallback)
+	}
+	return inst, nil
+}
+
+// onnxLoader creates ONNX Runtime pipelines; the runtime environment is made once,
+// on the first load.
+type onnxLoader struct {
+	cfg  Config
+	log  *slog.Logger
+	libs backends.Libs
+
+	once sync.Once
+	rt   *onnx.Runtime
+	err  error
+}
+
+// pipelineInstance is a loaded ONNX pipeline.
+type pipelineInstance struct {
+	pipelines.Pipeline
+	slots int
+}
+
+var (
+	_ cache.Instance = (*pipelineInstance)(nil)
+	_ cache.Placed   = (*pipelineInstance)(nil)
+)
+
+func (p *pipelineInstance) Slots() int { return p.slots }
+
+// Unwrap gives the API handlers the pipeline.
+func (p *pipelineInstance) Unwrap() pipelines.Pipeline { return p.Pipeline }
+
+func (p *pipelineInstance) Placement() cache.Placement {
+	dev := p.Device()
+	share := 0.0
+	if dev != "cpu" {
+		share = 1
+	}
+	return cache.Placement{Device: dev, GPUShare: share}
+}
+
+// Size is the pipeline's files twice: weights plus ONNX Runtime's arenas.
+func (p *pipelineInstance) Size() int64 { return 2 * p.Pipeline.Size() }
+
+func (o *onnxLoader) load(_ context.Context, spec cache.Spec, plan *loadPlan) (cache.Instance, error) {
+	o.once.Do(func() { o.rt, o.err = onnx.Init(o.libs.ONNXRuntimePath()) })
+	if o.err != nil {
+		return nil, o.err
+	}
+	task, err := pipelines.ParseTask(plan.task)
+	if err != nil {
+		return nil, err
+	}
+	p, err := pipelines.Load(task, plan.dir, pipelines.Options{
+		Runtime:     o.rt,
+		UseGPU:      plan.useGPU,
+		Threads:     o.cfg.Threads,
+		BatchTokens: o.cfg.BatchTokens,
+		BatchWait:   o.cfg.BatchWait,
+		QueueLimit:  o.cfg.QueueSize,
+		Logger:      o.log.With("model", spec.ID),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("load %s: %w", spec.ID, err)
+	}
+	if r := p.FallbackReason(); r != "" {
+		o.log.Warn("GPU unavailable for this pipeline; it runs on the CPU", "model", spec.ID, "reason", r)
+	}
+	// Requests are merged by the pipeline's batcher, so many may be in flight.
+	return &pipelineInstance{Pipeline: p, slots: 64}, nil
 }

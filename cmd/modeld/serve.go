@@ -16,7 +16,6 @@ import (
 	"github.com/modeld/modeld/api"
 	"github.com/modeld/modeld/backends"
 	"github.com/modeld/modeld/cache"
-	"github.com/modeld/modeld/models"
 	"github.com/modeld/modeld/probe"
 )
 
@@ -89,9 +88,13 @@ func (a *app) serve(ctx context.Context) error {
 		a.log.Info("backend", "kind", b.Kind, "usable", b.Usable, "devices", b.Devices, "reason", b.Reason)
 	}
 
-	store, err := models.Open(cfg.StoreDir(), models.Options{Logger: a.log})
+	store, err := a.openStore()
 	if err != nil {
 		return fmt.Errorf("open the model store: %w", err)
+	}
+	puller, err := a.newPuller(store)
+	if err != nil {
+		return err
 	}
 	rt := &runtime{cfg: cfg, log: a.log, store: store, info: info, libs: libs, loaders: backendLoaders(cfg, a.log, libs)}
 	models, err := cache.New(rt.cacheConfig(), rt.resolve, rt.load, cache.WithLogger(a.log))
@@ -114,8 +117,8 @@ func (a *app) serve(ctx context.Context) error {
 		Settings: cfg.public(),
 		Origins:  cfg.Origins,
 		Cache:    models,
-		Store:    store,
 	})
+	srv.RegisterModels(api.ModelsOptions{Store: store, Puller: puller, Unloader: models})
 
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
