@@ -11,6 +11,7 @@
 //	ROOT/partials/<name>.partial       downloads and imports in progress
 //	ROOT/partials/<name>.partial.json  what a partial is and which ranges are done
 //	ROOT/partials/<name>.lock          held while a process writes that partial
+//	ROOT/links/<key>/...               per-model directories of symlinks to blobs (ModelDir)
 //	ROOT/store.lock                    held (exclusive) by every store mutation
 //	ROOT/active.lock                   held (shared) by running pulls and imports
 //

@@ -48,6 +48,9 @@ func (s *Store) Remove(ctx context.Context, id string) (*RemoveReport, error) {
 		return nil, err
 	}
 	removeEmptyParents(filepath.Dir(path), filepath.Join(s.root, dirManifests))
+	if err := os.RemoveAll(filepath.Join(s.root, dirLinks, linkKey(m))); err != nil {
+		s.log.Warn("models: remove model directory", "id", m.ID, "err", err)
+	}
 	freed, err := s.removeUnreferenced(m)
 	rep := &RemoveReport{ID: m.ID, Freed: freed}
 	for _, f := range m.Files {
@@ -109,6 +112,7 @@ func (s *Store) Prune(ctx context.Context) (*PruneReport, error) {
 		return nil, err
 	}
 	refs := references(ms)
+	errs = append(errs, s.pruneLinks(ms))
 	blobs := filepath.Join(s.root, dirBlobs)
 	entries, err := os.ReadDir(blobs)
 	if err != nil {
