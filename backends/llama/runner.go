@@ -306,12 +306,17 @@ func (r *Runner) brokenCall(ctx context.Context, err error) error {
 	}
 }
 
-// call makes a non-streaming call and returns the reply body.
-func (r *Runner) call(method, route string, q url.Values, body []byte) ([]byte, error) {
+// call makes a non-streaming call, bounded by ctx and CallTimeout, and
+// returns the reply body.
+func (r *Runner) call(ctx context.Context, method, route string, q url.Values, body []byte) ([]byte, error) {
 	if err := r.alive(); err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), r.opts.CallTimeout)
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeoutCause(ctx, r.opts.CallTimeout,
+		fmt.Errorf("llama: runner %d did not answer %s within %s: %w", r.proc.pid, route, r.opts.CallTimeout, context.DeadlineExceeded))
 	defer cancel()
 	u := runnerBase + route
 	if len(q) > 0 {
@@ -326,18 +331,20 @@ func (r *Runner) call(method, route string, q url.Values, body []byte) ([]byte, 
 		return nil, fmt.Errorf("llama: runner call %s: %w", route, err)
 	}
 	resp, err := r.client.Do(req)
-	if err != nil {
-		return nil, r.brokenCall(ctx, err)
+	if err == nil {
+		defer resp.Body.Close()
+		var b []byte
+		if b, err = io.ReadAll(resp.Body); err == nil {
+			if resp.StatusCode != http.StatusOK {
+				return nil, replyError(resp.StatusCode, b)
+			}
+			return b, nil
+		}
 	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return nil, r.brokenCall(ctx, err)
+	if ctx.Err() != nil {
+		return nil, context.Cause(ctx)
 	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, replyError(resp.StatusCode, b)
-	}
-	return b, nil
+	return nil, r.brokenCall(ctx, err)
 }
 
 // replyError decodes a failed call's wireError.
@@ -349,8 +356,8 @@ func replyError(status int, body []byte) error {
 	return we.toError()
 }
 
-func (r *Runner) callJSON(method, route string, q url.Values, body []byte, out any) error {
-	b, err := r.call(method, route, q, body)
+func (r *Runner) callJSON(ctx context.Context, method, route string, q url.Values, body []byte, out any) error {
+	b, err := r.call(ctx, method, route, q, body)
 	if err != nil {
 		return err
 	}
@@ -362,28 +369,15 @@ func (r *Runner) callJSON(method, route string, q url.Values, body []byte, out a
 
 func (r *Runner) fetchInfo() (Info, error) {
 	var info Info
-	err := r.callJSON(http.MethodGet, routeInfo, nil, nil, &info)
+	err := r.callJSON(context.Background(), http.MethodGet, routeInfo, nil, nil, &info)
 	return info, err
 }
 
 // StatsContext asks the runner for its scheduler's state.
 func (r *Runner) StatsContext(ctx context.Context) (Stats, error) {
-	type result struct {
-		st  Stats
-		err error
-	}
-	ch := make(chan result, 1)
-	go func() {
-		var st Stats
-		err := r.callJSON(http.MethodGet, routeStats, nil, nil, &st)
-		ch <- result{st, err}
-	}()
-	select {
-	case res := <-ch:
-		return res.st, res.err
-	case <-ctx.Done():
-		return Stats{}, ctx.Err()
-	}
+	var st Stats
+	err := r.callJSON(ctx, http.MethodGet, routeStats, nil, nil, &st)
+	return st, err
 }
 
 // Stats is the runner's scheduler state; when the runner cannot answer,
@@ -401,7 +395,7 @@ func (r *Runner) Stats() Stats {
 func (r *Runner) Tokenize(text string, addSpecial, parseSpecial bool) ([]int32, error) {
 	q := url.Values{"add_special": {strconv.FormatBool(addSpecial)}, "parse_special": {strconv.FormatBool(parseSpecial)}}
 	var out wireTokens
-	if err := r.callJSON(http.MethodPost, routeTokenize, q, []byte(text), &out); err != nil {
+	if err := r.callJSON(context.Background(), http.MethodPost, routeTokenize, q, []byte(text), &out); err != nil {
 		return nil, err
 	}
 	if out.Tokens == nil {
@@ -416,14 +410,14 @@ func (r *Runner) Detokenize(ids []int32, renderSpecial bool) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("llama: encode tokens: %w", err)
 	}
-	b, err := r.call(http.MethodPost, routeDetokenize, url.Values{"render_special": {strconv.FormatBool(renderSpecial)}}, body)
+	b, err := r.call(context.Background(), http.MethodPost, routeDetokenize, url.Values{"render_special": {strconv.FormatBool(renderSpecial)}}, body)
 	return string(b), err
 }
 
 // TokenPiece is Model.TokenPiece, in the runner.
 func (r *Runner) TokenPiece(id int32, renderSpecial bool) (string, error) {
 	q := url.Values{"token": {strconv.FormatInt(int64(id), 10)}, "render_special": {strconv.FormatBool(renderSpecial)}}
-	b, err := r.call(http.MethodGet, routePiece, q, nil)
+	b, err := r.call(context.Background(), http.MethodGet, routePiece, q, nil)
 	return string(b), err
 }
 
@@ -433,6 +427,6 @@ func (r *Runner) ApplyChatTemplate(msgs []Message, addAssistant bool) (string, e
 	if err != nil {
 		return "", fmt.Errorf("%w: messages cannot be encoded: %w", ErrInvalidRequest, err)
 	}
-	b, err := r.call(http.MethodPost, routeTemplate, nil, body)
+	b, err := r.call(context.Background(), http.MethodPost, routeTemplate, nil, body)
 	return string(b), err
 }

@@ -161,6 +161,12 @@ func TestRunnerErrors(t *testing.T) {
 	if _, err := r.Generate(cancelled, Request{Prompt: prompt}); !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled context: %v", err)
 	}
+	if _, err := r.StatsContext(cancelled); !errors.Is(err, context.Canceled) {
+		t.Errorf("stats with a cancelled context: %v", err)
+	}
+	if st := r.Stats(); st.Slots != 1 || st.Active != 0 {
+		t.Errorf("stats %+v", st)
+	}
 
 	o := ggufgen.Tiny(ggufgen.BPE)
 	o.NoTemplate = true
