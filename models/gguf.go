@@ -85,11 +85,13 @@ func quantOfFilename(name string) string {
 	return ""
 }
 
-// DefaultQuantOrder is the order in which a GGUF pull without a tag picks a
-// file from the repository: the first quantization present wins. When none of
-// these is present and the repository has exactly one GGUF file, that file is
-// used; otherwise the pull fails and lists what is there.
-var DefaultQuantOrder = []string{"Q4_K_M", "Q4_K_S", "Q5_K_M", "Q4_0", "Q8_0", "Q6_K", "Q5_0", "F16", "BF16", "F32"}
+// DefaultQuantOrder returns the order in which a GGUF pull without a tag
+// picks a file from the repository: the first quantization present wins.
+// When none of these is present and the repository has exactly one GGUF
+// file, that file is used; otherwise the pull fails and lists what is there.
+func DefaultQuantOrder() []string {
+	return []string{"Q4_K_M", "Q4_K_S", "Q5_K_M", "Q4_0", "Q8_0", "Q6_K", "Q5_0", "F16", "BF16", "F32"}
+}
 
 // pickGGUF chooses the GGUF file of a repository listing for tag ("" means
 // DefaultQuantOrder). Multimodal projectors (mmproj) and split files are not
@@ -126,7 +128,7 @@ func pickGGUF(paths []string, tag string) (string, error) {
 		}
 		return "", fmt.Errorf("%w: no %s file in the repository (available: %s)", ErrRemoteNotFound, strings.ToUpper(tag), availableQuants(byQuant))
 	}
-	for _, q := range DefaultQuantOrder {
+	for _, q := range DefaultQuantOrder() {
 		p, ok, err := choose(q)
 		if err != nil || ok {
 			return p, err

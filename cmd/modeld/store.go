@@ -61,7 +61,7 @@ func newPullCommand(a *app) *cobra.Command {
                          onnx/model.onnx, or onnx/model_<variant>.onnx with --variant)
   hf:owner/repo:Q4_K_M   the GGUF file of that quantization in a repository;
                          without a tag the first present of
-                         ` + strings.Join(models.DefaultQuantOrder, ", ") + `
+                         ` + strings.Join(models.DefaultQuantOrder(), ", ") + `
   https://host/.../x.gguf a GGUF file
 
 An interrupted pull continues where it stopped when run again. Every file is
