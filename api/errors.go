@@ -12,6 +12,7 @@ import (
 
 	"github.com/modeld/modeld/backends/llama"
 	"github.com/modeld/modeld/cache"
+	"github.com/modeld/modeld/pipelines"
 )
 
 // Error is an API error in OpenAI's shape:
@@ -79,6 +80,12 @@ func toAPIError(err error) *Error {
 		return &Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Message: err.Error()}
 	case errors.Is(err, cache.ErrDied):
 		return &Error{Status: http.StatusBadGateway, Type: "server_error", Code: "model_crashed", Message: err.Error()}
+	case errors.Is(err, pipelines.ErrInvalidInput):
+		return &Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Message: err.Error()}
+	case errors.Is(err, pipelines.ErrWrongModel):
+		return &Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "wrong_model_type", Message: err.Error()}
+	case errors.Is(err, pipelines.ErrBusy), errors.Is(err, pipelines.ErrBatcherClosed):
+		return &Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "model_busy", Message: err.Error(), RetryAfter: time.Second}
 	}
 	var ra RetryAfterError
 	if errors.As(err, &ra) {

@@ -65,6 +65,13 @@ func New(opt Options) *Server {
 	s.engine.GET("/v1/system", s.systemInfo)
 	s.engine.POST("/v1/chat/completions", s.chatCompletions)
 	s.engine.POST("/v1/completions", s.completions)
+	s.engine.POST("/v1/embeddings", s.embeddings)
+	s.engine.POST("/v1/classify", s.classify)
+	s.engine.POST("/v1/rerank", s.rerank)
+	s.engine.POST("/v1/reranking", s.rerank)
+	s.engine.POST("/rerank", s.rerank)
+	s.engine.POST("/reranking", s.rerank)
+	s.engine.POST("/v1/summarize", s.summarize)
 	s.registerRuntime()
 	return s
 }

@@ -1,0 +1,246 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/modeld/modeld/pipelines"
+)
+
+// Classifier is a loaded text-classification pipeline (*pipelines.Classifier).
+type Classifier interface {
+	Classify(ctx context.Context, texts []string, opts pipelines.ClassifyOptions) (pipelines.ClassifyResult, error)
+}
+
+// ZeroShotClassifier classifies texts against labels chosen per request
+// (*pipelines.ZeroShot).
+type ZeroShotClassifier interface {
+	Classify(ctx context.Context, texts, candidateLabels []string, opts pipelines.ZeroShotOptions) (pipelines.ZeroShotResult, error)
+}
+
+// nliClassifier is a classifier that may offer a zero-shot view of its model
+// (*pipelines.Classifier; ErrWrongModel when the model is not an NLI model).
+type nliClassifier interface {
+	ZeroShot() (*pipelines.ZeroShot, error)
+}
+
+var (
+	_ Classifier         = (*pipelines.Classifier)(nil)
+	_ nliClassifier      = (*pipelines.Classifier)(nil)
+	_ ZeroShotClassifier = (*pipelines.ZeroShot)(nil)
+)
+
+// ClassifyRequest is modeld's classification request, after transformers.js's
+// text-classification options (top_k, function_to_apply) and, when
+// candidate_labels is given, its zero-shot-classification options
+// (hypothesis_template, multi_label).
+type ClassifyRequest struct {
+	Model string          `json:"model"`
+	Input json.RawMessage `json:"input"`
+	// TopK: labels per input, best first. Absent: 1 (all for zero-shot); null or
+	// -1: all.
+	TopK            json.RawMessage `json:"top_k"`
+	FunctionToApply string          `json:"function_to_apply"`
+
+	CandidateLabels    *[]string `json:"candidate_labels"`
+	HypothesisTemplate *string   `json:"hypothesis_template"`
+	MultiLabel         *bool     `json:"multi_label"`
+
+	KeepAlive KeepAlive `json:"keep_alive"`
+}
+
+// LabelScore is one label's score.
+type LabelScore struct {
+	Label string  `json:"label"`
+	Score float64 `json:"score"`
+}
+
+// Classification holds one input's labels, best first.
+type Classification struct {
+	Object string       `json:"object"` // "classification"
+	Index  int          `json:"index"`
+	Labels []LabelScore `json:"labels"`
+}
+
+// ClassificationList is the classify response.
+type ClassificationList struct {
+	Object string           `json:"object"` // "list"
+	Model  string           `json:"model"`
+	Data   []Classification `json:"data"`
+	Usage  TaskUsage        `json:"usage"`
+}
+
+// classifyPlan is a validated classify request.
+type classifyPlan struct {
+	texts    []string
+	topK     int // <= 0: all
+	zeroShot bool
+	labels   []string
+	opts     pipelines.ClassifyOptions
+	zsOpts   pipelines.ZeroShotOptions
+}
+
+func (r *ClassifyRequest) plan() (*classifyPlan, error) {
+	var errs []error
+	p := &classifyPlan{zeroShot: r.CandidateLabels != nil}
+	texts, err := parseTexts("input", r.Input)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	p.texts = texts
+	p.topK = 1
+	if p.zeroShot {
+		p.topK = 0
+	}
+	switch s := string(r.TopK); s {
+	case "":
+	case "null":
+		p.topK = 0
+	default:
+		var k int
+		if err := json.Unmarshal(r.TopK, &k); err != nil || k == 0 || k < -1 {
+			errs = append(errs, badRequest("top_k", "top_k must be a positive integer, or -1 or null for all labels; got %s", s))
+		} else if k > 0 {
+			p.topK = k
+		} else {
+			p.topK = 0
+		}
+	}
+	if p.zeroShot {
+		p.labels = *r.CandidateLabels
+		if len(p.labels) == 0 {
+			errs = append(errs, badRequest("candidate_labels", "candidate_labels is empty; give at least one label"))
+		}
+		for i, l := range p.labels {
+			if l == "" {
+				errs = append(errs, badRequest("candidate_labels", "candidate_labels[%d] is an empty string", i))
+			}
+		}
+		if r.FunctionToApply != "" {
+			errs = append(errs, badRequest("function_to_apply", "function_to_apply does not apply to zero-shot classification (candidate_labels)"))
+		}
+		if r.HypothesisTemplate != nil {
+			p.zsOpts.HypothesisTemplate = *r.HypothesisTemplate
+			if *r.HypothesisTemplate == "" {
+				errs = append(errs, badRequest("hypothesis_template", "hypothesis_template is empty; it needs {} where the label goes, e.g. %q", pipelines.DefaultHypothesisTemplate))
+			}
+		}
+		if r.MultiLabel != nil {
+			p.zsOpts.MultiLabel = *r.MultiLabel
+		}
+		return p, joinBadRequests(errs)
+	}
+	if r.HypothesisTemplate != nil || r.MultiLabel != nil {
+		errs = append(errs, badRequest("candidate_labels", "hypothesis_template and multi_label need candidate_labels (zero-shot classification)"))
+	}
+	if p.opts.Function, err = pipelines.ParseScoring(r.FunctionToApply); err != nil {
+		errs = append(errs, badRequest("function_to_apply", "function_to_apply %q is not one of softmax, sigmoid, none", r.FunctionToApply))
+	}
+	p.opts.TopK = p.topK
+	return p, joinBadRequests(errs)
+}
+
+func (s *Server) classify(c *gin.Context) {
+	var req ClassifyRequest
+	if err := decodeJSON(c, &req); err != nil {
+		writeError(c, err)
+		return
+	}
+	plan, err := req.plan()
+	if err != nil {
+		writeError(c, err)
+		return
+	}
+	h, p, err := s.acquirePipeline(c, req.Model, req.KeepAlive)
+	if err != nil {
+		writeError(c, err)
+		return
+	}
+	defer h.Release()
+	var out *ClassificationList
+	var truncated int
+	if plan.zeroShot {
+		out, truncated, err = zeroShot(c.Request.Context(), req.Model, p, plan)
+	} else {
+		out, truncated, err = classifyTexts(c.Request.Context(), req.Model, p, plan)
+	}
+	if err != nil {
+		writeError(c, err)
+		return
+	}
+	for _, d := range out.Data {
+		for _, l := range d.Labels {
+			if !finite(l.Score) {
+				writeError(c, nonFinite(req.Model))
+				return
+			}
+		}
+	}
+	setTruncated(c, truncated)
+	c.JSON(http.StatusOK, out)
+}
+
+func classifyTexts(ctx context.Context, id string, p any, plan *classifyPlan) (*ClassificationList, int, error) {
+	cl, ok := p.(Classifier)
+	if !ok {
+		if _, zs := p.(ZeroShotClassifier); zs {
+			return nil, 0, badRequest("candidate_labels", "model %q is a zero-shot classifier: give candidate_labels", id)
+		}
+		return nil, 0, wrongModel(id, p, "text classification")
+	}
+	res, err := cl.Classify(ctx, plan.texts, plan.opts)
+	if err != nil {
+		return nil, 0, err
+	}
+	out := &ClassificationList{Object: "list", Model: id, Data: make([]Classification, len(res.Results)), Usage: taskUsage(res.Tokens)}
+	for i, r := range res.Results {
+		labels := make([]LabelScore, len(r))
+		for j, l := range r {
+			labels[j] = LabelScore{Label: l.Label, Score: l.Score}
+		}
+		out.Data[i] = Classification{Object: "classification", Index: i, Labels: labels}
+	}
+	return out, res.Truncated, nil
+}
+
+func zeroShot(ctx context.Context, id string, p any, plan *classifyPlan) (*ClassificationList, int, error) {
+	zs, ok := p.(ZeroShotClassifier)
+	if !ok {
+		nli, isNLI := p.(nliClassifier)
+		if !isNLI {
+			return nil, 0, wrongModel(id, p, "zero-shot classification")
+		}
+		z, err := nli.ZeroShot()
+		if err != nil {
+			if errors.Is(err, pipelines.ErrWrongModel) {
+				e := badRequest("candidate_labels", "model %q cannot do zero-shot classification (it needs an NLI model whose labels include entailment and contradiction); drop candidate_labels to use its own labels: %v", id, err)
+				e.Code = "wrong_model_type"
+				return nil, 0, e
+			}
+			return nil, 0, fmt.Errorf("zero-shot view of %q: %w", id, err)
+		}
+		zs = z
+	}
+	res, err := zs.Classify(ctx, plan.texts, plan.labels, plan.zsOpts)
+	if err != nil {
+		return nil, 0, err
+	}
+	out := &ClassificationList{Object: "list", Model: id, Data: make([]Classification, len(res.Results)), Usage: taskUsage(res.Tokens)}
+	for i, r := range res.Results {
+		n := len(r.Labels)
+		if plan.topK > 0 && plan.topK < n {
+			n = plan.topK
+		}
+		labels := make([]LabelScore, n)
+		for j := range n {
+			labels[j] = LabelScore{Label: r.Labels[j], Score: r.Scores[j]}
+		}
+		out.Data[i] = Classification{Object: "classification", Index: i, Labels: labels}
+	}
+	return out, res.Truncated, nil
+}

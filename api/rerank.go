@@ -1,0 +1,134 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/modeld/modeld/pipelines"
+)
+
+// Reranker is a loaded cross-encoder (*pipelines.Reranker).
+type Reranker interface {
+	Rerank(ctx context.Context, query string, documents []string, opts pipelines.RerankOptions) (pipelines.RerankResult, error)
+}
+
+var _ Reranker = (*pipelines.Reranker)(nil)
+
+// RerankRequest is the rerank request of llama.cpp's server, LocalAI and Jina:
+// documents are strings (or objects with a "text" field).
+type RerankRequest struct {
+	Model     string            `json:"model"`
+	Query     *string           `json:"query"`
+	Documents []json.RawMessage `json:"documents"`
+	// TopN keeps the N most relevant documents; absent: all.
+	TopN *int `json:"top_n"`
+	// ReturnDocuments adds each document's text to its result; default true.
+	ReturnDocuments *bool     `json:"return_documents"`
+	KeepAlive       KeepAlive `json:"keep_alive"`
+}
+
+// RerankDocument is a document as results return it.
+type RerankDocument struct {
+	Text string `json:"text"`
+}
+
+// RerankItem is one document's relevance.
+type RerankItem struct {
+	Index          int             `json:"index"`
+	RelevanceScore float64         `json:"relevance_score"`
+	Document       *RerankDocument `json:"document,omitempty"`
+}
+
+// RerankResponse lists the documents most relevant first.
+type RerankResponse struct {
+	Object  string       `json:"object"` // "list"
+	Model   string       `json:"model"`
+	Results []RerankItem `json:"results"`
+	Usage   TaskUsage    `json:"usage"`
+}
+
+func (r *RerankRequest) validate() (string, []string, pipelines.RerankOptions, error) {
+	var errs []error
+	var opts pipelines.RerankOptions
+	query := ""
+	switch {
+	case r.Query == nil:
+		errs = append(errs, badRequest("query", "query is required"))
+	case *r.Query == "":
+		errs = append(errs, badRequest("query", "query is an empty string"))
+	default:
+		query = *r.Query
+	}
+	if len(r.Documents) == 0 {
+		errs = append(errs, badRequest("documents", "documents is required: an array of at least one string"))
+	}
+	docs := make([]string, len(r.Documents))
+	for i, raw := range r.Documents {
+		if json.Unmarshal(raw, &docs[i]) != nil {
+			var obj struct {
+				Text *string `json:"text"`
+			}
+			if json.Unmarshal(raw, &obj) != nil || obj.Text == nil {
+				errs = append(errs, badRequest("documents", "documents[%d] must be a string or an object with a \"text\" string", i))
+				continue
+			}
+			docs[i] = *obj.Text
+		}
+		if docs[i] == "" {
+			errs = append(errs, badRequest("documents", "documents[%d] is an empty string", i))
+		}
+	}
+	if r.TopN != nil {
+		if *r.TopN < 1 {
+			errs = append(errs, badRequest("top_n", "top_n must be at least 1, got %d", *r.TopN))
+		}
+		opts.TopN = *r.TopN
+	}
+	return query, docs, opts, joinBadRequests(errs)
+}
+
+func (s *Server) rerank(c *gin.Context) {
+	var req RerankRequest
+	if err := decodeJSON(c, &req); err != nil {
+		writeError(c, err)
+		return
+	}
+	query, docs, opts, err := req.validate()
+	if err != nil {
+		writeError(c, err)
+		return
+	}
+	h, p, err := s.acquirePipeline(c, req.Model, req.KeepAlive)
+	if err != nil {
+		writeError(c, err)
+		return
+	}
+	defer h.Release()
+	rr, ok := p.(Reranker)
+	if !ok {
+		writeError(c, wrongModel(req.Model, p, "reranking"))
+		return
+	}
+	res, err := rr.Rerank(c.Request.Context(), query, docs, opts)
+	if err != nil {
+		writeError(c, err)
+		return
+	}
+	withDocs := req.ReturnDocuments == nil || *req.ReturnDocuments
+	out := RerankResponse{Object: "list", Model: req.Model, Results: make([]RerankItem, len(res.Results)), Usage: taskUsage(res.Tokens)}
+	for i, r := range res.Results {
+		if !finite(r.Score) {
+			writeError(c, nonFinite(req.Model))
+			return
+		}
+		out.Results[i] = RerankItem{Index: r.Index, RelevanceScore: r.Score}
+		if withDocs {
+			out.Results[i].Document = &RerankDocument{Text: docs[r.Index]}
+		}
+	}
+	setTruncated(c, res.Truncated)
+	c.JSON(http.StatusOK, out)
+}

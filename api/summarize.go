@@ -1,0 +1,212 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/modeld/modeld/pipelines"
+)
+
+// Summarizer is a loaded encoder-decoder pipeline (*pipelines.Summarizer).
+type Summarizer interface {
+	Summarize(ctx context.Context, texts []string, opts pipelines.SummarizeOptions) (pipelines.SummarizeResult, error)
+}
+
+var _ Summarizer = (*pipelines.Summarizer)(nil)
+
+// SummarizeRequest takes transformers.js's generation options; unset ones come
+// from the model's generation_config.json.
+type SummarizeRequest struct {
+	Model             string          `json:"model"`
+	Input             json.RawMessage `json:"input"`
+	MaxNewTokens      *int            `json:"max_new_tokens"`
+	MinNewTokens      *int            `json:"min_new_tokens"`
+	NumBeams          *int            `json:"num_beams"`
+	LengthPenalty     *float64        `json:"length_penalty"`
+	EarlyStopping     json.RawMessage `json:"early_stopping"` // true, false or "never"
+	NoRepeatNgramSize *int            `json:"no_repeat_ngram_size"`
+	Stream            bool            `json:"stream"`
+	KeepAlive         KeepAlive       `json:"keep_alive"`
+}
+
+// Summary is one input's summary.
+type Summary struct {
+	Object       string `json:"object"` // "summary"
+	Index        int    `json:"index"`
+	SummaryText  string `json:"summary_text"`
+	FinishReason string `json:"finish_reason"` // "stop" (end of sequence) or "length"
+}
+
+// SummaryList is the non-streaming summarize response.
+type SummaryList struct {
+	Object string    `json:"object"` // "list"
+	Model  string    `json:"model"`
+	Data   []Summary `json:"data"`
+	Usage  Usage     `json:"usage"`
+}
+
+// SummaryChunk is one server-sent event of a streamed summary. The last one has
+// finish_reason, the whole summary_text and usage.
+type SummaryChunk struct {
+	Object       string  `json:"object"` // "summary.chunk"
+	Model        string  `json:"model"`
+	Index        int     `json:"index"`
+	Delta        string  `json:"delta"`
+	FinishReason *string `json:"finish_reason"`
+	SummaryText  *string `json:"summary_text,omitempty"`
+	Usage        *Usage  `json:"usage,omitempty"`
+}
+
+func (r *SummarizeRequest) options() ([]string, pipelines.SummarizeOptions, error) {
+	var errs []error
+	var o pipelines.SummarizeOptions
+	texts, err := parseTexts("input", r.Input)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	if v := r.MaxNewTokens; v != nil {
+		if *v < 1 {
+			errs = append(errs, badRequest("max_new_tokens", "max_new_tokens must be at least 1, got %d", *v))
+		}
+		o.MaxNewTokens = *v
+	}
+	if v := r.MinNewTokens; v != nil {
+		if *v < 0 {
+			errs = append(errs, badRequest("min_new_tokens", "min_new_tokens must not be negative, got %d", *v))
+		}
+		if r.MaxNewTokens != nil && *v > *r.MaxNewTokens {
+			errs = append(errs, badRequest("min_new_tokens", "min_new_tokens %d exceeds max_new_tokens %d", *v, *r.MaxNewTokens))
+		}
+		o.MinNewTokens = v
+	}
+	if v := r.NumBeams; v != nil {
+		if *v < 1 {
+			errs = append(errs, badRequest("num_beams", "num_beams must be at least 1, got %d", *v))
+		}
+		o.NumBeams = *v
+	}
+	if v := r.LengthPenalty; v != nil {
+		if !finite(*v) {
+			errs = append(errs, badRequest("length_penalty", "length_penalty must be a finite number"))
+		}
+		o.LengthPenalty = v
+	}
+	if v := r.NoRepeatNgramSize; v != nil {
+		if *v < 0 {
+			errs = append(errs, badRequest("no_repeat_ngram_size", "no_repeat_ngram_size must not be negative, got %d", *v))
+		}
+		o.NoRepeatNgramSize = v
+	}
+	if es := string(r.EarlyStopping); es != "" && es != "null" {
+		var b bool
+		var s string
+		switch {
+		case json.Unmarshal(r.EarlyStopping, &b) == nil:
+			o.EarlyStopping = pipelines.EarlyStoppingFalse
+			if b {
+				o.EarlyStopping = pipelines.EarlyStoppingTrue
+			}
+		case json.Unmarshal(r.EarlyStopping, &s) == nil && s == "never":
+			o.EarlyStopping = pipelines.EarlyStoppingNever
+		default:
+			errs = append(errs, badRequest("early_stopping", "early_stopping must be true, false or \"never\", got %s", es))
+		}
+	}
+	if r.Stream {
+		if len(texts) > 1 {
+			errs = append(errs, badRequest("stream", "stream needs a single input, got %d", len(texts)))
+		}
+		if o.NumBeams > 1 {
+			errs = append(errs, badRequest("num_beams", "stream needs greedy search (num_beams 1), got num_beams %d", o.NumBeams))
+		}
+		// A model whose generation_config.json asks for beam search streams greedily.
+		o.NumBeams = 1
+	}
+	return texts, o, joinBadRequests(errs)
+}
+
+func (s *Server) summarize(c *gin.Context) {
+	var req SummarizeRequest
+	if err := decodeJSON(c, &req); err != nil {
+		writeError(c, err)
+		return
+	}
+	texts, opts, err := req.options()
+	if err != nil {
+		writeError(c, err)
+		return
+	}
+	h, p, err := s.acquirePipeline(c, req.Model, req.KeepAlive)
+	if err != nil {
+		writeError(c, err)
+		return
+	}
+	defer h.Release()
+	sm, ok := p.(Summarizer)
+	if !ok {
+		writeError(c, wrongModel(req.Model, p, "summarization"))
+		return
+	}
+	if req.Stream {
+		s.summarizeStream(c, req.Model, sm, texts[0], opts)
+		return
+	}
+	res, err := sm.Summarize(c.Request.Context(), texts, opts)
+	if err != nil {
+		writeError(c, err)
+		return
+	}
+	out := SummaryList{Object: "list", Model: req.Model, Data: make([]Summary, len(res.Summaries)), Usage: summaryUsage(res)}
+	for i, sum := range res.Summaries {
+		out.Data[i] = Summary{Object: "summary", Index: i, SummaryText: sum.Text, FinishReason: sum.FinishReason}
+	}
+	setTruncated(c, res.Truncated)
+	c.JSON(http.StatusOK, out)
+}
+
+func summaryUsage(res pipelines.SummarizeResult) Usage {
+	return Usage{PromptTokens: res.InputTokens, CompletionTokens: res.OutputTokens, TotalTokens: res.InputTokens + res.OutputTokens}
+}
+
+// errClientGone stops a stream whose client disconnected.
+var errClientGone = errors.New("client disconnected")
+
+// summarizeStream sends each generated piece as it comes, then a last event with
+// the finish reason, the whole summary and usage, then [DONE]. An error before
+// the first event is an ordinary error response; after it, an error event.
+func (s *Server) summarizeStream(c *gin.Context, id string, sm Summarizer, text string, opts pipelines.SummarizeOptions) {
+	ctx := c.Request.Context()
+	sse := newSSE(c)
+	opts.OnToken = func(ev pipelines.TokenEvent) error {
+		if ctx.Err() != nil {
+			return errClientGone
+		}
+		if ev.Text != "" {
+			sse.send(SummaryChunk{Object: "summary.chunk", Model: id, Index: ev.Index, Delta: ev.Text})
+		}
+		return nil
+	}
+	res, err := sm.Summarize(ctx, []string{text}, opts)
+	if err == nil && len(res.Summaries) != 1 {
+		err = fmt.Errorf("summarization returned %d summaries for one input", len(res.Summaries))
+	}
+	switch {
+	case err != nil && (ctx.Err() != nil || errors.Is(err, errClientGone)):
+		return // nobody is listening
+	case err != nil && !sse.started:
+		writeError(c, err)
+		return
+	case err != nil:
+		sse.send(gin.H{"error": toAPIError(fmt.Errorf("summarization failed: %w", err))})
+		return
+	}
+	sum := res.Summaries[0]
+	u := summaryUsage(res)
+	sse.send(SummaryChunk{Object: "summary.chunk", Model: id, FinishReason: &sum.FinishReason, SummaryText: &sum.Text, Usage: &u})
+	sse.done()
+}
