@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/modeld/modeld/internal/testenv"
 )
 
 // TestMain lets the test binary act as the modeld binary: with MODELD_TEST_MAIN set
@@ -30,12 +32,17 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// startDaemon runs `modeld serve` in a child process on a free port and returns its
-// base URL once it listens.
-func startDaemon(t *testing.T, args ...string) (*exec.Cmd, string, *bytes.Buffer) {
+// startDaemon runs `modeld serve` in a child process on a free port, with home as
+// MODELD_HOME (a fresh temp dir when empty) and the real runtime libraries, and
+// returns its base URL once it listens.
+func startDaemon(t *testing.T, home string, args ...string) (*exec.Cmd, string, *bytes.Buffer) {
 	t.Helper()
+	if home == "" {
+		home = t.TempDir()
+	}
 	cmd := exec.Command(os.Args[0], append([]string{"-test.run=^$", "--", "serve", "--listen", "127.0.0.1:0"}, args...)...)
-	cmd.Env = append(os.Environ(), "MODELD_TEST_MAIN=1", "MODELD_HOME="+t.TempDir(), "MODELD_LOG_FORMAT=json")
+	cmd.Env = append(os.Environ(), "MODELD_TEST_MAIN=1", "MODELD_HOME="+home, "MODELD_LOG_FORMAT=json",
+		"MODELD_LIB_DIR="+testenv.LibDir(t))
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -64,7 +71,7 @@ func startDaemon(t *testing.T, args ...string) (*exec.Cmd, string, *bytes.Buffer
 func TestServeHealthSystemAndSignals(t *testing.T) {
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
 		t.Run(sig.String(), func(t *testing.T) {
-			cmd, base, _ := startDaemon(t)
+			cmd, base, _ := startDaemon(t, "")
 			res, err := http.Get(base + "/health")
 			if err != nil {
 				t.Fatal(err)
