@@ -16,7 +16,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/modeld/modeld/api"
 	"github.com/modeld/modeld/models"
 )
 
@@ -393,21 +392,4 @@ func humanCount(n uint64) string {
 		return fmt.Sprintf("%.1fK", float64(n)/1e3)
 	}
 	return fmt.Sprint(n)
-}
-
-// registerModelRoutes opens the store and a puller from the configuration and
-// adds the model routes (GET/DELETE /v1/models…, POST /v1/models/pull) to srv.
-// unloader (the model cache) unloads a model before DELETE removes it; nil
-// when nothing can be loaded.
-func (a *app) registerModelRoutes(srv *api.Server, unloader api.ModelUnloader) (*models.Store, error) {
-	st, err := a.openStore()
-	if err != nil {
-		return nil, err
-	}
-	pl, err := a.newPuller(st)
-	if err != nil {
-		return nil, err
-	}
-	srv.RegisterModels(api.ModelsOptions{Store: st, Puller: pl, Unloader: unloader})
-	return st, nil
 }
