@@ -17,6 +17,7 @@ import (
 
 	"github.com/modeld/modeld/backends/llama"
 	"github.com/modeld/modeld/cache"
+	"github.com/modeld/modeld/models"
 )
 
 // ChatModel is a loaded GGUF model as the chat handlers use it: in the daemon a
@@ -52,15 +53,30 @@ func decodeJSON(c *gin.Context, v any) error {
 	return nil
 }
 
-// acquireChat finds or loads model id and checks that it serves chat.
-func (s *Server) acquireChat(c *gin.Context, id string, ka KeepAlive) (*cache.Handle, ChatModel, error) {
+// acquire finds or loads model id (in its canonical form, so that "m" and
+// "m:latest" share one instance) and sets the device header from it.
+func (s *Server) acquire(c *gin.Context, id string, ka KeepAlive) (*cache.Handle, error) {
 	if s.opt.Cache == nil {
-		return nil, nil, &Error{Status: http.StatusServiceUnavailable, Type: "server_error", Message: "no model runtime is configured"}
+		return nil, &Error{Status: http.StatusServiceUnavailable, Type: "server_error", Message: "no model runtime is configured"}
 	}
 	if id == "" {
-		return nil, nil, badRequest("model", "model is required")
+		return nil, badRequest("model", "model is required")
 	}
-	h, err := s.opt.Cache.Acquire(c.Request.Context(), id, cache.AcquireOptions{KeepAlive: ka.D})
+	canon, err := models.ParseID(id)
+	if err != nil {
+		return nil, err
+	}
+	h, err := s.opt.Cache.Acquire(c.Request.Context(), canon.String(), cache.AcquireOptions{KeepAlive: ka.D})
+	if err != nil {
+		return nil, err
+	}
+	setDevice(c, h.Instance())
+	return h, nil
+}
+
+// acquireChat finds or loads model id and checks that it serves chat.
+func (s *Server) acquireChat(c *gin.Context, id string, ka KeepAlive) (*cache.Handle, ChatModel, error) {
+	h, err := s.acquire(c, id, ka)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -69,7 +85,6 @@ func (s *Server) acquireChat(c *gin.Context, id string, ka KeepAlive) (*cache.Ha
 		h.Release()
 		return nil, nil, badRequest("model", "model %q does not serve chat or completions (it is not a GGUF chat model)", id)
 	}
-	setDevice(c, h.Instance())
 	return h, cm, nil
 }
 

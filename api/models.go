@@ -27,6 +27,9 @@ type ModelsOptions struct {
 	Store    *models.Store
 	Puller   *models.Puller // nil: POST /v1/models/pull is refused
 	Unloader ModelUnloader  // nil: no model is ever loaded
+	// ContextCap is the configured largest chat context; a GGUF model's
+	// context_length is the smaller of it and the model's trained context.
+	ContextCap uint64
 }
 
 // RegisterModels adds the model store routes:
@@ -47,28 +50,32 @@ type modelHandlers struct{ o ModelsOptions }
 
 // ModelObject is an OpenAI model object with modeld's additions.
 type ModelObject struct {
-	ID            string           `json:"id"`
-	Object        string           `json:"object"` // "model"
-	Created       int64            `json:"created"`
-	OwnedBy       string           `json:"owned_by"`
-	Task          models.Task      `json:"task"` // the first task
-	Tasks         []models.Task    `json:"tasks"`
-	Format        models.Format    `json:"format"`
-	SizeBytes     int64            `json:"size_bytes"`
-	ContextLength uint64           `json:"context_length,omitempty"`
-	Quantization  string           `json:"quantization,omitempty"`
-	Modified      int64            `json:"modified"`
-	Files         []models.File    `json:"files,omitempty"`  // GET /v1/models/{id} only
-	Source        *models.Source   `json:"source,omitempty"` // GET /v1/models/{id} only
-	GGUF          *models.GGUFInfo `json:"gguf,omitempty"`   // GET /v1/models/{id} only
-	ONNX          *models.ONNXInfo `json:"onnx,omitempty"`   // GET /v1/models/{id} only
+	ID             string           `json:"id"`
+	Object         string           `json:"object"` // "model"
+	Created        int64            `json:"created"`
+	OwnedBy        string           `json:"owned_by"`
+	Task           models.Task      `json:"task"` // the first task
+	Tasks          []models.Task    `json:"tasks"`
+	Format         models.Format    `json:"format"`
+	SizeBytes      int64            `json:"size_bytes"`
+	ContextLength  uint64           `json:"context_length,omitempty"`         // the context a request gets
+	TrainedContext uint64           `json:"trained_context_length,omitempty"` // the model's own
+	Quantization   string           `json:"quantization,omitempty"`
+	Modified       int64            `json:"modified"`
+	Files          []models.File    `json:"files,omitempty"`  // GET /v1/models/{id} only
+	Source         *models.Source   `json:"source,omitempty"` // GET /v1/models/{id} only
+	GGUF           *models.GGUFInfo `json:"gguf,omitempty"`   // GET /v1/models/{id} only
+	ONNX           *models.ONNXInfo `json:"onnx,omitempty"`   // GET /v1/models/{id} only
 }
 
-func modelObject(m *models.Manifest, detailed bool) ModelObject {
+func modelObject(m *models.Manifest, detailed bool, contextCap uint64) ModelObject {
 	o := ModelObject{
 		ID: m.ID, Object: "model", Created: m.Created.Unix(), OwnedBy: "modeld",
 		Tasks: m.Tasks, Format: m.Format, SizeBytes: m.Size(), ContextLength: m.ContextLength(),
-		Quantization: m.Quantization(), Modified: m.Modified.Unix(),
+		TrainedContext: m.ContextLength(), Quantization: m.Quantization(), Modified: m.Modified.Unix(),
+	}
+	if m.Format == models.FormatGGUF && contextCap > 0 && (o.ContextLength == 0 || o.ContextLength > contextCap) {
+		o.ContextLength = contextCap
 	}
 	if len(m.Tasks) > 0 {
 		o.Task = m.Tasks[0]
@@ -88,7 +95,7 @@ func (h *modelHandlers) list(c *gin.Context) {
 	}
 	data := make([]ModelObject, 0, len(ms))
 	for _, m := range ms {
-		data = append(data, modelObject(m, false))
+		data = append(data, modelObject(m, false, h.o.ContextCap))
 	}
 	c.JSON(http.StatusOK, gin.H{"object": "list", "data": data})
 }
@@ -102,7 +109,7 @@ func (h *modelHandlers) get(c *gin.Context) {
 		writeError(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, modelObject(m, true))
+	c.JSON(http.StatusOK, modelObject(m, true, h.o.ContextCap))
 }
 
 func (h *modelHandlers) remove(c *gin.Context) {

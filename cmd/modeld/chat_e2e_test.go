@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -78,7 +79,7 @@ func chatParams(model string, maxTokens int64) openai.ChatCompletionNewParams {
 // TestOpenAISDKAgainstDaemon drives a real daemon (runner processes, llama.cpp)
 // with the official OpenAI Go SDK.
 func TestOpenAISDKAgainstDaemon(t *testing.T) {
-	daemon, base, logs := startDaemon(t, chatHome(t))
+	daemon, base, logs := startDaemon(t, chatHome(t), "--context-size", "1024")
 	client := sdk(base)
 	ctx := context.Background()
 
@@ -133,7 +134,7 @@ func TestOpenAISDKAgainstDaemon(t *testing.T) {
 
 	// Context overflow is a 400 with the numbers, not a silent truncation.
 	_, err = client.Chat.Completions.New(ctx, chatParams("t/chat", 5000))
-	if !errors.As(err, &apiErr) || apiErr.StatusCode != 400 || apiErr.Code != "context_length_exceeded" || !strings.Contains(apiErr.Message, "2048") {
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != 400 || apiErr.Code != "context_length_exceeded" || !strings.Contains(apiErr.Message, "1024") {
 		t.Fatalf("context overflow: %v", err)
 	}
 
@@ -148,7 +149,7 @@ func TestOpenAISDKAgainstDaemon(t *testing.T) {
 
 	// kill -9 of the runner mid-stream: that client gets an error event, the next
 	// request loads the model again and succeeds.
-	stream = client.Chat.Completions.NewStreaming(ctx, chatParams("t/chat", 1500))
+	stream = client.Chat.Completions.NewStreaming(ctx, chatParams("t/chat", 900))
 	if !stream.Next() {
 		t.Fatalf("no first chunk: %v", stream.Err())
 	}
@@ -166,12 +167,21 @@ func TestOpenAISDKAgainstDaemon(t *testing.T) {
 		t.Fatalf("after a runner crash: %v (%+v)", err, again)
 	}
 
-	// Models listing reports the context size in use (min of trained and configured).
+	// Models listing reports the context size in use: the configured cap (1024)
+	// below the model's trained context (2048).
 	res, err := http.Get(base + "/v1/models/t/chat")
 	if err != nil || res.StatusCode != 200 {
 		t.Fatalf("GET /v1/models/t/chat: %v %v", err, res)
 	}
+	var mo struct {
+		ContextLength  int `json:"context_length"`
+		TrainedContext int `json:"trained_context_length"`
+	}
+	err = json.NewDecoder(res.Body).Decode(&mo)
 	res.Body.Close()
+	if err != nil || mo.ContextLength != 1024 || mo.TrainedContext != 2048 {
+		t.Fatalf("model context = %+v, %v", mo, err)
+	}
 }
 
 // childPID finds the child process of parent whose command line contains word.

@@ -5,10 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"slices"
-	"strings"
 
 	"github.com/modeld/modeld/backends"
 	"github.com/modeld/modeld/cache"
@@ -97,7 +94,7 @@ func (r *runtime) resolve(_ context.Context, id string) (cache.Spec, error) {
 		return cache.Spec{}, fmt.Errorf("model %q has no task in its manifest", id)
 	}
 	plan := &loadPlan{manifest: m, task: string(m.Tasks[0])}
-	spec := cache.Spec{ID: id, Task: plan.task, Device: "cpu", Data: plan}
+	spec := cache.Spec{ID: m.ID, Task: plan.task, Device: "cpu", Data: plan}
 	switch m.Format {
 	case models.FormatGGUF:
 		spec.Backend = "llama"
@@ -118,7 +115,7 @@ func (r *runtime) resolve(_ context.Context, id string) (cache.Spec, error) {
 		}
 	case models.FormatONNX:
 		spec.Backend = "onnx"
-		if plan.dir, err = r.linkFolder(m); err != nil {
+		if plan.dir, err = r.store.ModelDir(m); err != nil {
 			return cache.Spec{}, err
 		}
 		// ONNX Runtime holds the weights once plus arenas of about the same size.
@@ -139,30 +136,6 @@ func kvBytes(g *models.GGUFInfo, ctx int) int64 {
 		return 0
 	}
 	return 2 * 2 * int64(g.BlockCount) * int64(ctx) * int64(g.EmbeddingLength)
-}
-
-// linkFolder lays out an ONNX model's files as the folder the pipelines read,
-// as symbolic links into the blob store, under $MODELD_HOME/run/.
-func (r *runtime) linkFolder(m *models.Manifest) (string, error) {
-	dir := filepath.Join(r.cfg.Home, "run", strings.NewReplacer("/", "--", ":", "@").Replace(m.ID))
-	for _, f := range m.Files {
-		blob, err := r.store.FilePath(m, f.Path)
-		if err != nil {
-			return "", err
-		}
-		dst := filepath.Join(dir, filepath.FromSlash(f.Path))
-		if cur, err := os.Readlink(dst); err == nil && cur == blob {
-			continue
-		}
-		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-			return "", err
-		}
-		_ = os.Remove(dst)
-		if err := os.Symlink(blob, dst); err != nil {
-			return "", fmt.Errorf("lay out model %s: %w", m.ID, err)
-		}
-	}
-	return dir, nil
 }
 
 // load dispatches to the backend's loader.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/modeld/modeld/backends"
 	"github.com/modeld/modeld/backends/llama"
@@ -16,14 +17,51 @@ import (
 type loaderFunc = func(context.Context, cache.Spec, *loadPlan) (cache.Instance, error)
 
 // backendLoaders returns the loader of each backend, keyed by cache.Spec.Backend.
-func backendLoaders(cfg Config, log *slog.Logger, libs backends.Libs) map[string]loaderFunc {
-	o := &onnxLoader{cfg: cfg, log: log, libs: libs}
+// Loads that wanted a GPU and fell back to the CPU are recorded in fallbacks.
+func backendLoaders(cfg Config, log *slog.Logger, libs backends.Libs, fallbacks *gpuFallbacks) map[string]loaderFunc {
+	o := &onnxLoader{cfg: cfg, log: log, libs: libs, fallbacks: fallbacks}
 	return map[string]loaderFunc{
 		"llama": func(ctx context.Context, spec cache.Spec, plan *loadPlan) (cache.Instance, error) {
-			return loadChat(ctx, cfg, log, libs, spec, plan)
+			return loadChat(ctx, cfg, log, libs, fallbacks, spec, plan)
 		},
 		"onnx": o.load,
 	}
+}
+
+// gpuFallbacks remembers, per model, why a load meant for a GPU runs on the CPU;
+// GET /v1/system shows it.
+type gpuFallbacks struct {
+	mu      sync.Mutex
+	reasons map[string]gpuFallback
+}
+
+type gpuFallback struct {
+	Device string    `json:"wanted_device"`
+	Reason string    `json:"reason"`
+	At     time.Time `json:"at"`
+}
+
+func (f *gpuFallbacks) set(id, device, reason string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.reasons == nil {
+		f.reasons = map[string]gpuFallback{}
+	}
+	if reason == "" {
+		delete(f.reasons, id)
+		return
+	}
+	f.reasons[id] = gpuFallback{Device: device, Reason: reason, At: time.Now()}
+}
+
+func (f *gpuFallbacks) snapshot() any {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make(map[string]gpuFallback, len(f.reasons))
+	for k, v := range f.reasons {
+		out[k] = v
+	}
+	return out
 }
 
 // chatInstance is a GGUF model running in its own runner process.
@@ -53,7 +91,7 @@ func (c *chatInstance) Placement() cache.Placement {
 	return cache.Placement{Device: c.device, GPUShare: c.gpuShare}
 }
 
-func loadChat(ctx context.Context, cfg Config, log *slog.Logger, libs backends.Libs, spec cache.Spec, plan *loadPlan) (cache.Instance, error) {
+func loadChat(ctx context.Context, cfg Config, log *slog.Logger, libs backends.Libs, fallbacks *gpuFallbacks, spec cache.Spec, plan *loadPlan) (cache.Instance, error) {
 	opts := llama.Options{
 		ContextSize: plan.contextSize,
 		ContextCap:  cfg.ContextSize,
@@ -69,15 +107,20 @@ func loadChat(ctx context.Context, cfg Config, log *slog.Logger, libs backends.L
 		LibRoot:   libs.Root,
 		Options:   opts,
 		Logger:    log.With("model", spec.ID),
+		LogLevel:  logLevel(cfg),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("load %s: %w", spec.ID, err)
 	}
 	inst := &chatInstance{Runner: r, device: "cpu"}
-	if info := r.Info(); info.GPULayers != 0 && info.GPUFallback == "" {
+	info := r.Info()
+	if info.GPULayers != 0 && info.GPUFallback == "" {
 		inst.device, inst.gpuShare = spec.Device, 1
 	} else if info.GPUFallback != "" {
 		log.Warn("GPU load failed; the model runs on the CPU", "model", spec.ID, "reason", info.GPUFallback)
+	}
+	if plan.useGPU {
+		fallbacks.set(spec.ID, spec.Device, info.GPUFallback)
 	}
 	return inst, nil
 }
@@ -85,9 +128,10 @@ func loadChat(ctx context.Context, cfg Config, log *slog.Logger, libs backends.L
 // onnxLoader creates ONNX Runtime pipelines; the runtime environment is made once,
 // on the first load.
 type onnxLoader struct {
-	cfg  Config
-	log  *slog.Logger
-	libs backends.Libs
+	cfg       Config
+	log       *slog.Logger
+	libs      backends.Libs
+	fallbacks *gpuFallbacks
 
 	once sync.Once
 	rt   *onnx.Runtime
@@ -146,6 +190,15 @@ func (o *onnxLoader) load(_ context.Context, spec cache.Spec, plan *loadPlan) (c
 	if r := p.FallbackReason(); r != "" {
 		o.log.Warn("GPU unavailable for this pipeline; it runs on the CPU", "model", spec.ID, "reason", r)
 	}
+	if plan.useGPU {
+		o.fallbacks.set(spec.ID, spec.Device, p.FallbackReason())
+	}
 	// Requests are merged by the pipeline's batcher, so many may be in flight.
 	return &pipelineInstance{Pipeline: p, slots: 64}, nil
+}
+
+func logLevel(cfg Config) slog.Level {
+	var l slog.Level
+	_ = l.UnmarshalText([]byte(cfg.LogLevel))
+	return l
 }

@@ -96,7 +96,8 @@ func (a *app) serve(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	rt := &runtime{cfg: cfg, log: a.log, store: store, info: info, libs: libs, loaders: backendLoaders(cfg, a.log, libs)}
+	fallbacks := &gpuFallbacks{}
+	rt := &runtime{cfg: cfg, log: a.log, store: store, info: info, libs: libs, loaders: backendLoaders(cfg, a.log, libs, fallbacks)}
 	models, err := cache.New(rt.cacheConfig(), rt.resolve, rt.load, cache.WithLogger(a.log))
 	if err != nil {
 		return fmt.Errorf("model cache: %w", err)
@@ -118,7 +119,8 @@ func (a *app) serve(ctx context.Context) error {
 		Origins:  cfg.Origins,
 		Cache:    models,
 	})
-	srv.RegisterModels(api.ModelsOptions{Store: store, Puller: puller, Unloader: models})
+	srv.AddSystemSection("gpu_fallbacks", fallbacks.snapshot)
+	srv.RegisterModels(api.ModelsOptions{Store: store, Puller: puller, Unloader: models, ContextCap: uint64(cfg.ContextSize)})
 
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
