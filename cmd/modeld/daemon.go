@@ -30,6 +30,8 @@ type loadPlan struct {
 	task     string
 	useGPU   bool // the task is on the allowlist and a usable GPU backend exists
 	gpuKind  probe.Kind
+	// gpuLayers is the number of GGUF layers to offload: -1 all of them.
+	gpuLayers int
 	// GGUF: the model file and the context per sequence.
 	path        string
 	contextSize int
@@ -105,13 +107,10 @@ func (r *runtime) resolve(_ context.Context, id string) (cache.Spec, error) {
 		if trained := int(m.GGUF.ContextLength); trained > 0 && trained < plan.contextSize {
 			plan.contextSize = trained
 		}
-		ram := m.Size() + kvBytes(m.GGUF, plan.contextSize*r.cfg.ChatSlots) + 64<<20
+		need := m.Size() + kvBytes(m.GGUF, plan.contextSize*r.cfg.ChatSlots) + 64<<20
+		spec.RAM = need
 		if g, ok := r.gpuFor(plan.task, false); ok {
-			plan.useGPU, plan.gpuKind = true, g.Kind
-			spec.Device, spec.GPUShare = g.ID(), 1
-			spec.VRAM, spec.RAM = ram, 128<<20
-		} else {
-			spec.RAM = ram
+			r.placeLayers(&spec, plan, g, need)
 		}
 	case models.FormatONNX:
 		spec.Backend = "onnx"
@@ -128,6 +127,34 @@ func (r *runtime) resolve(_ context.Context, id string) (cache.Spec, error) {
 		return cache.Spec{}, fmt.Errorf("model %q has unknown format %q", id, m.Format)
 	}
 	return spec, nil
+}
+
+// placeLayers offloads as many of a GGUF model's layers to GPU g as its VRAM
+// budget holds: all of them when the whole estimate fits, else the share that
+// fits, the rest staying in RAM.
+func (r *runtime) placeLayers(spec *cache.Spec, plan *loadPlan, g probe.GPU, need int64) {
+	budget := r.cacheConfig().VRAM[g.ID()]
+	blocks := int(plan.manifest.GGUF.BlockCount)
+	const hostOverhead = 128 << 20 // what stays in RAM with every layer offloaded
+	switch {
+	case budget <= 0 || need <= budget:
+		plan.gpuLayers, spec.GPUShare = -1, 1
+		spec.VRAM, spec.RAM = need, hostOverhead
+	case blocks > 0:
+		layers := int(float64(blocks) * float64(budget) / float64(need))
+		if layers < 1 {
+			r.log.Info("model too large for any GPU layer; it runs on the CPU", "model", spec.ID, "needs", need, "vram_budget", budget)
+			return
+		}
+		plan.gpuLayers = layers
+		spec.GPUShare = float64(layers) / float64(blocks)
+		spec.VRAM = int64(spec.GPUShare * float64(need))
+		spec.RAM = need - spec.VRAM + hostOverhead
+	default:
+		return
+	}
+	plan.useGPU, plan.gpuKind, spec.Device = true, g.Kind, g.ID()
+	r.log.Info("GPU offload planned", "model", spec.ID, "device", spec.Device, "layers", plan.gpuLayers, "of", blocks, "share", spec.GPUShare)
 }
 
 // kvBytes estimates the f16 KV cache of a llama-style model for ctx tokens.

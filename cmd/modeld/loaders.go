@@ -100,7 +100,7 @@ func loadChat(ctx context.Context, cfg Config, log *slog.Logger, libs backends.L
 		MaxWaiting:  cfg.QueueSize,
 	}
 	if plan.useGPU {
-		opts.GPULayers = -1
+		opts.GPULayers = plan.gpuLayers
 	}
 	r, err := llama.StartRunner(ctx, llama.RunnerOptions{
 		ModelPath: plan.path,
@@ -115,7 +115,7 @@ func loadChat(ctx context.Context, cfg Config, log *slog.Logger, libs backends.L
 	inst := &chatInstance{Runner: r, device: "cpu"}
 	info := r.Info()
 	if info.GPULayers != 0 && info.GPUFallback == "" {
-		inst.device, inst.gpuShare = spec.Device, 1
+		inst.device, inst.gpuShare = spec.Device, spec.GPUShare
 	} else if info.GPUFallback != "" {
 		log.Warn("GPU load failed; the model runs on the CPU", "model", spec.ID, "reason", info.GPUFallback)
 	}

@@ -1,0 +1,111 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"path/filepath"
+	"testing"
+
+	"github.com/modeld/modeld/internal/ggufgen"
+	"github.com/modeld/modeld/models"
+	"github.com/modeld/modeld/probe"
+)
+
+// testRuntime imports the tiny chat model and the ONNX embed and summarize
+// fixtures into a fresh store and returns a runtime seeing info.
+func testRuntime(t *testing.T, info probe.Info, cfg Config) *runtime {
+	t.Helper()
+	home := t.TempDir()
+	st, err := models.Open(filepath.Join(home, "models"), models.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gguf := filepath.Join(t.TempDir(), "chat.gguf")
+	if err := ggufgen.WriteFile(gguf, ggufgen.Tiny(ggufgen.SPM)); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for src, id := range map[string]string{gguf: "t/chat", "../../testdata/onnx/embed-mean": "t/embed", "../../testdata/onnx/summarize": "t/sum"} {
+		if _, err := st.Import(ctx, src, models.ImportOptions{Name: id}, nil); err != nil {
+			t.Fatalf("import %s: %v", src, err)
+		}
+	}
+	cfg.Home = home
+	if cfg.ContextSize == 0 {
+		cfg.ContextSize, cfg.ChatSlots = 8192, 4
+	}
+	return &runtime{cfg: cfg, log: slog.Default(), store: st, info: info}
+}
+
+func cudaInfo(total uint64) probe.Info {
+	return probe.Decide(probe.Readings{
+		GOOS:   "linux",
+		Memory: probe.MemoryInfo{TotalBytes: 16 << 30},
+		GPU: map[probe.Kind]probe.GPUReading{
+			probe.CUDA:   {Devices: []probe.GPU{{Name: "Test GPU", TotalBytes: total}}},
+			probe.Vulkan: {LibMissing: "libvulkan.so.1"},
+			probe.Metal:  {Unsupported: true},
+		},
+		GGML: map[probe.Kind]bool{probe.CUDA: true},
+	})
+}
+
+func TestResolvePlacement(t *testing.T) {
+	allow := []string{"chat", "embed", "classify", "rerank"}
+	cases := []struct {
+		name      string
+		info      probe.Info
+		cfg       Config
+		id        string
+		device    string
+		gpuLayers int
+		share     float64
+	}{
+		{"no GPU", probe.Decide(probe.Readings{GOOS: "linux", Memory: probe.MemoryInfo{TotalBytes: 16 << 30}}), Config{GPUTasks: allow}, "t/chat", "cpu", 0, 0},
+		{"chat fits on the GPU", cudaInfo(80 << 30), Config{GPUTasks: allow}, "t/chat", "cuda:0", -1, 1},
+		{"chat off the allowlist", cudaInfo(80 << 30), Config{GPUTasks: []string{"embed"}}, "t/chat", "cpu", 0, 0},
+		// 2 layers; a budget of 60% of the estimate holds one of them.
+		{"chat split", cudaInfo(80 << 30), Config{GPUTasks: allow, VRAMBudget: -1}, "t/chat", "cuda:0", 1, 0.5},
+		{"embed on the GPU", cudaInfo(80 << 30), Config{GPUTasks: allow}, "t/embed", "cuda:0", 0, 1},
+		{"summarize off by default", cudaInfo(80 << 30), Config{GPUTasks: allow}, "t/sum", "cpu", 0, 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			rt := testRuntime(t, tc.info, tc.cfg)
+			if tc.cfg.VRAMBudget == -1 {
+				// Size the budget from this model's own estimate.
+				rt.cfg.VRAMBudget = 1
+				spec, err := rt.resolve(context.Background(), tc.id)
+				if err != nil {
+					t.Fatal(err)
+				}
+				rt.cfg.VRAMBudget = spec.RAM * 6 / 10
+			}
+			spec, err := rt.resolve(context.Background(), tc.id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			plan := spec.Data.(*loadPlan)
+			if spec.Device != tc.device || plan.gpuLayers != tc.gpuLayers || spec.GPUShare != tc.share {
+				t.Fatalf("device %s layers %d share %g; want %s %d %g", spec.Device, plan.gpuLayers, spec.GPUShare, tc.device, tc.gpuLayers, tc.share)
+			}
+			if spec.RAM <= 0 {
+				t.Fatalf("no RAM estimate: %+v", spec)
+			}
+		})
+	}
+}
+
+func TestResolveCanonicalAndUnknown(t *testing.T) {
+	rt := testRuntime(t, cudaInfo(0), Config{})
+	spec, err := rt.resolve(context.Background(), "t/chat:latest")
+	if err != nil || spec.ID != "t/chat" || spec.Backend != "llama" {
+		t.Fatalf("spec = %+v, %v", spec, err)
+	}
+	if plan := spec.Data.(*loadPlan); plan.contextSize != 2048 {
+		t.Fatalf("context = %d, want the trained 2048 below the 8192 cap", plan.contextSize)
+	}
+	if _, err := rt.resolve(context.Background(), "t/absent"); err == nil {
+		t.Fatal("resolved a model that is not in the store")
+	}
+}
