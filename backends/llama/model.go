@@ -17,23 +17,43 @@ const (
 	DefaultBatchSize  = 512
 )
 
-// DefaultThreads is the decode thread count used when Options.Threads is 0,
-// for a machine with numCPU logical CPUs. It was measured with
-// scripts/bench-llama-direct (docs in that file): on 2 cores one thread
-// decodes faster than two, because the second thread shares the core with
-// the daemon and the runner's own goroutines and ggml's thread barrier costs
-// more than it saves on a small model. Above that, leave one CPU free for the
-// rest of the process and cap at 8, past which ggml's CPU decode stops
-// scaling.
-func DefaultThreads(numCPU int) int {
-	switch {
-	case numCPU <= 2:
+// DefaultThreads is the thread count for single-token decode steps (one
+// stream generating) when Options.Threads is 0, and DefaultBatchThreads the
+// count for steps carrying several tokens (prompt chunks, or several streams
+// at once) when Options.BatchThreads is 0. llama.cpp picks between the two
+// per llama_decode call by the batch's token count.
+//
+// Measured with scripts/bench-llama-direct on the 35 MB F16 benchmark model
+// on a 2-CPU machine shared with other work (median of 7 interleaved runs;
+// tok/s): one-token decode through the library directly 614 on one thread
+// against 15 on two (a second ggml thread spins at every operation's
+// barrier and collapses as soon as another process takes a core; separate
+// runs gave 627/453, 509/438, 550/476); the default pair 1/2 gave prompt
+// processing 2560, decode 736, engine one stream 693 and four streams 1125
+// aggregate, against 1509, 614, 604 and 876 for 1/1. On machines with more
+// CPUs, where nothing was measured, both follow llama.cpp's own default: one
+// thread per performance core.
+func DefaultThreads() int {
+	return defaultThreads(runtime.NumCPU(), int(yz.Threads()))
+}
+
+// DefaultBatchThreads: see DefaultThreads.
+func DefaultBatchThreads() int {
+	return defaultBatchThreads(runtime.NumCPU(), int(yz.Threads()))
+}
+
+func defaultThreads(numCPU, perfCores int) int {
+	if numCPU <= 2 {
 		return 1
-	case numCPU <= 9:
-		return numCPU - 1
-	default:
-		return 8
 	}
+	return max(1, perfCores)
+}
+
+func defaultBatchThreads(numCPU, perfCores int) int {
+	if numCPU <= 2 {
+		return max(1, numCPU)
+	}
+	return max(1, perfCores)
 }
 
 // Options configure Open. Zero fields take the defaults.
@@ -46,9 +66,11 @@ type Options struct {
 	ContextCap int
 	// Slots is the number of sequences decoded together (default 4).
 	Slots int
-	// Threads used for decoding and prompt processing (default
-	// DefaultThreads(runtime.NumCPU())).
+	// Threads used by decode steps of one token (default DefaultThreads()).
 	Threads int
+	// BatchThreads used by steps of several tokens: prompt chunks, several
+	// streams at once (default DefaultBatchThreads()).
+	BatchThreads int
 	// BatchSize is the most tokens one decode step carries (default 512).
 	BatchSize int
 	// GPULayers is the number of layers to offload: -1 all, 0 none (CPU).
@@ -68,7 +90,10 @@ func (o Options) withDefaults() Options {
 		o.Slots = DefaultSlots
 	}
 	if o.Threads == 0 {
-		o.Threads = DefaultThreads(runtime.NumCPU())
+		o.Threads = DefaultThreads()
+	}
+	if o.BatchThreads == 0 {
+		o.BatchThreads = DefaultBatchThreads()
 	}
 	if o.BatchSize == 0 {
 		o.BatchSize = DefaultBatchSize
@@ -89,6 +114,9 @@ func (o Options) validate() error {
 	}
 	if o.Threads < 1 {
 		errs = append(errs, fmt.Errorf("threads %d is below 1", o.Threads))
+	}
+	if o.BatchThreads < 1 {
+		errs = append(errs, fmt.Errorf("batch threads %d is below 1", o.BatchThreads))
 	}
 	if o.BatchSize < 1 {
 		errs = append(errs, fmt.Errorf("batch size %d is below 1", o.BatchSize))
@@ -119,6 +147,7 @@ type Info struct {
 	Slots          int
 	BatchSize      int
 	Threads        int
+	BatchThreads   int
 	VocabSize      int
 	VocabType      string // "spm", "bpe", "wpm", "ugm", "rwkv", "plamo2"
 	AddBOS         bool
@@ -186,7 +215,7 @@ func open(path string, opts Options, h hooks) (*Model, error) {
 		Path: path, Arch: facts.arch, Name: facts.name, Description: yz.ModelDesc(ym),
 		FileType: facts.fileType, Params: yz.ModelNParams(ym), SizeBytes: yz.ModelSize(ym),
 		TrainedContext: trained, ContextSize: ctxSize, Slots: opts.Slots,
-		BatchSize: opts.BatchSize, Threads: opts.Threads, VocabSize: m.nVocab,
+		BatchSize: opts.BatchSize, Threads: opts.Threads, BatchThreads: opts.BatchThreads, VocabSize: m.nVocab,
 		VocabType: vocabTypeName(yz.GetVocabType(m.vocab)), AddBOS: yz.VocabGetAddBOS(m.vocab),
 		BOS: int32(yz.VocabBOS(m.vocab)), EOS: int32(yz.VocabEOS(m.vocab)),
 		ChatTemplate: tmpl, GPULayers: gpuLayers, GPUFallback: fallback,
@@ -199,7 +228,7 @@ func open(path string, opts Options, h hooks) (*Model, error) {
 	m.sch = sch
 	go sch.loop()
 	slog.Info("llama: model loaded", "path", path, "arch", facts.arch, "ctx", ctxSize,
-		"slots", opts.Slots, "threads", opts.Threads, "gpu_layers", gpuLayers)
+		"slots", opts.Slots, "threads", opts.Threads, "batch_threads", opts.BatchThreads, "gpu_layers", gpuLayers)
 	return m, nil
 }
 

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 
@@ -80,7 +79,7 @@ func TestInfo(t *testing.T) {
 	if info.Arch != "llama" || info.VocabType != "bpe" || info.VocabSize < 500 || !info.HasChatTemplate() {
 		t.Errorf("info %+v", info)
 	}
-	if info.Slots != 2 || info.Threads != DefaultThreads(runtime.NumCPU()) || info.BatchSize != DefaultBatchSize || info.GPULayers != 0 {
+	if info.Slots != 2 || info.Threads != DefaultThreads() || info.BatchThreads != DefaultBatchThreads() || info.BatchSize != DefaultBatchSize || info.GPULayers != 0 {
 		t.Errorf("info %+v does not show the defaults", info)
 	}
 	if info.Params == 0 || info.SizeBytes == 0 || info.FileType == "" || info.Name != "modeld-test-bpe" {
@@ -120,9 +119,15 @@ func TestLibrary(t *testing.T) {
 }
 
 func TestDefaultThreads(t *testing.T) {
-	for cpus, want := range map[int]int{1: 1, 2: 1, 4: 3, 8: 7, 16: 8} {
-		if got := DefaultThreads(cpus); got != want {
-			t.Errorf("DefaultThreads(%d) = %d, want %d", cpus, got, want)
+	cases := []struct{ cpus, perf, single, batch int }{
+		{1, 1, 1, 1}, {2, 1, 1, 2}, {2, 2, 1, 2}, {8, 4, 4, 4}, {16, 8, 8, 8}, {4, 0, 1, 1},
+	}
+	for _, c := range cases {
+		if got := defaultThreads(c.cpus, c.perf); got != c.single {
+			t.Errorf("defaultThreads(%d, %d) = %d, want %d", c.cpus, c.perf, got, c.single)
+		}
+		if got := defaultBatchThreads(c.cpus, c.perf); got != c.batch {
+			t.Errorf("defaultBatchThreads(%d, %d) = %d, want %d", c.cpus, c.perf, got, c.batch)
 		}
 	}
 }

@@ -61,12 +61,14 @@ func newScheduler(m *Model, o Options, h hooks) (*scheduler, error) {
 	ctxSize := m.info.ContextSize
 	nBatch := max(o.BatchSize, o.Slots)
 	cp := yz.ContextDefaultParams()
-	cp.NCtx = uint32(ctxSize * o.Slots)
+	// llama.cpp pads the context to a multiple of 256 and splits it evenly
+	// between the sequences; padding each sequence's share keeps both exact.
+	cp.NCtx = uint32((ctxSize + 255) / 256 * 256 * o.Slots)
 	cp.NBatch = uint32(nBatch)
 	cp.NUbatch = uint32(nBatch)
 	cp.NSeqMax = uint32(o.Slots)
 	cp.NThreads = int32(o.Threads)
-	cp.NThreadsBatch = int32(o.Threads)
+	cp.NThreadsBatch = int32(o.BatchThreads)
 	cp.KVUnified = 0 // one KV stream per sequence: a sequence's attention never sees the others
 	cp.NoPerf = 1
 	if m.info.GPULayers == 0 {
