@@ -11,6 +11,7 @@ import (
 	"github.com/modeld/modeld/backends/llama"
 	"github.com/modeld/modeld/backends/onnx"
 	"github.com/modeld/modeld/cache"
+	"github.com/modeld/modeld/models"
 	"github.com/modeld/modeld/pipelines"
 )
 
@@ -171,7 +172,11 @@ func (o *onnxLoader) load(_ context.Context, spec cache.Spec, plan *loadPlan) (c
 	if o.err != nil {
 		return nil, o.err
 	}
-	task, err := pipelines.ParseTask(plan.task)
+	name := plan.task
+	if name == string(models.TaskZeroShot) {
+		name = "classify" // a classifier serves zero-shot through its NLI labels
+	}
+	task, err := pipelines.ParseTask(name)
 	if err != nil {
 		return nil, err
 	}
