@@ -61,7 +61,7 @@ func runEngine(args []string) error {
 	fs.StringVar(&p.modeld, "modeld", "", "modeld binary: also measure the engine in a runner process")
 	fs.StringVar(&p.prompt, "prompt", "", "prompt text (required)")
 	fs.IntVar(&p.threads, "threads", 1, "threads of one-token decode steps")
-	fs.IntVar(&p.batchThreads, "batch-threads", 0, "threads of bigger steps (0 = -threads)")
+	fs.IntVar(&p.batchThreads, "batch-threads", 0, "threads of bigger steps (0 = the engine's default, as modeld serve uses)")
 	fs.IntVar(&p.ctx, "ctx", 1024, "context size of one sequence")
 	fs.IntVar(&p.slots, "slots", 4, "engine slots")
 	fs.IntVar(&p.tokens, "tokens", 256, "tokens to generate per run")
@@ -73,12 +73,12 @@ func runEngine(args []string) error {
 	if p.model == "" || p.libRoot == "" || p.prompt == "" {
 		return errors.New("engine: -model, -lib and -prompt are required")
 	}
-	if p.batchThreads == 0 {
-		p.batchThreads = p.threads
-	}
 	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	if err := llama.Init(filepath.Join(p.libRoot, "llama")); err != nil {
 		return err
+	}
+	if p.batchThreads == 0 {
+		p.batchThreads = llama.DefaultBatchThreads()
 	}
 	res := engineResult{Threads: p.threads, BatchThreads: p.batchThreads, Context: p.ctx, Tokens: p.tokens, Streams: p.streams}
 	var err error
