@@ -213,7 +213,7 @@ func open(path string, opts Options, h hooks) (*Model, error) {
 	tmpl := yz.ModelChatTemplate(ym, "")
 	m.info = Info{
 		Path: path, Arch: facts.arch, Name: facts.name, Description: yz.ModelDesc(ym),
-		FileType: facts.fileType, Params: yz.ModelNParams(ym), SizeBytes: yz.ModelSize(ym),
+		FileType: fileTypeName(ym, facts.fileType), Params: yz.ModelNParams(ym), SizeBytes: yz.ModelSize(ym),
 		TrainedContext: trained, ContextSize: ctxSize, Slots: opts.Slots,
 		BatchSize: opts.BatchSize, Threads: opts.Threads, BatchThreads: opts.BatchThreads, VocabSize: m.nVocab,
 		VocabType: vocabTypeName(yz.GetVocabType(m.vocab)), AddBOS: yz.VocabGetAddBOS(m.vocab),
@@ -261,6 +261,15 @@ func loadModel(path string, gpuLayers int) (yz.Model, int, string, error) {
 		return 0, 0, fallback, fmt.Errorf("%w: llama.cpp could not load %s: %w", ErrInvalidModel, path, err)
 	}
 	return ym, 0, fallback, nil
+}
+
+// fileTypeName is llama.cpp's name of the model's file type ("F16",
+// "Q4_K - Medium"), else the GGUF parser's.
+func fileTypeName(ym yz.Model, parsed string) string {
+	if name := yz.FtypeName(yz.ModelFtype(ym)); name != "" && name != "unknown" {
+		return name
+	}
+	return parsed
 }
 
 func vocabTypeName(t yz.VocabType) string {
