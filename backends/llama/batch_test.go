@@ -284,9 +284,6 @@ func TestBusyAndQueue(t *testing.T) {
 	if b.final.Usage.CachedTokens != len(prompt)-1 {
 		t.Errorf("queued request reused %d tokens, want %d", b.final.Usage.CachedTokens, len(prompt)-1)
 	}
-	if b.final.Timings.Queued <= 0 || b.final.Timings.Generation <= 0 {
-		t.Errorf("queued request timings %+v", b.final.Timings)
-	}
 	if c.final.Finish != FinishCancelled || c.events != 1 || c.final.Usage.CompletionTokens != 0 {
 		t.Errorf("cancelled while queued: %+v after %d events", c.final, c.events)
 	}

@@ -34,7 +34,7 @@ func (m *Model) Generate(ctx context.Context, req Request) (<-chan Event, error)
 	}
 	r := &request{
 		ctx: ctx, prompt: prompt, budget: budget, stops: slices.Clone(req.Stop),
-		samp: samp, stream: newStream(), queued: m.sch.now(),
+		samp: samp, stream: newStream(),
 	}
 	if err := m.sch.submit(r); err != nil {
 		return nil, err

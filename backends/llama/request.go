@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 )
 
 // Errors of the engine. ContextLengthError is a type; the rest are sentinels
@@ -95,27 +94,18 @@ type Usage struct {
 	CachedTokens     int
 }
 
-// Timings are the wall-clock phases of one generation.
-type Timings struct {
-	Queued     time.Duration // from Generate to getting a slot
-	Prompt     time.Duration // from getting a slot to the first sampled token
-	Generation time.Duration // from the first sampled token to the end
-}
-
 // Event is one item of a generation's stream. Every sampled token except an
 // end-of-generation token gives one event with Token set and the text it
 // releases (possibly empty: text is held while it could be the start of a
 // stop string or is an incomplete UTF-8 sequence). The last event has Done
-// set, Token -1, the rest of the held text, the finish reason, the usage and
-// the timings.
+// set, Token -1, the rest of the held text, the finish reason and the usage.
 type Event struct {
-	Token   int32
-	Text    string
-	Done    bool
-	Finish  FinishReason
-	Err     error
-	Usage   Usage
-	Timings Timings
+	Token  int32
+	Text   string
+	Done   bool
+	Finish FinishReason
+	Err    error
+	Usage  Usage
 }
 
 // validate checks r against the model and returns the completion budget.

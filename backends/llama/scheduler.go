@@ -7,7 +7,6 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	yz "github.com/hybridgroup/yzma/pkg/llama"
 )
@@ -41,7 +40,6 @@ type scheduler struct {
 	ctxSize int
 	slots   []*slot
 	hooks   hooks
-	now     func() time.Time
 	clock   uint64 // loop goroutine only
 
 	mu         sync.Mutex // guards waiting and closed
@@ -91,7 +89,7 @@ func newScheduler(m *Model, o Options, h hooks) (*scheduler, error) {
 	}
 	s := &scheduler{
 		m: m, lctx: lctx, mem: mem, batch: yz.BatchInit(int32(nBatch), 0, 1),
-		nBatch: nBatch, ctxSize: ctxSize, hooks: h, now: time.Now, maxWaiting: o.MaxWaiting,
+		nBatch: nBatch, ctxSize: ctxSize, hooks: h, maxWaiting: o.MaxWaiting,
 		wake: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{}),
 	}
 	for i := 0; i < o.Slots; i++ {

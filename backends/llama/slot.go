@@ -2,7 +2,6 @@ package llama
 
 import (
 	"context"
-	"time"
 
 	yz "github.com/hybridgroup/yzma/pkg/llama"
 )
@@ -15,7 +14,6 @@ type request struct {
 	stops  []string
 	samp   Sampling
 	stream *stream
-	queued time.Time // when Generate submitted it
 }
 
 // slot is one sequence of the llama context. Only the scheduler goroutine
@@ -34,8 +32,6 @@ type slot struct {
 	smpl    yz.Sampler
 	text    *textAssembler
 	usage   Usage
-	started time.Time // when the request got the slot
-	first   time.Time // when its first token was sampled
 }
 
 func (sl *slot) idle() bool       { return sl.r == nil }
@@ -95,7 +91,6 @@ func (s *scheduler) start(sl *slot, r *request) {
 	sl.smpl = newSampler(r.samp, s.m.nVocab, s.ctxSize)
 	sl.text = newTextAssembler(r.stops)
 	sl.usage = Usage{PromptTokens: len(r.prompt), CachedTokens: common}
-	sl.started, sl.first = s.now(), time.Time{}
 	s.active.Add(1)
 }
 
@@ -104,9 +99,6 @@ func (s *scheduler) start(sl *slot, r *request) {
 func (s *scheduler) onToken(sl *slot, tok yz.Token) {
 	sl.usage.CompletionTokens++
 	n := sl.usage.CompletionTokens
-	if n == 1 {
-		sl.first = s.now()
-	}
 	defer func() {
 		if s.hooks.afterToken != nil {
 			s.hooks.afterToken(sl.id, n)
@@ -136,15 +128,10 @@ func (s *scheduler) finish(sl *slot, reason FinishReason, err error, flush bool)
 	if flush {
 		text = sl.text.flush()
 	}
-	end := s.now()
-	tm := Timings{Queued: sl.started.Sub(sl.r.queued), Prompt: end.Sub(sl.started)}
-	if !sl.first.IsZero() {
-		tm.Prompt, tm.Generation = sl.first.Sub(sl.started), end.Sub(sl.first)
-	}
 	st := sl.r.stream
 	yz.SamplerFree(sl.smpl)
 	sl.smpl = 0
 	sl.r, sl.text, sl.hasNext = nil, nil, false
 	s.active.Add(-1)
-	st.end(Event{Token: -1, Text: text, Done: true, Finish: reason, Err: err, Usage: sl.usage, Timings: tm})
+	st.end(Event{Token: -1, Text: text, Done: true, Finish: reason, Err: err, Usage: sl.usage})
 }
