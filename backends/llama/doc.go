@@ -11,7 +11,9 @@
 // the daemon itself: native code can still abort on inputs this package does
 // not foresee. It knows nothing of HTTP, OpenAI wire types or the model store.
 //
-// Lock order: Model.mu (queue of waiting requests, closed flag) is never held
-// while calling into llama.cpp; the scheduler goroutine alone owns the llama
-// context, the batch, the slots and their samplers.
+// Locks: scheduler.mu guards the queue of waiting requests and the closed
+// flag and is never held while calling into llama.cpp; Model.life (read by
+// vocabulary calls, written by Close) keeps the native model alive while in
+// use; neither is taken while holding the other. The scheduler goroutine
+// alone owns the llama context, the batch, the slots and their samplers.
 package llama
