@@ -76,6 +76,9 @@ func toAPIError(err error) *Error {
 	case errors.Is(err, llama.ErrNoChatTemplate):
 		return &Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "no_chat_template",
 			Message: err.Error() + "; use /v1/completions with a raw prompt"}
+	case errors.Is(err, llama.ErrTemplate):
+		return &Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "chat_template_error",
+			Message: err.Error()}
 	case errors.Is(err, llama.ErrInvalidRequest):
 		return &Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Message: err.Error()}
 	case errors.Is(err, cache.ErrDied):
