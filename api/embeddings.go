@@ -93,17 +93,11 @@ func (s *Server) embeddings(c *gin.Context) {
 		writeError(c, err)
 		return
 	}
-	h, p, err := s.acquirePipeline(c, req.Model, req.KeepAlive)
-	if err != nil {
-		writeError(c, err)
+	h, e, ok := acquireAs[Embedder](s, c, req.Model, req.KeepAlive, "embeddings")
+	if !ok {
 		return
 	}
 	defer h.Release()
-	e, ok := p.(Embedder)
-	if !ok {
-		writeError(c, wrongModel(req.Model, p, "embeddings"))
-		return
-	}
 	if dim := e.Dimensions(); dim > 0 && opts.Dimensions > dim {
 		writeError(c, badRequest("dimensions", "dimensions %d exceeds the %d dimensions of model %q", opts.Dimensions, dim, req.Model))
 		return

@@ -40,22 +40,32 @@ func taskUsage(tokens int) TaskUsage { return TaskUsage{PromptTokens: tokens, To
 // acquirePipeline finds or loads model id and returns the handle (to release) and
 // the pipeline it holds, after setting the device header.
 func (s *Server) acquirePipeline(c *gin.Context, id string, ka KeepAlive) (*cache.Handle, any, error) {
-	if s.opt.Cache == nil {
-		return nil, nil, &Error{Status: http.StatusServiceUnavailable, Type: "server_error", Message: "no model runtime is configured"}
-	}
-	if id == "" {
-		return nil, nil, badRequest("model", "model is required")
-	}
-	h, err := s.opt.Cache.Acquire(c.Request.Context(), id, cache.AcquireOptions{KeepAlive: ka.D})
+	h, err := s.acquire(c, id, ka)
 	if err != nil {
 		return nil, nil, err
 	}
-	setDevice(c, h.Instance())
 	var p any = h.Instance()
 	if u, ok := p.(Unwrapper); ok {
 		p = u.Unwrap()
 	}
 	return h, p, nil
+}
+
+// acquireAs acquires model id and checks that its pipeline is a T (what names
+// the endpoint's task in the refusal). When ok is false the error has been
+// written; otherwise the caller must release the handle.
+func acquireAs[T any](s *Server, c *gin.Context, id string, ka KeepAlive, what string) (h *cache.Handle, t T, ok bool) {
+	h, p, err := s.acquirePipeline(c, id, ka)
+	if err != nil {
+		writeError(c, err)
+		return nil, t, false
+	}
+	if t, ok = p.(T); !ok {
+		h.Release()
+		writeError(c, wrongModel(id, p, what))
+		return nil, t, false
+	}
+	return h, t, true
 }
 
 // wrongModel refuses a request whose model does not serve the endpoint's task,

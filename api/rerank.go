@@ -101,17 +101,11 @@ func (s *Server) rerank(c *gin.Context) {
 		writeError(c, err)
 		return
 	}
-	h, p, err := s.acquirePipeline(c, req.Model, req.KeepAlive)
-	if err != nil {
-		writeError(c, err)
+	h, rr, ok := acquireAs[Reranker](s, c, req.Model, req.KeepAlive, "reranking")
+	if !ok {
 		return
 	}
 	defer h.Release()
-	rr, ok := p.(Reranker)
-	if !ok {
-		writeError(c, wrongModel(req.Model, p, "reranking"))
-		return
-	}
 	res, err := rr.Rerank(c.Request.Context(), query, docs, opts)
 	if err != nil {
 		writeError(c, err)

@@ -141,17 +141,11 @@ func (s *Server) summarize(c *gin.Context) {
 		writeError(c, err)
 		return
 	}
-	h, p, err := s.acquirePipeline(c, req.Model, req.KeepAlive)
-	if err != nil {
-		writeError(c, err)
+	h, sm, ok := acquireAs[Summarizer](s, c, req.Model, req.KeepAlive, "summarization")
+	if !ok {
 		return
 	}
 	defer h.Release()
-	sm, ok := p.(Summarizer)
-	if !ok {
-		writeError(c, wrongModel(req.Model, p, "summarization"))
-		return
-	}
 	if req.Stream {
 		s.summarizeStream(c, req.Model, sm, texts[0], opts)
 		return
