@@ -1,0 +1,250 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+)
+
+const sectionHeading = "## Task pipelines (ONNX Runtime)"
+
+// Targets of the benchmark (issue: task pipelines through ONNX Runtime).
+const (
+	targetPeerRatio   = 1.3 // modeld HTTP ÷ transformers.js
+	targetDirectRatio = 0.9 // modeld HTTP ÷ the in-process pipeline call
+	// maxVectorDiff is how far the vectors of texts[0] may differ between sides.
+	maxVectorDiff = 1e-4
+)
+
+// modelInfo is what the summary reads from the model's config.json.
+type modelInfo struct {
+	Layers int `json:"num_hidden_layers"`
+	Hidden int `json:"hidden_size"`
+	Heads  int `json:"num_attention_heads"`
+	FFN    int `json:"intermediate_size"`
+	Vocab  int `json:"vocab_size"`
+	bytes  int64
+}
+
+func runSummary(args []string, w io.Writer) error {
+	fs := flag.NewFlagSet("summary", flag.ContinueOnError)
+	resultPath := fs.String("result", "", "bench-pipelines bench output")
+	model := fs.String("model", "", "the benchmark model folder (its config.json describes it in the doc)")
+	doc := fs.String("doc", "", "update the task pipelines section of this Markdown file")
+	command := fs.String("command", "scripts/bench-pipelines/run", "the reproducing command, for the doc")
+	machine := fs.String("machine", "", "one line describing the machine, for the doc")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *resultPath == "" {
+		return errors.New("summary: -result is required")
+	}
+	var res benchResult
+	if err := readJSON(*resultPath, &res); err != nil {
+		return err
+	}
+	var info modelInfo
+	if *model != "" {
+		if err := readJSON(filepath.Join(*model, "config.json"), &info); err != nil {
+			return err
+		}
+		st, err := os.Stat(filepath.Join(*model, "onnx", "model.onnx"))
+		if err != nil {
+			return err
+		}
+		info.bytes = st.Size()
+	}
+	body, err := markdown(res, *command, *machine, info)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(w, body)
+	if *doc == "" {
+		return nil
+	}
+	old, err := os.ReadFile(*doc)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return os.WriteFile(*doc, []byte(updateSection(string(old), sectionHeading, body)), 0o644)
+}
+
+// pairedRatio is the median over reps of a[i] / b[i]: runs of one rep are close
+// in time, so the ratio of a pair is less exposed to the machine's changing load
+// than a ratio of medians.
+func pairedRatio(a, b []float64) float64 {
+	n := min(len(a), len(b))
+	rs := make([]float64, 0, n)
+	for i := range n {
+		if b[i] > 0 {
+			rs = append(rs, a[i]/b[i])
+		}
+	}
+	return median(rs)
+}
+
+// verdict is one ratio against its target.
+type verdict struct {
+	what   string
+	ratio  float64
+	target float64 // 0: reported, no target
+}
+
+// verdicts are the benchmark's ratios; the error says which side is missing.
+func verdicts(res benchResult) ([]verdict, error) {
+	b, c := res.Rates[modeBatch], res.Rates[modeConcurrent]
+	for _, need := range []struct {
+		m    map[string][]float64
+		mode string
+		side string
+	}{{b, modeBatch, sidePeer}, {b, modeBatch, sideRaw}, {b, modeBatch, sidePipeline}, {b, modeBatch, sideHTTP},
+		{c, modeConcurrent, sidePeer}, {c, modeConcurrent, sideHTTP}} {
+		if len(need.m[need.side]) == 0 {
+			return nil, fmt.Errorf("summary: no %s runs of %s", need.mode, need.side)
+		}
+	}
+	return []verdict{
+		{fmt.Sprintf("modeld HTTP ÷ transformers.js, batch of %d", res.Batch), pairedRatio(b[sideHTTP], b[sidePeer]), targetPeerRatio},
+		{fmt.Sprintf("modeld HTTP ÷ transformers.js, %d concurrent singles", res.Concurrency), pairedRatio(c[sideHTTP], c[sidePeer]), targetPeerRatio},
+		{fmt.Sprintf("modeld HTTP ÷ in-process Embed, batch of %d", res.Batch), pairedRatio(b[sideHTTP], b[sidePipeline]), targetDirectRatio},
+		{fmt.Sprintf("modeld HTTP %d concurrent singles ÷ in-process Embed of %d", res.Concurrency, res.Batch), pairedRatio(c[sideHTTP], b[sidePipeline]), targetDirectRatio},
+		{fmt.Sprintf("in-process Embed ÷ ONNX Runtime alone, batch of %d", res.Batch), pairedRatio(b[sidePipeline], b[sideRaw]), 0},
+		{fmt.Sprintf("in-process %d concurrent singles ÷ in-process Embed of %d", res.Concurrency, res.Batch), pairedRatio(c[sidePipeline], b[sidePipeline]), 0},
+	}, nil
+}
+
+// markdown renders the section: settings, the table of every side, the ratios
+// against their targets, the checks and the noise seen.
+func markdown(res benchResult, command, machine string, info modelInfo) (string, error) {
+	vs, err := verdicts(res)
+	if err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	line := func(format string, a ...any) { fmt.Fprintf(&b, format+"\n", a...) }
+
+	line("%s", sectionHeading)
+	line("")
+	line("Embeddings per second of one feature-extraction model (mean pooling, L2-normalized) through")
+	line("modeld's `POST /v1/embeddings`, against transformers.js %s (`pipeline('feature-extraction')`", res.TransformersJS)
+	line("in node) on the same files, the same ONNX Runtime %s library (the CPU build shipped in", res.ORT)
+	line("`onnxruntime-node@1.30.0`, byte-identical for both) and the same intra-op threads; and against")
+	line("modeld's pipeline called in-process and ONNX Runtime alone, the limits for the daemon.")
+	line("")
+	if info.Layers > 0 {
+		line("Model: made by `scripts/bench-pipelines/gen.py` (random weights, the graph of `scripts/gen-onnx`):")
+		line("BERT, %d layers, hidden %d, %d heads, FFN %d, the bert-base-uncased WordPiece vocabulary",
+			info.Layers, info.Hidden, info.Heads, info.FFN)
+		line("(%d tokens), %.0f MB of ONNX. Texts: `scripts/bench-pipelines/texts.json`, 64 sentences and",
+			info.Vocab, float64(info.bytes)/1e6)
+		line("queries, %.1f tokens each on average.", res.TokensPerText)
+		line("")
+	}
+	line("Reproduce: `%s` (`THREADS`, `PRESET`, `CALLS`, `REPS`, `FORMAT` are read from the environment).", command)
+	line("")
+	line("Settings: %d intra-op threads on every side (modeld serve `--threads %d`, transformers.js",
+		res.Threads, res.Threads)
+	line("`session_options: {intraOpNumThreads: %d}`); a run is %d calls of %d texts, or %d callers making %d",
+		res.PeerThreads, res.Calls, res.Batch, res.Concurrency, res.Calls)
+	line("single-text calls each at once; HTTP vectors as `encoding_format: %s`, decoded by the client.", res.Format)
+	line("%d reps, each running every side once per mode in a rotating order; figures are medians of", res.Reps)
+	line("the reps in embeddings/s, ratios are medians of the per-rep ratios.")
+	if machine != "" {
+		line("Machine: %s.", machine)
+	}
+	line("")
+	line("| side | batch of %d (min–max) | %d concurrent singles (min–max) |", res.Batch, res.Concurrency)
+	line("|---|---|---|")
+	cell := func(mode, name string) string {
+		xs := res.Rates[mode][name]
+		if len(xs) == 0 {
+			return "–"
+		}
+		return fmt.Sprintf("%.0f (%.0f–%.0f)", median(xs), slices.Min(xs), slices.Max(xs))
+	}
+	row := func(label, name string) {
+		line("| %s | %s | %s |", label, cell(modeBatch, name), cell(modeConcurrent, name))
+	}
+	row(fmt.Sprintf("transformers.js %s in node", res.TransformersJS), sidePeer)
+	row("ONNX Runtime alone (`onnx.Session.Run`, pre-tokenized)", sideRaw)
+	row("modeld pipeline in-process (`pipelines.Embedder.Embed`)", sidePipeline)
+	row("**modeld HTTP** (`POST /v1/embeddings`)", sideHTTP)
+	line("")
+	line("| ratio | measured | target |")
+	line("|---|---|---|")
+	for _, v := range vs {
+		if v.target == 0 {
+			line("| %s | %.2f× | (report) |", v.what, v.ratio)
+			continue
+		}
+		line("| %s | **%.2f×** %s | ≥ %.1f× |", v.what, v.ratio, mark(v.ratio >= v.target), v.target)
+	}
+	line("")
+	peer := res.First[sidePeer]
+	dp, dh := maxAbsDiff(res.First[sidePipeline], peer), maxAbsDiff(res.First[sideHTTP], peer)
+	line("Checks: the first text's vector equals transformers.js's within %.0e: in-process %s (max |Δ| %.1e),",
+		maxVectorDiff, yesNo(dp <= maxVectorDiff), dp)
+	line("HTTP %s (max |Δ| %.1e); modeld ran the model on `%s`; same threads on every side: %s.",
+		yesNo(dh <= maxVectorDiff), dh, res.Device, yesNo(res.PeerThreads == res.Threads))
+	if len(res.Loads) > 0 {
+		line("")
+		line("Noise: this machine is shared (other builds and tests run beside the benchmark). Load average")
+		line("(1, 5, 15 min) at the start of each rep: %s.", strings.Join(res.Loads, "; "))
+	}
+	line("")
+	line("_Measured %s._", time.Now().UTC().Format("2006-01-02"))
+	return b.String(), nil
+}
+
+func mark(ok bool) string {
+	if ok {
+		return "(met)"
+	}
+	return "(**not met**)"
+}
+
+func yesNo(ok bool) string {
+	if ok {
+		return "yes"
+	}
+	return "**no**"
+}
+
+// updateSection replaces the section of doc that starts with the line heading
+// and runs to the next "## " heading (or the end) with body, or appends body
+// when doc has no such section. An empty doc gets a title first.
+func updateSection(doc, heading, body string) string {
+	body = strings.TrimRight(body, "\n") + "\n"
+	if strings.TrimSpace(doc) == "" {
+		doc = "# Performance\n\nMeasured figures of modeld against named peers, each with the command that reproduces it.\n"
+	}
+	lines := strings.SplitAfter(doc, "\n")
+	start := -1
+	for i, l := range lines {
+		if strings.TrimRight(l, "\r\n") == heading {
+			start = i
+			break
+		}
+	}
+	if start < 0 {
+		return strings.TrimRight(doc, "\n") + "\n\n" + body
+	}
+	end := len(lines)
+	for i := start + 1; i < len(lines); i++ {
+		if strings.HasPrefix(lines[i], "## ") {
+			end = i
+			break
+		}
+	}
+	rest := strings.Join(lines[end:], "")
+	if rest != "" {
+		body += "\n"
+	}
+	return strings.Join(lines[:start], "") + body + rest
+}
