@@ -18,7 +18,9 @@ import (
 const (
 	sidePeer     = "transformers.js"
 	sideRaw      = "onnxruntime"
+	sideSorted   = "onnxruntime-sorted"
 	sidePipeline = "pipeline"
+	sideNoWait   = "pipeline-nowait"
 	sideHTTP     = "http"
 )
 
@@ -42,7 +44,13 @@ type benchResult struct {
 	Format         string  `json:"encoding_format"`
 	Device         string  `json:"device"`
 	TokensPerText  float64 `json:"tokens_per_text"`
-	HTTPFirstMs    float64 `json:"http_first_ms"`
+	SortedChunk    int     `json:"sorted_chunk"`
+	BatchWaitMs    float64 `json:"batch_wait_ms"`
+	// RunTokens is the real tokens of one batch run; PaddedTokens[side] what the
+	// bare sessions feed for them, padding included.
+	RunTokens    int            `json:"run_tokens"`
+	PaddedTokens map[string]int `json:"padded_tokens"`
+	HTTPFirstMs  float64        `json:"http_first_ms"`
 	// Rates[mode][side] holds one embeddings/s figure per rep.
 	Rates map[string]map[string][]float64 `json:"rates"`
 	// First[side] is the vector of texts[0].
@@ -59,80 +67,69 @@ type side struct {
 	first      func(context.Context) ([]float64, error)
 }
 
-func runBench(args []string, w io.Writer) (err error) {
+// benchConfig is the bench subcommand's flags.
+type benchConfig struct {
+	model, lib, texts, node, peer string
+	http                          httpParams
+	threads, reps, sortedChunk    int
+	batchWait                     time.Duration
+	noWaitSide                    bool
+	wl                            workload
+}
+
+func parseBenchFlags(args []string) (benchConfig, error) {
+	var c benchConfig
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	model := fs.String("model", "", "model folder (transformers.js layout)")
-	lib := fs.String("lib", "", "ONNX Runtime shared library (…/libonnxruntime.so.1)")
-	textsPath := fs.String("texts", "", "JSON array of texts")
-	node := fs.String("node", "node", "node executable")
-	peerScript := fs.String("peer", "", "peer.mjs")
-	var hp httpParams
-	fs.StringVar(&hp.url, "url", "", "modeld's base URL")
-	fs.StringVar(&hp.name, "name", "bench/embed", "model id in modeld")
-	fs.StringVar(&hp.format, "format", "float", "encoding_format of the HTTP requests: float or base64")
-	threads := fs.Int("threads", 2, "ONNX Runtime intra-op threads of the peer and the in-process sides")
-	calls := fs.Int("calls", 8, "calls per run (per caller when concurrent)")
-	reps := fs.Int("reps", 10, "reps; each runs every side once per mode, in a rotating order")
-	batch := fs.Int("batch", 32, "texts per batch call")
-	concurrency := fs.Int("concurrency", 32, "callers of the concurrent runs")
-	batchWait := fs.Duration("batch-wait", 2*time.Millisecond, "the in-process pipeline's batching window (modeld serve's default)")
+	fs.StringVar(&c.model, "model", "", "model folder (transformers.js layout)")
+	fs.StringVar(&c.lib, "lib", "", "ONNX Runtime shared library (…/libonnxruntime.so.1)")
+	fs.StringVar(&c.texts, "texts", "", "JSON array of texts")
+	fs.StringVar(&c.node, "node", "node", "node executable")
+	fs.StringVar(&c.peer, "peer", "", "peer.mjs")
+	fs.StringVar(&c.http.url, "url", "", "modeld's base URL")
+	fs.StringVar(&c.http.name, "name", "bench/embed", "model id in modeld")
+	fs.StringVar(&c.http.format, "format", "float", "encoding_format of the HTTP requests: float or base64")
+	fs.IntVar(&c.threads, "threads", 2, "ONNX Runtime intra-op threads of the peer and the in-process sides")
+	fs.IntVar(&c.wl.calls, "calls", 8, "calls per run (per caller when concurrent)")
+	fs.IntVar(&c.reps, "reps", 10, "reps; each runs every side once per mode, in a rotating order")
+	fs.IntVar(&c.wl.batch, "batch", 32, "texts per batch call")
+	fs.IntVar(&c.wl.concurrency, "concurrency", 32, "callers of the concurrent runs")
+	fs.IntVar(&c.sortedChunk, "sorted-chunk", 8, "texts per length-sorted sub-batch of the onnxruntime-sorted side (0: no such side)")
+	fs.DurationVar(&c.batchWait, "batch-wait", 2*time.Millisecond, "the in-process pipeline's batching window (modeld serve's default)")
+	fs.BoolVar(&c.noWaitSide, "nowait-side", true, "also run the in-process pipeline with no batching window")
 	if err := fs.Parse(args); err != nil {
-		return err
+		return c, err
 	}
-	if *model == "" || *lib == "" || *textsPath == "" || *peerScript == "" || hp.url == "" {
-		return errors.New("bench: -model, -lib, -texts, -peer and -url are required")
+	if c.model == "" || c.lib == "" || c.texts == "" || c.peer == "" || c.http.url == "" {
+		return c, errors.New("bench: -model, -lib, -texts, -peer and -url are required")
 	}
-	texts, err := readTexts(*textsPath)
+	texts, err := readTexts(c.texts)
+	c.wl.texts = texts
+	return c, err
+}
+
+func runBench(args []string, w io.Writer) (err error) {
+	c, err := parseBenchFlags(args)
 	if err != nil {
 		return err
 	}
-	wl := workload{texts: texts, batch: *batch, concurrency: *concurrency, calls: *calls}
 	ctx := context.Background()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-
-	rt, err := onnx.Init(*lib)
+	rt, err := onnx.Init(c.lib)
 	if err != nil {
 		return err
 	}
 	res := benchResult{
-		Threads: *threads, Batch: *batch, Concurrency: *concurrency, Calls: *calls, Reps: *reps,
-		ORT: rt.Version(), Format: hp.format,
+		Threads: c.threads, Batch: c.wl.batch, Concurrency: c.wl.concurrency, Calls: c.wl.calls, Reps: c.reps,
+		ORT: rt.Version(), Format: c.http.format, SortedChunk: c.sortedChunk, BatchWaitMs: msec(c.batchWait),
 		Rates: map[string]map[string][]float64{modeBatch: {}, modeConcurrent: {}},
-		First: map[string][]float64{},
+		First: map[string][]float64{}, PaddedTokens: map[string]int{},
 	}
-	log.Info("loading the peer (transformers.js)")
-	peer, err := startPeer(*node, *peerScript, *model, *textsPath, *threads, wl)
-	if err != nil {
+	var set sideSet
+	defer func() { err = errors.Join(err, set.close()) }()
+	if err := set.load(ctx, c, rt, &res, log); err != nil {
 		return err
 	}
-	defer func() { err = errors.Join(err, peer.close()) }()
-	res.TransformersJS, res.PeerThreads = peer.info.Version, peer.info.Threads
-	log.Info("loading the in-process pipeline and the bare session")
-	pipe, err := newPipelineSide(ctx, rt, *model, *threads, *batchWait, wl)
-	if err != nil {
-		return err
-	}
-	defer func() { err = errors.Join(err, pipe.close()) }()
-	res.TokensPerText = pipe.tokensPerText
-	raw, err := newRawSide(ctx, rt, *model, *threads, wl)
-	if err != nil {
-		return err
-	}
-	defer func() { err = errors.Join(err, raw.close()) }()
-	log.Info("loading the model in modeld", "url", hp.url)
-	web, err := newHTTPSide(ctx, hp, wl)
-	if err != nil {
-		return err
-	}
-	res.Device, res.HTTPFirstMs = web.device, web.firstMs
-
-	sides := []side{
-		{sidePeer, peer.batch, peer.concurrent, peer.first},
-		{sideRaw, raw.batch, nil, nil},
-		{sidePipeline, pipe.batch, pipe.concurrent, pipe.first},
-		{sideHTTP, web.batch, web.concurrent, web.first},
-	}
-	for _, s := range sides {
+	for _, s := range set.sides {
 		if s.first == nil {
 			continue
 		}
@@ -140,11 +137,11 @@ func runBench(args []string, w io.Writer) (err error) {
 			return err
 		}
 	}
-	for rep := range *reps {
+	for rep := range c.reps {
 		load := loadAverage()
 		res.Loads = append(res.Loads, load)
 		for _, mode := range []string{modeBatch, modeConcurrent} {
-			for _, s := range rotate(sides, rep) {
+			for _, s := range rotate(set.sides, rep) {
 				f := s.batch
 				if mode == modeConcurrent {
 					f = s.concurrent
@@ -159,10 +156,83 @@ func runBench(args []string, w io.Writer) (err error) {
 				res.Rates[mode][s.name] = append(res.Rates[mode][s.name], r)
 			}
 		}
-		log.Info("rep done", "rep", rep+1, "of", *reps, "load", load, "batch", lastRates(res.Rates[modeBatch]), "concurrent", lastRates(res.Rates[modeConcurrent]))
+		log.Info("rep done", "rep", rep+1, "of", c.reps, "load", load,
+			"batch", lastRates(res.Rates[modeBatch]), "concurrent", lastRates(res.Rates[modeConcurrent]))
 	}
 	return writeJSON(w, res)
 }
+
+// sideSet holds the loaded sides and closes them.
+type sideSet struct {
+	sides   []side
+	closers []func() error
+}
+
+// load starts every side: the peer, the in-process pipeline(s), the bare
+// sessions, and the first requests to modeld (which load the model there).
+func (set *sideSet) load(ctx context.Context, c benchConfig, rt *onnx.Runtime, res *benchResult, log *slog.Logger) error {
+	log.Info("loading the peer (transformers.js)")
+	peer, err := startPeer(c.node, c.peer, c.model, c.texts, c.threads, c.wl)
+	if err != nil {
+		return err
+	}
+	set.closers = append(set.closers, peer.close)
+	set.sides = append(set.sides, side{sidePeer, peer.batch, peer.concurrent, peer.first})
+	res.TransformersJS, res.PeerThreads = peer.info.Version, peer.info.Threads
+
+	log.Info("loading the in-process pipeline and the bare sessions")
+	raw, err := newRawSide(ctx, rt, c.model, c.threads, 0, c.wl)
+	if err != nil {
+		return err
+	}
+	set.closers = append(set.closers, raw.close)
+	set.sides = append(set.sides, side{sideRaw, raw.batch, nil, nil})
+	res.RunTokens, res.PaddedTokens[sideRaw] = raw.tokens, raw.padded
+	if c.sortedChunk > 0 {
+		sorted, err := newRawSide(ctx, rt, c.model, c.threads, c.sortedChunk, c.wl)
+		if err != nil {
+			return err
+		}
+		set.closers = append(set.closers, sorted.close)
+		set.sides = append(set.sides, side{sideSorted, sorted.batch, nil, nil})
+		res.PaddedTokens[sideSorted] = sorted.padded
+	}
+	pipe, err := newPipelineSide(ctx, rt, c.model, c.threads, c.batchWait, c.wl)
+	if err != nil {
+		return err
+	}
+	set.closers = append(set.closers, pipe.close)
+	set.sides = append(set.sides, side{sidePipeline, pipe.batch, pipe.concurrent, pipe.first})
+	res.TokensPerText = pipe.tokensPerText
+	if c.noWaitSide {
+		nowait, err := newPipelineSide(ctx, rt, c.model, c.threads, -1, c.wl)
+		if err != nil {
+			return err
+		}
+		set.closers = append(set.closers, nowait.close)
+		set.sides = append(set.sides, side{sideNoWait, nowait.batch, nowait.concurrent, nil})
+	}
+
+	log.Info("loading the model in modeld", "url", c.http.url)
+	web, err := newHTTPSide(ctx, c.http, c.wl)
+	if err != nil {
+		return err
+	}
+	set.sides = append(set.sides, side{sideHTTP, web.batch, web.concurrent, web.first})
+	res.Device, res.HTTPFirstMs = web.device, web.firstMs
+	return nil
+}
+
+// close closes the sides in reverse order of loading.
+func (set *sideSet) close() error {
+	var errs []error
+	for i := len(set.closers) - 1; i >= 0; i-- {
+		errs = append(errs, set.closers[i]())
+	}
+	return errors.Join(errs...)
+}
+
+func msec(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 // rotate returns sides starting at index k (mod len), so that no side always
 // runs first or right after another one.
@@ -174,7 +244,7 @@ func rotate(sides []side, k int) []side {
 // lastRates formats each side's latest rate, for the progress log.
 func lastRates(m map[string][]float64) string {
 	var parts []string
-	for _, name := range []string{sidePeer, sideRaw, sidePipeline, sideHTTP} {
+	for _, name := range []string{sidePeer, sideRaw, sideSorted, sidePipeline, sideNoWait, sideHTTP} {
 		if xs := m[name]; len(xs) > 0 {
 			parts = append(parts, fmt.Sprintf("%s=%.0f", name, xs[len(xs)-1]))
 		}

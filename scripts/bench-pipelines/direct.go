@@ -1,10 +1,12 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -80,14 +82,18 @@ func (s *pipelineSide) close() error { return s.e.Close() }
 
 // rawSide is ONNX Runtime alone: onnx.Session.Run on the benchmark's batches,
 // tokenized and padded beforehand, no pooling. It is the ceiling for the model
-// on these threads.
+// on these threads. With chunk > 0 each batch is instead sorted by length and
+// run as sub-batches of chunk texts, each padded to its own longest text: what
+// length bucketing in the pipeline would save.
 type rawSide struct {
 	sess  *onnx.Session
 	feeds []map[string]*onnx.Tensor
 	wl    workload
+	// tokens and padded count the real and the padded tokens of one run.
+	tokens, padded int
 }
 
-func newRawSide(ctx context.Context, rt *onnx.Runtime, dir string, threads int, wl workload) (*rawSide, error) {
+func newRawSide(ctx context.Context, rt *onnx.Runtime, dir string, threads, chunk int, wl workload) (*rawSide, error) {
 	tok, err := tokenizer.Load(dir)
 	if err != nil {
 		return nil, err
@@ -96,15 +102,42 @@ func newRawSide(ctx context.Context, rt *onnx.Runtime, dir string, threads int, 
 	if err != nil {
 		return nil, err
 	}
-	s := &rawSide{sess: sess, wl: wl, feeds: make([]map[string]*onnx.Tensor, wl.calls)}
-	for i := range s.feeds {
-		encs := tok.EncodeBatch(wl.batchTexts(i), tokenizer.WithTruncation(0), tokenizer.WithPadding(tokenizer.PadLongest))
-		s.feeds[i] = rawFeed(sess, encs)
+	s := &rawSide{sess: sess, wl: wl}
+	for i := range wl.calls {
+		for _, texts := range subBatches(tok, wl.batchTexts(i), chunk) {
+			encs := tok.EncodeBatch(texts, tokenizer.WithTruncation(0), tokenizer.WithPadding(tokenizer.PadLongest))
+			s.feeds = append(s.feeds, rawFeed(sess, encs))
+			for _, e := range encs {
+				s.padded += len(e.IDs)
+				for _, m := range e.AttentionMask {
+					s.tokens += int(m)
+				}
+			}
+		}
 	}
 	if _, err := sess.Run(ctx, s.feeds[0]); err != nil { // warm-up
 		return nil, errors.Join(err, sess.Close())
 	}
 	return s, nil
+}
+
+// subBatches is texts as one batch (chunk <= 0), or sorted by token count and
+// cut into batches of chunk texts.
+func subBatches(tok *tokenizer.Tokenizer, texts []string, chunk int) [][]string {
+	if chunk <= 0 {
+		return [][]string{texts}
+	}
+	n := make(map[string]int, len(texts))
+	for _, t := range texts {
+		n[t] = len(tok.Encode(t, tokenizer.WithTruncation(0)).IDs)
+	}
+	sorted := slices.Clone(texts)
+	slices.SortStableFunc(sorted, func(a, b string) int { return cmp.Compare(n[a], n[b]) })
+	var out [][]string
+	for start := 0; start < len(sorted); start += chunk {
+		out = append(out, sorted[start:min(start+chunk, len(sorted))])
+	}
+	return out
 }
 
 func (s *rawSide) batch(ctx context.Context) (float64, error) {

@@ -10,6 +10,8 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -142,11 +144,11 @@ func embed(ctx context.Context, client *http.Client, p httpParams, texts []strin
 }
 
 // decodeEmbedding reads a JSON array of numbers, or with base64 a string of
-// little-endian float32 values.
+// little-endian float32 values. The array is parsed by hand: encoding/json's
+// reflection would make the client, not modeld, the cost being measured.
 func decodeEmbedding(raw json.RawMessage, format string) ([]float32, error) {
 	if format != "base64" {
-		var v []float32
-		return v, json.Unmarshal(raw, &v)
+		return parseFloats(raw)
 	}
 	var s string
 	if err := json.Unmarshal(raw, &s); err != nil {
@@ -164,4 +166,29 @@ func decodeEmbedding(raw json.RawMessage, format string) ([]float32, error) {
 		v[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
 	}
 	return v, nil
+}
+
+// parseFloats reads a JSON array of numbers as float32s.
+func parseFloats(raw []byte) ([]float32, error) {
+	s := strings.TrimSpace(string(raw))
+	if len(s) < 2 || s[0] != '[' || s[len(s)-1] != ']' {
+		return nil, fmt.Errorf("embedding is not a JSON array: %.40q", s)
+	}
+	s = strings.TrimSpace(s[1 : len(s)-1])
+	if s == "" {
+		return []float32{}, nil
+	}
+	v := make([]float32, 0, strings.Count(s, ",")+1)
+	for {
+		num, rest, more := strings.Cut(s, ",")
+		x, err := strconv.ParseFloat(strings.TrimSpace(num), 32)
+		if err != nil {
+			return nil, fmt.Errorf("embedding value %d: %w", len(v), err)
+		}
+		v = append(v, float32(x))
+		if !more {
+			return v, nil
+		}
+		s = rest
+	}
 }
