@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/modeld/modeld/backends/onnx"
+	"github.com/modeld/modeld/pipelines/tokenizer"
 )
 
 // Side names, as the result and the summary use them.
@@ -21,6 +22,7 @@ const (
 	sideSorted   = "onnxruntime-sorted"
 	sidePipeline = "pipeline"
 	sideNoWait   = "pipeline-nowait"
+	sideBucketed = "pipeline-sorted"
 	sideHTTP     = "http"
 )
 
@@ -95,7 +97,7 @@ func parseBenchFlags(args []string) (benchConfig, error) {
 	fs.IntVar(&c.wl.concurrency, "concurrency", 32, "callers of the concurrent runs")
 	fs.IntVar(&c.sortedChunk, "sorted-chunk", 8, "texts per length-sorted sub-batch of the onnxruntime-sorted side (0: no such side)")
 	fs.DurationVar(&c.batchWait, "batch-wait", 2*time.Millisecond, "the in-process pipeline's batching window (modeld serve's default)")
-	fs.BoolVar(&c.noWaitSide, "nowait-side", true, "also run the in-process pipeline with no batching window")
+	fs.BoolVar(&c.noWaitSide, "nowait-side", true, "also run the in-process pipeline with no batching window (and, with -sorted-chunk, on length-sorted sub-batches)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -211,6 +213,17 @@ func (set *sideSet) load(ctx context.Context, c benchConfig, rt *onnx.Runtime, r
 		}
 		set.closers = append(set.closers, nowait.close)
 		set.sides = append(set.sides, side{sideNoWait, nowait.batch, nowait.concurrent, nil})
+		if c.sortedChunk > 0 {
+			tok, err := tokenizer.Load(c.model)
+			if err != nil {
+				return err
+			}
+			calls := make([][][]string, c.wl.calls)
+			for i := range calls {
+				calls[i] = subBatches(tok, c.wl.batchTexts(i), c.sortedChunk)
+			}
+			set.sides = append(set.sides, side{sideBucketed, nowait.sortedBatch(calls), nil, nil})
+		}
 	}
 
 	log.Info("loading the model in modeld", "url", c.http.url)
@@ -244,7 +257,7 @@ func rotate(sides []side, k int) []side {
 // lastRates formats each side's latest rate, for the progress log.
 func lastRates(m map[string][]float64) string {
 	var parts []string
-	for _, name := range []string{sidePeer, sideRaw, sideSorted, sidePipeline, sideNoWait, sideHTTP} {
+	for _, name := range []string{sidePeer, sideRaw, sideSorted, sidePipeline, sideNoWait, sideBucketed, sideHTTP} {
 		if xs := m[name]; len(xs) > 0 {
 			parts = append(parts, fmt.Sprintf("%s=%.0f", name, xs[len(xs)-1]))
 		}

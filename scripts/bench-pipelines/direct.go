@@ -62,6 +62,29 @@ func (s *pipelineSide) batch(ctx context.Context) (float64, error) {
 	return rate(s.wl.calls*s.wl.batch, time.Since(t)), nil
 }
 
+// sortedBatch embeds each call's texts as length-sorted sub-batches (from
+// subBatches), one Embed call each: what length bucketing inside the pipeline
+// would do, emulated from outside it.
+func (s *pipelineSide) sortedBatch(calls [][][]string) func(context.Context) (float64, error) {
+	return func(ctx context.Context) (float64, error) {
+		t := time.Now()
+		n := 0
+		for _, chunks := range calls {
+			for _, texts := range chunks {
+				r, err := s.e.Embed(ctx, texts, s.opts)
+				if err != nil {
+					return 0, err
+				}
+				n += len(r.Vectors)
+			}
+		}
+		if n != s.wl.calls*s.wl.batch {
+			return 0, fmt.Errorf("pipeline: %d vectors, want %d", n, s.wl.calls*s.wl.batch)
+		}
+		return rate(n, time.Since(t)), nil
+	}
+}
+
 func (s *pipelineSide) concurrent(ctx context.Context) (float64, error) {
 	t := time.Now()
 	err := concurrently(s.wl.concurrency, func(c int) error {

@@ -132,6 +132,9 @@ func verdicts(res benchResult) ([]verdict, error) {
 			verdict{fmt.Sprintf("ONNX Runtime alone, length-sorted sub-batches of %d ÷ one padded batch of %d", res.SortedChunk, res.Batch), b[sideSorted], b[sideRaw], 0},
 			verdict{fmt.Sprintf("ONNX Runtime alone, length-sorted sub-batches of %d ÷ transformers.js, batch of %d", res.SortedChunk, res.Batch), b[sideSorted], b[sidePeer], 0})
 	}
+	if len(b[sideBucketed]) > 0 {
+		vs = append(vs, verdict{fmt.Sprintf("in-process, length-sorted Embed calls of %d ÷ transformers.js, batch of %d", res.SortedChunk, res.Batch), b[sideBucketed], b[sidePeer], 0})
+	}
 	return vs, nil
 }
 
@@ -196,6 +199,9 @@ func markdown(res benchResult, command, machine string, info modelInfo) (string,
 	row(fmt.Sprintf("modeld pipeline in-process (`pipelines.Embedder.Embed`, %g ms batching window)", res.BatchWaitMs), sidePipeline)
 	if len(res.Rates[modeBatch][sideNoWait]) > 0 {
 		row("modeld pipeline in-process, no batching window", sideNoWait)
+	}
+	if len(res.Rates[modeBatch][sideBucketed]) > 0 {
+		row(fmt.Sprintf("modeld pipeline in-process, no window, each batch as length-sorted Embed calls of %d", res.SortedChunk), sideBucketed)
 	}
 	row("**modeld HTTP** (`POST /v1/embeddings`)", sideHTTP)
 	line("")
