@@ -316,8 +316,12 @@ func TestPullRangesResumeAfterKill(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if served := e.h.bytesOfRun(run); served != size-firstHalf {
-		t.Errorf("second run served %d bytes, want the %d missing", served, size-firstHalf)
+	// The second run fetches the missing half; a range retried under load may
+	// fetch again what it had written since its last record, never a whole range
+	// that was done.
+	missing := size - firstHalf
+	if served := e.h.bytesOfRun(run); served < missing || served >= missing+(chunks[0].End-chunks[0].Start) {
+		t.Errorf("second run served %d bytes, want the %d missing (plus less than one range)", served, missing)
 	}
 	if m.Files[0].Digest != "sha256:"+sha256Hex(body) {
 		t.Errorf("digest %s", m.Files[0].Digest)
