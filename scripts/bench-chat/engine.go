@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -40,6 +41,9 @@ type layerResult struct {
 	Aggregate    []float64 `json:"aggregate,omitempty"`
 	PromptTokens int       `json:"promptTokens"`
 	IDs          []int32   `json:"ids,omitempty"`
+	// ReuseDiffers counts the decode runs after the first (which reuse its
+	// prompt KV) whose greedy ids differ from the first run's.
+	ReuseDiffers int `json:"reuseDiffers"`
 }
 
 type engineResult struct {
@@ -239,6 +243,8 @@ func measureGenerator(g generator, p engineParams) (res layerResult, err error) 
 		res.Decode = append(res.Decode, decodeRate(t.tokens, 0, t.last.Sub(t.first).Seconds()))
 		if res.IDs == nil {
 			res.IDs = t.ids
+		} else if !slices.Equal(t.ids, res.IDs) {
+			res.ReuseDiffers++
 		}
 	}
 	for i := 0; i < p.runs; i++ {

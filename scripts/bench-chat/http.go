@@ -37,7 +37,14 @@ type httpResult struct {
 	// GapP50Ms and GapP99Ms are inter-chunk gaps of the decode runs.
 	GapP50Ms float64 `json:"gapP50Ms"`
 	GapP99Ms float64 `json:"gapP99Ms"`
-	Text     string  `json:"text"`
+	// Text is the first decode run's, whose prompt shared only the BOS with
+	// the request before it (the warm-up). The later decode runs reuse the
+	// first's prompt KV (CachedTokens of them); greedy decoding must give
+	// the same text, and ReuseDiffers counts the runs where it did not.
+	Text              string `json:"text"`
+	FirstCachedTokens int    `json:"firstCachedTokens"`
+	ReuseCachedTokens int    `json:"reuseCachedTokens"`
+	ReuseDiffers      int    `json:"reuseDiffers"`
 }
 
 func runHTTP(args []string) error {
@@ -172,12 +179,13 @@ func (s *sseStream) read(r io.Reader) error {
 	}
 }
 
-// measureHTTP warms the model up (the first request loads it), then
+// measureHTTP warms the model up (the first request loads it; its prompt
+// is a variant, so the next request reuses no KV but the BOS), then
 // measures decode speed on the plain prompt, time to first token on one
 // prompt variant per run, and the aggregate of p.streams concurrent streams.
 func measureHTTP(ctx context.Context, c *http.Client, p httpParams) (res httpResult, err error) {
 	res.Tokens, res.Streams = p.tokens, p.streams
-	if _, err := completionStream(ctx, c, p, p.prompt, 2); err != nil {
+	if _, err := completionStream(ctx, c, p, variant(p.prompt, len(variantWords)-1), 2); err != nil {
 		return res, fmt.Errorf("warm-up: %w", err)
 	}
 	var gaps []float64
@@ -193,7 +201,12 @@ func measureHTTP(ctx context.Context, c *http.Client, p httpParams) (res httpRes
 			gaps = append(gaps, ms(s.chunkTimes[j].Sub(s.chunkTimes[j-1])))
 		}
 		if i == 0 {
-			res.Text = s.text.String()
+			res.Text, res.FirstCachedTokens = s.text.String(), s.cached
+		} else {
+			res.ReuseCachedTokens = s.cached
+			if s.text.String() != res.Text {
+				res.ReuseDiffers++
+			}
 		}
 	}
 	res.GapP50Ms, res.GapP99Ms = quantile(gaps, 0.5), quantile(gaps, 0.99)

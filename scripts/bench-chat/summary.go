@@ -45,6 +45,8 @@ type pooled struct {
 	engine                                 engineResult
 	http                                   httpResult
 	idsMatch, textMatch, promptTokensMatch bool
+	reuseDiffers, reuseRuns, reuseCached   int
+	engineReuseDiffers                     int
 	rounds                                 int
 	hasRunner                              bool
 }
@@ -124,6 +126,7 @@ func (p *pooled) load(peers, engines, https []string) error {
 			p.idsMatch = false
 		}
 		p.promptTokensMatch = p.promptTokensMatch && r.Engine.PromptTokens == p.peer.PromptTokens
+		p.engineReuseDiffers += r.Engine.ReuseDiffers
 		p.engine = r
 	}
 	for _, f := range https {
@@ -136,7 +139,10 @@ func (p *pooled) load(peers, engines, https []string) error {
 		p.httpAgg = append(p.httpAgg, r.Aggregate...)
 		p.httpGapP50 = append(p.httpGapP50, r.GapP50Ms)
 		p.httpGapP99 = append(p.httpGapP99, r.GapP99Ms)
-		p.textMatch = p.textMatch && r.Text == p.peer.Text
+		p.textMatch = p.textMatch && r.Text == p.peer.Text && r.FirstCachedTokens <= 1
+		p.reuseDiffers += r.ReuseDiffers
+		p.reuseRuns += max(0, len(r.Decode)-1)
+		p.reuseCached = r.ReuseCachedTokens
 		p.promptTokensMatch = p.promptTokensMatch && r.PromptTokens == p.peer.PromptTokens
 		p.http = r
 	}
@@ -198,11 +204,15 @@ func (p *pooled) markdown(command, machine string, loads []string) string {
 	line("gap: median %.2f ms, p99 %.2f ms.", median(p.httpGapP50), median(p.httpGapP99))
 	line("Checks: greedy ids of the engine equal node-llama-cpp's: %s; streamed text equals node-llama-cpp's: %s;",
 		yesNo(p.idsMatch), yesNo(p.textMatch))
-	line("prompt token counts agree: %s.", yesNo(p.promptTokensMatch))
+	line("prompt token counts agree: %s. Decode runs that reused the previous run's prompt KV (%d of %d",
+		yesNo(p.promptTokensMatch), p.reuseCached, p.peer.PromptTokens)
+	line("prompt tokens cached) and streamed a different text than the run without reuse: %d of %d over HTTP,", p.reuseDiffers, p.reuseRuns)
+	line("%d of %d in the in-process engine.", p.engineReuseDiffers, p.reuseRuns)
 	if len(loads) > 0 {
 		line("")
-		line("Noise: this machine is shared (other builds run beside the benchmark). Load average")
-		line("(1, 5, 15 min) at the start of each round: %s. Spread of single runs is in the table.", strings.Join(loads, "; "))
+		line("Noise: this machine is shared (other engineers' builds and tests run beside the benchmark).")
+		line("Before each round, CPU time used by other processes over 2 s and the load average (1, 5, 15 min):")
+		line("%s. The spread of single runs is in the table.", strings.Join(loads, "; "))
 	}
 	line("")
 	line("_Measured %s._", time.Now().UTC().Format("2006-01-02"))
