@@ -89,6 +89,9 @@ func runEngine(args []string) error {
 	if res.Direct, err = measureDirect(p); err != nil {
 		return fmt.Errorf("direct: %w", err)
 	}
+	if res.Direct.Aggregate, err = measureDirectBatch(p); err != nil {
+		return fmt.Errorf("direct, %d sequences: %w", p.streams, err)
+	}
 	m, err := llama.Open(p.model, p.engineOptions())
 	if err != nil {
 		return err
@@ -178,6 +181,90 @@ func measureDirect(p engineParams) (res layerResult, err error) {
 		res.Decode = append(res.Decode, float64(p.tokens-1)/time.Since(first).Seconds())
 	}
 	return res, nil
+}
+
+// measureDirectBatch is the library's own ceiling for concurrent streams:
+// p.streams sequences in one llama context, every llama_decode carrying one
+// token of each (their prompts decoded together first), greedy sampling.
+// It returns the aggregate decode tokens/s of each run.
+func measureDirectBatch(p engineParams) (aggs []float64, err error) {
+	mp := yz.ModelDefaultParams()
+	mp.SetCPUOnly()
+	model, err := yz.ModelLoadFromFile(p.model, mp)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { err = errors.Join(err, yz.ModelFree(model)) }()
+	cp := yz.ContextDefaultParams()
+	cp.NCtx = uint32(p.ctx * p.streams)
+	cp.NBatch = 512
+	cp.NSeqMax = uint32(p.streams)
+	cp.NThreads = int32(p.threads)
+	cp.NThreadsBatch = int32(p.batchThreads)
+	lctx, err := yz.InitFromModel(model, cp)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { err = errors.Join(err, yz.Free(lctx)) }()
+	mem, err := yz.GetMemory(lctx)
+	if err != nil {
+		return nil, err
+	}
+	vocab := yz.ModelGetVocab(model)
+	smpl := yz.SamplerChainInit(yz.SamplerChainDefaultParams())
+	yz.SamplerChainAdd(smpl, yz.SamplerInitGreedy())
+	defer yz.SamplerFree(smpl)
+	batch := yz.BatchInit(512, 0, 1)
+	defer func() { err = errors.Join(err, yz.BatchFree(batch)) }()
+
+	decode := func() error {
+		if ret, err := yz.Decode(lctx, batch); ret != 0 || err != nil {
+			return fmt.Errorf("decode of %d tokens returned %d: %v", batch.NTokens, ret, err)
+		}
+		return nil
+	}
+	for i := 0; i < p.runs; i++ {
+		if err := yz.MemoryClear(mem, true); err != nil {
+			return nil, err
+		}
+		_ = batch.Clear()
+		pos := make([]yz.Pos, p.streams)
+		last := make([]int32, p.streams)
+		for k := range p.streams {
+			toks := yz.Tokenize(vocab, variant(p.prompt, i*p.streams+k+1), true, false)
+			for j, t := range toks {
+				if err := batch.Add(t, yz.Pos(j), []yz.SeqId{yz.SeqId(k)}, j == len(toks)-1); err != nil {
+					return nil, err
+				}
+			}
+			pos[k], last[k] = yz.Pos(len(toks)), batch.NTokens-1
+		}
+		if err := decode(); err != nil {
+			return nil, err
+		}
+		next := make([]yz.Token, p.streams)
+		for k := range p.streams {
+			next[k] = yz.SamplerSample(smpl, lctx, last[k])
+		}
+		start := time.Now()
+		for step := 1; step < p.tokens; step++ {
+			_ = batch.Clear()
+			for k := range p.streams {
+				if err := batch.Add(next[k], pos[k], []yz.SeqId{yz.SeqId(k)}, true); err != nil {
+					return nil, err
+				}
+				pos[k]++
+			}
+			if err := decode(); err != nil {
+				return nil, err
+			}
+			for k := range p.streams {
+				next[k] = yz.SamplerSample(smpl, lctx, int32(k))
+			}
+		}
+		aggs = append(aggs, float64(p.streams*(p.tokens-1))/time.Since(start).Seconds())
+	}
+	return aggs, nil
 }
 
 // generator is what backends/llama's Model and Runner share that the

@@ -36,7 +36,7 @@ type peerResult struct {
 // pooled holds every round's runs of one kind, concatenated.
 type pooled struct {
 	peerDecode, peerTTFT                   []float64
-	directDecode, directTTFT               []float64
+	directDecode, directTTFT, directAgg    []float64
 	engineDecode, engineTTFT, engineAgg    []float64
 	runnerDecode, runnerTTFT, runnerAgg    []float64
 	httpDecode, httpTTFT, httpAgg          []float64
@@ -113,6 +113,7 @@ func (p *pooled) load(peers, engines, https []string) error {
 		}
 		p.directDecode = append(p.directDecode, r.Direct.Decode...)
 		p.directTTFT = append(p.directTTFT, r.Direct.TTFTMs...)
+		p.directAgg = append(p.directAgg, r.Direct.Aggregate...)
 		p.engineDecode = append(p.engineDecode, r.Engine.Decode...)
 		p.engineTTFT = append(p.engineTTFT, r.Engine.TTFTMs...)
 		p.engineAgg = append(p.engineAgg, r.Engine.Aggregate...)
@@ -186,7 +187,7 @@ func (p *pooled) markdown(command, machine string, loads []string) string {
 		line("| %s | %.0f (%.0f–%.0f) | %.1f | %s |", name, median(dec), slices.Min(dec), slices.Max(dec), median(ttft), a)
 	}
 	row("node-llama-cpp 3.21.1 (`seq.evaluate`)", p.peerDecode, p.peerTTFT, nil)
-	row("llama.cpp via yzma, nothing between", p.directDecode, p.directTTFT, nil)
+	row("llama.cpp via yzma, nothing between", p.directDecode, p.directTTFT, p.directAgg)
 	row("modeld engine in-process (backends/llama)", p.engineDecode, p.engineTTFT, p.engineAgg)
 	if p.hasRunner {
 		row("modeld engine in a runner process", p.runnerDecode, p.runnerTTFT, p.runnerAgg)
