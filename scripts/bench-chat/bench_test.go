@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -126,4 +128,54 @@ func TestUpdateSection(t *testing.T) {
 
 func decodeBody(r *http.Request, v any) error {
 	return json.NewDecoder(r.Body).Decode(v)
+}
+
+func TestSummaryRatiosAndDoc(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name string, v any) string {
+		b, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	ids := []int32{5, 6, 7}
+	peer := write("peer.json", peerResult{Threads: 1, PromptTokens: 11, Tokens: 3, Decode: []float64{400, 500, 600}, TTFTMs: []float64{5}, IDs: ids, Text: "abc"})
+	eng := write("engine.json", engineResult{Threads: 1, BatchThreads: 2, Context: 1024, Tokens: 3, Streams: 4,
+		Direct: layerResult{Decode: []float64{600}, TTFTMs: []float64{4}, Aggregate: []float64{900}},
+		Engine: layerResult{Decode: []float64{600}, TTFTMs: []float64{5}, Aggregate: []float64{900}, PromptTokens: 11, IDs: ids}})
+	web := write("http.json", httpResult{Tokens: 3, Streams: 4, PromptTokens: 11, Decode: []float64{475, 480, 490},
+		TTFTMs: []float64{10}, Aggregate: []float64{960}, Text: "abc"})
+	doc := filepath.Join(dir, "PERFORMANCE.md")
+	if err := os.WriteFile(doc, []byte("# Performance\n\n## Other\nkeep me\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	err := runSummary([]string{"-peer", peer, "-engine", eng, "-http", web, "-load", "3% busy, load 0.1 0.2 0.3", "-doc", doc}, &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"**0.96** (met)",              // 480 / 500
+		"**2.00×** (met)",             // 960 / 480
+		"**6.0 ms**",                  // 10 - 4
+		"| 1.50× |",                   // 900 / 600
+		"equal node-llama-cpp's: yes", // ids
+		"3% busy, load 0.1 0.2 0.3",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("summary lacks %q:\n%s", want, out.String())
+		}
+	}
+	b, err := os.ReadFile(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), "## Other\nkeep me\n") || !strings.Contains(string(b), sectionHeading+"\n") {
+		t.Fatalf("doc lost the other section or lacks the chat one:\n%s", b)
+	}
 }

@@ -169,8 +169,12 @@ func (p *pooled) markdown(command, machine string, loads []string) string {
 	line("")
 	line("Reproduce: `%s` (about %d min; `ROUNDS`, `RUNS`, `TOKENS`, `THREADS` are read from the environment).", command, max(1, p.rounds*2))
 	line("")
-	line("Settings: %d threads, context %d per sequence, %d prompt tokens, %d generated tokens per run,",
-		p.engine.Threads, p.engine.Context, p.peer.PromptTokens, p.engine.Tokens)
+	line("Settings: %d thread(s) for one-token steps and %d for bigger ones (prompt chunks, several streams:",
+		p.engine.Threads, p.engine.BatchThreads)
+	line("modeld's default for this machine) in modeld and in the direct calls; %d thread(s) for everything in",
+		p.peer.Threads)
+	line("node-llama-cpp; context %d per sequence, %d prompt tokens, %d generated tokens per run;",
+		p.engine.Context, p.peer.PromptTokens, p.engine.Tokens)
 	line("%d rounds (peer, engine, HTTP in turn) of %d runs each; every figure is the median of all runs.",
 		p.rounds, len(p.peer.Decode))
 	if machine != "" {
@@ -199,9 +203,18 @@ func (p *pooled) markdown(command, machine string, loads []string) string {
 	line("| modeld HTTP decode ÷ node-llama-cpp decode | **%.2f** %s | ≥ %.2f |", decodeRatio, mark(decodeRatio >= targetDecodeRatio), targetDecodeRatio)
 	line("| modeld HTTP %d streams ÷ 1 stream | **%.2f×** %s | ≥ %.0f× |", p.engine.Streams, aggRatio, mark(aggRatio >= targetAggRatio), targetAggRatio)
 	line("| time to first token, HTTP − direct library call | **%.1f ms** | (report) |", overhead)
+	line("| _for reference:_ llama.cpp itself, %d sequences per decode ÷ 1 | %.2f× | |", p.engine.Streams, median(p.directAgg)/median(p.directDecode))
 	line("")
 	line("Time to first token is measured on a different prompt each run (the same first word")
-	line("would let modeld reuse the previous prompt's KV); it includes tokenization. HTTP inter-chunk")
+	line("would let modeld reuse the previous prompt's KV); it includes tokenization. Of the HTTP overhead,")
+	if p.hasRunner {
+		line("the engine's scheduler adds %.1f ms, the runner process %.1f ms, the daemon and HTTP %.1f ms.",
+			median(p.engineTTFT)-median(p.directTTFT), median(p.runnerTTFT)-median(p.engineTTFT), median(p.httpTTFT)-median(p.runnerTTFT))
+	} else {
+		line("the engine's scheduler adds %.1f ms, the runner process, daemon and HTTP %.1f ms.",
+			median(p.engineTTFT)-median(p.directTTFT), median(p.httpTTFT)-median(p.engineTTFT))
+	}
+	line("HTTP inter-chunk")
 	line("gap: median %.2f ms, p99 %.2f ms.", median(p.httpGapP50), median(p.httpGapP99))
 	line("Checks: greedy ids of the engine equal node-llama-cpp's: %s; streamed text equals node-llama-cpp's: %s;",
 		yesNo(p.idsMatch), yesNo(p.textMatch))
