@@ -4,13 +4,15 @@
 //
 //	bench-pipelines bench -model DIR -lib libonnxruntime.so.1 -texts F \
 //	        -peer peer.mjs -url http://127.0.0.1:PORT [-name bench/embed] ...
-//	    loads four sides of the same model: transformers.js in a node child
-//	    process (peer.mjs), ONNX Runtime alone (onnx.Session.Run on pre-tokenized
-//	    batches), modeld's pipeline in this process (pipelines.Embedder.Embed)
-//	    and modeld serve through /v1/embeddings; then, -reps times, runs every
-//	    side once with 32 texts per call and once with 32 concurrent single-text
-//	    callers, in a rotating order so that the load of this shared machine
-//	    falls on every side alike. Prints every run as one JSON document.
+//	    loads the sides, all on the same model: transformers.js in a node child
+//	    process (peer.mjs); ONNX Runtime alone (onnx.Session.Run on pre-tokenized
+//	    batches: one padded batch, and length-sorted sub-batches); modeld's
+//	    pipeline in this process (pipelines.Embedder.Embed with serve's batching
+//	    window, without it, and without it on length-sorted calls); and modeld
+//	    serve through /v1/embeddings. Then, -reps times, runs every side once
+//	    with 32 texts per call and once with 32 concurrent single-text callers,
+//	    in a rotating order so that the load of this shared machine falls on
+//	    every side alike. Prints every run as one JSON document.
 //	bench-pipelines summary -result R.json [-model DIR] [-doc FILE]
 //	    medians, the ratios against the targets (medians of per-rep ratios) and
 //	    the Markdown section of docs/PERFORMANCE.md
