@@ -199,6 +199,7 @@ func measureDirectBatch(p engineParams) (aggs []float64, err error) {
 	cp.NCtx = uint32(p.ctx * p.streams)
 	cp.NBatch = 512
 	cp.NSeqMax = uint32(p.streams)
+	cp.KVUnified = 0 // one KV stream per sequence, as the engine makes it
 	cp.NThreads = int32(p.threads)
 	cp.NThreadsBatch = int32(p.batchThreads)
 	lctx, err := yz.InitFromModel(model, cp)
