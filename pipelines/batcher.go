@@ -34,6 +34,10 @@ type BatcherConfig struct {
 	QueueLimit int
 }
 
+// selfBatchSeqs is the number of sequences from which a request is worth a
+// forward pass of its own: the batcher runs it without the wait window.
+const selfBatchSeqs = 8
+
 // Batcher merges concurrent requests into one forward pass and splits the results
 // back (dynamic batching). Run gets the requests of one batch, in arrival order, and
 // must return one result per request. Batches run one at a time.
@@ -165,7 +169,8 @@ func (b *Batcher[Q, R]) loop() {
 		}
 		b.hooks.joined(len(batch))
 		var timer <-chan time.Time
-		if idle && b.cfg.Wait > 0 {
+		// A first request that is a batch of its own does not wait for company.
+		if idle && b.cfg.Wait > 0 && batch[0].cost.Seqs < selfBatchSeqs {
 			timer = b.hooks.after(b.cfg.Wait)
 		}
 	collect:
