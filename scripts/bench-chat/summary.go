@@ -48,6 +48,7 @@ type pooled struct {
 	idsMatch, textMatch, promptTokensMatch bool
 	reuseDiffers, reuseRuns, reuseCached   int
 	engineReuseDiffers                     int
+	roundPeer, roundHTTP                   []float64
 	rounds                                 int
 	hasRunner                              bool
 }
@@ -105,6 +106,7 @@ func (p *pooled) load(peers, engines, https []string) error {
 		}
 		p.peerDecode = append(p.peerDecode, r.Decode...)
 		p.peerTTFT = append(p.peerTTFT, r.TTFTMs...)
+		p.roundPeer = append(p.roundPeer, median(r.Decode))
 		p.peer = r
 	}
 	for _, f := range engines {
@@ -138,6 +140,7 @@ func (p *pooled) load(peers, engines, https []string) error {
 		}
 		p.httpDecode = append(p.httpDecode, r.Decode...)
 		p.httpTTFT = append(p.httpTTFT, r.TTFTMs...)
+		p.roundHTTP = append(p.roundHTTP, median(r.Decode))
 		p.httpAgg = append(p.httpAgg, r.Aggregate...)
 		p.httpGapP50 = append(p.httpGapP50, r.GapP50Ms)
 		p.httpGapP99 = append(p.httpGapP99, r.GapP99Ms)
@@ -168,7 +171,8 @@ func (p *pooled) markdown(command, machine string, loads []string) string {
 	line("endpoint, against node-llama-cpp 3.21.1 on the same file and the same llama.cpp build")
 	line("(both load `libllama.v0.4.0.so` and the `libggml-cpu-*` variants of `@node-llama-cpp/linux-x64@3.21.1`).")
 	line("")
-	line("Reproduce: `%s` (about %d min; `ROUNDS`, `RUNS`, `TOKENS`, `THREADS` are read from the environment).", command, max(1, p.rounds*2))
+	line("Reproduce: `%s --doc` (5–10 min; it waits for quiet CPUs before each round; `ROUNDS`, `RUNS`,", command)
+	line("`TOKENS`, `THREADS`, `BATCH_THREADS`, `CTX` are read from the environment).")
 	line("")
 	line("Settings: %d thread(s) for one-token steps and %d for bigger ones (prompt chunks, several streams:",
 		p.engine.Threads, p.engine.BatchThreads)
@@ -214,6 +218,13 @@ func (p *pooled) markdown(command, machine string, loads []string) string {
 	} else {
 		line("the engine's scheduler adds %.1f ms, the runner process, daemon and HTTP %.1f ms.",
 			median(p.engineTTFT)-median(p.directTTFT), median(p.httpTTFT)-median(p.engineTTFT))
+	}
+	if len(p.roundPeer) == len(p.roundHTTP) && len(p.roundHTTP) > 1 {
+		var rs []string
+		for i := range p.roundHTTP {
+			rs = append(rs, fmt.Sprintf("%.2f", p.roundHTTP[i]/p.roundPeer[i]))
+		}
+		line("The decode ratio of each round alone: %s.", strings.Join(rs, ", "))
 	}
 	line("HTTP inter-chunk gap: median %.2f ms, p99 %.2f ms.", median(p.httpGapP50), median(p.httpGapP99))
 	line("Checks: greedy ids of the engine equal node-llama-cpp's: %s; streamed text equals node-llama-cpp's: %s;",
