@@ -6,6 +6,9 @@
 // and a continuous-batching scheduler: one llama context per model with one
 // sequence per slot, every decode step carrying one token of each generating
 // sequence plus prompt chunks of newly joined ones, with per-slot prefix reuse.
+// Reuse keeps only KV that a fresh prompt evaluation would give bit for bit
+// (tokens decoded in steps of two or more; ggml's one-token kernels round
+// differently), so greedy output with reuse equals output without it.
 //
 // It is meant to be hosted by a runner process (one per loaded model), not by
 // the daemon itself: native code can still abort on inputs this package does

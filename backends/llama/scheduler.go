@@ -216,6 +216,7 @@ func (s *scheduler) reapCancelled() {
 func (s *scheduler) step() {
 	_ = s.batch.Clear()
 	for _, sl := range s.slots {
+		sl.before = len(sl.cache)
 		sl.logit = -1
 		if sl.idle() || !sl.hasNext {
 			continue
@@ -250,6 +251,11 @@ func (s *scheduler) step() {
 		budget -= n
 	}
 	ntok := uint64(s.batch.NTokens)
+	for _, sl := range s.slots {
+		if ntok >= 2 && sl.exact == sl.before {
+			sl.exact = len(sl.cache)
+		}
+	}
 	ret, err := yz.Decode(s.lctx, s.batch)
 	s.decodeCalls.Add(1)
 	s.decodedTokens.Add(ntok)
@@ -277,7 +283,7 @@ func (s *scheduler) failBatch(err error) {
 			continue
 		}
 		_, _ = yz.MemorySeqRm(s.mem, yz.SeqId(sl.id), -1, -1)
-		sl.cache = sl.cache[:0]
+		sl.cache, sl.exact = sl.cache[:0], 0
 		s.finish(sl, FinishError, err, false)
 	}
 }

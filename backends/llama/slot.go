@@ -22,7 +22,12 @@ type slot struct {
 	id    int
 	seq   []yz.SeqId // {id}, for batch.Add
 	cache []yz.Token // tokens whose KV the sequence holds, at positions 0..len-1
-	used  uint64     // scheduler clock when last given a request (LRU, admission order)
+	// exact is how many leading cache tokens have the KV a fresh evaluation of
+	// them as a prompt would give: each was decoded in a step of two or more
+	// tokens (ggml's one-token kernels round differently), after an exact prefix.
+	exact  int
+	before int    // len(cache) when the current step began
+	used   uint64 // scheduler clock when last given a request (LRU, admission order)
 
 	r       *request // nil when idle
 	nPast   int      // prompt tokens in the KV so far
@@ -70,9 +75,12 @@ func (s *scheduler) pickSlot(prompt []yz.Token) *slot {
 // prompt token is always evaluated, for its logits), removes the rest, and
 // builds the sampler chain.
 func (s *scheduler) start(sl *slot, r *request) {
-	common := commonPrefix(sl.cache, r.prompt)
-	if common >= len(r.prompt) {
-		common = len(r.prompt) - 1
+	// Reuse only KV that equals a fresh evaluation, and leave at least two
+	// prompt tokens to evaluate (one alone would take the one-token kernels),
+	// so that output with reuse is the output without it.
+	common := min(commonPrefix(sl.cache, r.prompt), sl.exact)
+	if len(r.prompt)-common < 2 {
+		common = max(0, len(r.prompt)-2)
 	}
 	if common < len(sl.cache) {
 		ok, err := yz.MemorySeqRm(s.mem, yz.SeqId(sl.id), yz.Pos(common), -1)
@@ -83,6 +91,7 @@ func (s *scheduler) start(sl *slot, r *request) {
 		}
 	}
 	sl.cache = sl.cache[:common]
+	sl.exact = min(sl.exact, common)
 	s.clock++
 	sl.used = s.clock
 	sl.r = r
