@@ -98,14 +98,14 @@ func (a *app) serve(ctx context.Context) error {
 	}
 	fallbacks := &gpuFallbacks{}
 	rt := &runtime{cfg: cfg, log: a.log, store: store, info: info, libs: libs, loaders: backendLoaders(cfg, a.log, libs, fallbacks)}
-	models, err := cache.New(rt.cacheConfig(), rt.resolve, rt.load, cache.WithLogger(a.log))
+	loaded, err := cache.New(rt.cacheConfig(), rt.resolve, rt.load, cache.WithLogger(a.log))
 	if err != nil {
 		return fmt.Errorf("model cache: %w", err)
 	}
 	defer func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 		defer cancel()
-		if err := models.Close(ctx); err != nil {
+		if err := loaded.Close(ctx); err != nil {
 			a.log.Warn("unloading models at shutdown", "err", err)
 		}
 	}()
@@ -117,10 +117,10 @@ func (a *app) serve(ctx context.Context) error {
 		Log:      a.log,
 		Settings: cfg.public(),
 		Origins:  cfg.Origins,
-		Cache:    models,
+		Cache:    loaded,
 	})
 	srv.AddSystemSection("gpu_fallbacks", fallbacks.snapshot)
-	srv.RegisterModels(api.ModelsOptions{Store: store, Puller: puller, Unloader: models, ContextCap: uint64(cfg.ContextSize)})
+	srv.RegisterModels(api.ModelsOptions{Store: store, Puller: puller, Unloader: loaded, ContextCap: uint64(cfg.ContextSize)})
 
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
