@@ -238,7 +238,7 @@ func (p *pooled) markdown(command, machine string, loads []string) string {
 	}
 	if len(loads) > 0 {
 		line("")
-		line("Noise: this machine is shared (other engineers' builds and tests run beside the benchmark).")
+		line("Noise: this machine is shared (other builds and tests run beside the benchmark).")
 		line("Before each round, CPU time used by other processes over 2 s and the load average (1, 5, 15 min):")
 		line("%s. The spread of single runs is in the table.", strings.Join(loads, "; "))
 	}
