@@ -34,6 +34,7 @@ type Config struct {
 	ChatSlots    int
 	ContextSize  int
 	Threads      int // 0: measured default
+	BatchThreads int // 0: measured default
 	GPUTasks     []string
 	BatchTokens  int
 	BatchWait    time.Duration
@@ -123,8 +124,10 @@ var settings = []setting{
 		def: static("4"), apply: func(c *Config, v string) error { return parseInt(&c.ChatSlots, v, 1) }},
 	{name: "context-size", help: "largest context per chat model; a model's own trained context is used when smaller",
 		def: static("8192"), apply: func(c *Config, v string) error { return parseInt(&c.ContextSize, v, 64) }},
-	{name: "threads", help: "CPU threads per model (0 = measured default for this machine)",
+	{name: "threads", help: "CPU threads per model; for chat, of one-token decode steps (0 = measured default for this machine)",
 		def: static("0"), apply: func(c *Config, v string) error { return parseInt(&c.Threads, v, 0) }},
+	{name: "batch-threads", help: "CPU threads of a chat model's multi-token steps: prompt chunks, several streams (0 = measured default for this machine)",
+		def: static("0"), apply: func(c *Config, v string) error { return parseInt(&c.BatchThreads, v, 0) }},
 	{name: "gpu-tasks", help: "tasks allowed on a GPU when one is usable (comma list of chat, embed, classify, rerank, summarize; or none)",
 		def: static("chat,embed,classify,rerank"), apply: parseTasks},
 	{name: "batch-tokens", help: "token budget of one merged forward pass of a task pipeline",

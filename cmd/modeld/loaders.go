@@ -94,11 +94,12 @@ func (c *chatInstance) Placement() cache.Placement {
 
 func loadChat(ctx context.Context, cfg Config, log *slog.Logger, libs backends.Libs, fallbacks *gpuFallbacks, spec cache.Spec, plan *loadPlan) (cache.Instance, error) {
 	opts := llama.Options{
-		ContextSize: plan.contextSize,
-		ContextCap:  cfg.ContextSize,
-		Slots:       cfg.ChatSlots,
-		Threads:     cfg.Threads,
-		MaxWaiting:  cfg.QueueSize,
+		ContextSize:  plan.contextSize,
+		ContextCap:   cfg.ContextSize,
+		Slots:        cfg.ChatSlots,
+		Threads:      cfg.Threads,
+		BatchThreads: cfg.BatchThreads,
+		MaxWaiting:   cfg.QueueSize,
 	}
 	if plan.useGPU {
 		opts.GPULayers = plan.gpuLayers

@@ -54,6 +54,7 @@ type publicConfig struct {
 	ChatSlots    int      `json:"chat_slots"`
 	ContextSize  int      `json:"context_size"`
 	Threads      int      `json:"threads"`
+	BatchThreads int      `json:"batch_threads"`
 	GPUTasks     []string `json:"gpu_tasks"`
 	BatchTokens  int      `json:"batch_tokens"`
 	BatchWait    string   `json:"batch_wait"`
@@ -68,7 +69,7 @@ func (c Config) public() publicConfig {
 	return publicConfig{
 		Listen: c.Listen, Home: c.Home, LibDir: c.LibDir, KeepAlive: c.KeepAlive.String(),
 		MaxLoaded: c.MaxLoaded, RAMBudget: c.RAMBudget, VRAMBudget: c.VRAMBudget, QueueSize: c.QueueSize,
-		LoadWait: c.LoadWait.String(), ChatSlots: c.ChatSlots, ContextSize: c.ContextSize, Threads: c.Threads,
+		LoadWait: c.LoadWait.String(), ChatSlots: c.ChatSlots, ContextSize: c.ContextSize, Threads: c.Threads, BatchThreads: c.BatchThreads,
 		GPUTasks: c.GPUTasks, BatchTokens: c.BatchTokens, BatchWait: c.BatchWait.String(), Origins: c.Origins,
 		HFEndpoint: c.HFEndpoint, HFToken: c.HFToken != "", Offline: c.Offline, ProbeTimeout: c.ProbeTimeout.String(),
 	}
