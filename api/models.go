@@ -166,31 +166,29 @@ func (h *modelHandlers) pull(c *gin.Context) {
 		writeError(c, badRequest("model", "model is required (hf:owner/repo[:QUANT] or an https:// URL of a .gguf file)"))
 		return
 	}
-	// The stream starts with the first event, so that a pull refused before
-	// any work (bad reference, offline mode) is a plain HTTP error.
-	started := false
+	// A pull refused before any network access (bad reference, name or task,
+	// offline mode) is a plain HTTP error; from then on the stream has started
+	// and errors end it as {"status":"error"} lines.
+	opts := models.PullOptions{Name: req.Name, Task: req.Task, Variant: req.Variant, Revision: req.Revision}
+	if err := h.o.Puller.Check(req.Model, opts); err != nil {
+		writeError(c, err)
+		return
+	}
+	c.Header("Content-Type", "application/x-ndjson")
+	c.Header("Cache-Control", "no-store")
+	c.Status(http.StatusOK)
+	c.Writer.Flush()
 	enc := json.NewEncoder(c.Writer)
 	send := func(v any) {
-		if !started {
-			started = true
-			c.Header("Content-Type", "application/x-ndjson")
-			c.Header("Cache-Control", "no-store")
-			c.Status(http.StatusOK)
-		}
 		_ = enc.Encode(v) // a client that went away cancels the request context
 		c.Writer.Flush()
 	}
-	opts := models.PullOptions{Name: req.Name, Task: req.Task, Variant: req.Variant, Revision: req.Revision}
 	// Pull calls the progress function from its own goroutine, never after it returns.
 	m, err := h.o.Puller.Pull(c.Request.Context(), req.Model, opts, func(p models.Progress) {
 		if p.Status != models.StatusSuccess { // sent below with the id
 			send(p)
 		}
 	})
-	if err != nil && !started {
-		writeError(c, err)
-		return
-	}
 	if err != nil {
 		send(gin.H{"status": "error", "error": toAPIError(err)})
 		return

@@ -53,6 +53,42 @@ func NewPuller(s *Store, cfg PullConfig) (*Puller, error) {
 	return p, nil
 }
 
+// Check says, without any network access, whether Pull would refuse ref and
+// opts at once: a malformed reference, name or task, or offline mode.
+func (p *Puller) Check(ref string, opts PullOptions) error {
+	_, _, _, err := p.prepare(ref, opts)
+	return err
+}
+
+// prepare validates a pull request and fills its defaults.
+func (p *Puller) prepare(ref string, opts PullOptions) (pullRef, ID, PullOptions, error) {
+	r, err := parseRef(ref)
+	if err != nil {
+		return r, ID{}, opts, err
+	}
+	if opts.Task != "" {
+		if _, err := ParseTask(string(opts.Task)); err != nil {
+			return r, ID{}, opts, err
+		}
+	}
+	if opts.Revision == "" {
+		opts.Revision = "main"
+	}
+	var id ID
+	if opts.Name != "" {
+		id, err = ParseID(opts.Name)
+	} else {
+		id, err = r.defaultID(opts.Variant)
+	}
+	if err != nil {
+		return r, ID{}, opts, err
+	}
+	if p.cfg.Offline {
+		return r, ID{}, opts, fmt.Errorf("%w: cannot pull %s (use modeld import for local files)", ErrOffline, ref)
+	}
+	return r, id, opts, nil
+}
+
 // Pull fetches ref into the store and returns the new manifest:
 //
 //	hf:owner/repo           an ONNX model repository (files its task needs,
@@ -66,29 +102,9 @@ func NewPuller(s *Store, cfg PullConfig) (*Puller, error) {
 // returns; the download stops when no other caller waits for it, and its
 // partial files stay for the next Pull to continue.
 func (p *Puller) Pull(ctx context.Context, ref string, opts PullOptions, progress ProgressFunc) (*Manifest, error) {
-	r, err := parseRef(ref)
+	r, id, opts, err := p.prepare(ref, opts)
 	if err != nil {
 		return nil, err
-	}
-	if opts.Task != "" {
-		if _, err := ParseTask(string(opts.Task)); err != nil {
-			return nil, err
-		}
-	}
-	if opts.Revision == "" {
-		opts.Revision = "main"
-	}
-	var id ID
-	if opts.Name != "" {
-		id, err = ParseID(opts.Name)
-	} else {
-		id, err = r.defaultID(opts.Variant)
-	}
-	if err != nil {
-		return nil, err
-	}
-	if p.cfg.Offline {
-		return nil, fmt.Errorf("%w: cannot pull %s (use modeld import for local files)", ErrOffline, ref)
 	}
 	key := strings.Join([]string{ref, id.String(), string(opts.Task), opts.Variant, opts.Revision}, "\x00")
 
