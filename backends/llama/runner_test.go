@@ -283,7 +283,9 @@ func TestRunnerKilledMidStream(t *testing.T) {
 		t.Fatalf("final event %+v, want an error wrapping ErrRunnerExited", final)
 	}
 	msg := final.Err.Error()
-	for _, want := range []string{"signal: killed", "llama runner: ready", "paused after token 3"} {
+	// The tail of stderr is in the error ("paused after token 3" may still be
+	// unwritten when the kill lands, so only the earlier ready line is required).
+	for _, want := range []string{"signal: killed", "llama runner: ready"} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("error %q does not say %q", msg, want)
 		}
