@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/modeld/modeld/internal/perfdoc"
 )
 
 // fakeCompletions serves /v1/completions as modeld streams it: one chunk per
@@ -120,7 +122,7 @@ func TestUpdateSection(t *testing.T) {
 		{"replace last", "# P\n\n## Embed\nx\n\n" + h + "\nold\n", "# P\n\n## Embed\nx\n\n" + h + "\nnew\n"},
 	}
 	for _, c := range cases {
-		if got := updateSection(c.doc, h, h+"\nnew\n"); got != c.want {
+		if got := perfdoc.UpdateSection(c.doc, h, h+"\nnew\n"); got != c.want {
 			t.Errorf("%s: got\n%q\nwant\n%q", c.name, got, c.want)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"github.com/modeld/modeld/internal/perfdoc"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -222,17 +223,17 @@ func TestMarkdownNeedsEverySide(t *testing.T) {
 
 func TestUpdateSectionKeepsOtherSections(t *testing.T) {
 	body := sectionHeading + "\n\nnew figures\n"
-	fresh := updateSection("", sectionHeading, body)
+	fresh := perfdoc.UpdateSection("", sectionHeading, body)
 	if !strings.HasPrefix(fresh, "# Performance\n") || !strings.HasSuffix(fresh, "\n\n"+body) {
 		t.Fatalf("new doc:\n%s", fresh)
 	}
 	doc := "# Performance\n\n## Chat (llama.cpp)\n\nchat\n\n" + sectionHeading + "\n\nold\nfigures\n\n## Store\n\nstore\n"
-	got := updateSection(doc, sectionHeading, body)
+	got := perfdoc.UpdateSection(doc, sectionHeading, body)
 	want := "# Performance\n\n## Chat (llama.cpp)\n\nchat\n\n" + body + "\n## Store\n\nstore\n"
 	if got != want {
 		t.Fatalf("updated doc:\n%q\nwant\n%q", got, want)
 	}
-	if again := updateSection(got, sectionHeading, body); again != got {
+	if again := perfdoc.UpdateSection(got, sectionHeading, body); again != got {
 		t.Fatalf("a second update changed the doc:\n%s", again)
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/modeld/modeld/internal/perfdoc"
 )
 
 const sectionHeading = "## Task pipelines (ONNX Runtime)"
@@ -72,7 +74,7 @@ func runSummary(args []string, w io.Writer) error {
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
-	return os.WriteFile(*doc, []byte(updateSection(string(old), sectionHeading, body)), 0o644)
+	return os.WriteFile(*doc, []byte(perfdoc.UpdateSection(string(old), sectionHeading, body)), 0o644)
 }
 
 // pairedRatio is the median over reps of a[i] / b[i]: runs of one rep are close
@@ -280,37 +282,4 @@ func yesNo(ok bool) string {
 		return "yes"
 	}
 	return "**no**"
-}
-
-// updateSection replaces the section of doc that starts with the line heading
-// and runs to the next "## " heading (or the end) with body, or appends body
-// when doc has no such section. An empty doc gets a title first.
-func updateSection(doc, heading, body string) string {
-	body = strings.TrimRight(body, "\n") + "\n"
-	if strings.TrimSpace(doc) == "" {
-		doc = "# Performance\n\nMeasured figures of modeld against named peers, each with the command that reproduces it.\n"
-	}
-	lines := strings.SplitAfter(doc, "\n")
-	start := -1
-	for i, l := range lines {
-		if strings.TrimRight(l, "\r\n") == heading {
-			start = i
-			break
-		}
-	}
-	if start < 0 {
-		return strings.TrimRight(doc, "\n") + "\n\n" + body
-	}
-	end := len(lines)
-	for i := start + 1; i < len(lines); i++ {
-		if strings.HasPrefix(lines[i], "## ") {
-			end = i
-			break
-		}
-	}
-	rest := strings.Join(lines[end:], "")
-	if rest != "" {
-		body += "\n"
-	}
-	return strings.Join(lines[:start], "") + body + rest
 }
