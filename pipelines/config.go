@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"time"
 
@@ -31,7 +32,13 @@ type Options struct {
 	// QueueLimit bounds the requests waiting for a forward pass (default 1024);
 	// beyond it a request fails at once with ErrBusy.
 	QueueLimit int
-	Logger     *slog.Logger
+	// Lanes is how many session runs of a merged batch a CPU encoder model
+	// (embed, classify, rerank) makes at once, each with Threads/Lanes threads,
+	// from a second session of the model: on a few cores, parallel single-thread
+	// runs outpace one run on all of them. 0 = auto (the threads, at most 4);
+	// 1 = off, which saves that session's copy of the weights.
+	Lanes  int
+	Logger *slog.Logger
 }
 
 // Defaults for Options.
@@ -52,6 +59,37 @@ func (o Options) batcherConfig() BatcherConfig {
 		c.Wait = 0
 	}
 	return c
+}
+
+// laneSplit returns the lanes of a CPU encoder model and the threads of each;
+// lanes < 2 means none.
+func (o Options) laneSplit() (lanes, threads int) { return LaneSplit(o.Threads, o.Lanes) }
+
+// LaneSplit is the lanes an encoder model on the CPU runs with Options.Threads
+// and Options.Lanes set to threads and lanes, and the threads of each; lanes < 2
+// means none, and the model holds one session instead of two.
+func LaneSplit(threads, lanes int) (int, int) {
+	t := threads
+	if t <= 0 {
+		t = runtime.NumCPU()
+	}
+	if lanes == 0 {
+		lanes = min(t, maxAutoLanes)
+	}
+	lanes = min(lanes, t)
+	if lanes < 2 {
+		return 1, t
+	}
+	return lanes, t / lanes
+}
+
+// maxAutoLanes caps the automatic lanes: past a few, the runs' weight traffic
+// competes for memory bandwidth and each run's threads do better together.
+const maxAutoLanes = 4
+
+// laneSession opens the session the lanes of an encoder model share.
+func (o Options) laneSession(path string, threads int) (*onnx.Session, error) {
+	return o.Runtime.NewSession(path, onnx.SessionOptions{Threads: threads, Logger: o.Logger})
 }
 
 func (o Options) session(path string, outputs ...string) (*onnx.Session, error) {

@@ -297,3 +297,74 @@ func TestEmbedLargeRequestIsChunked(t *testing.T) {
 		}
 	}
 }
+
+// TestEmbedLanes: with two threads and two lanes a merged batch runs as
+// parallel session runs on the second session, and every vector is still
+// transformers.js's (and the single session's).
+func TestEmbedLanes(t *testing.T) {
+	var g embedGolden
+	readGolden(t, "embed.json", &g)
+	opts := testOptions(t)
+	one, err := LoadEmbedder(modelDir(t, "embed-mean"), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeP(t, one)
+	if one.enc.lanes != nil {
+		t.Fatal("one thread made lanes")
+	}
+	opts.Threads, opts.Lanes = 2, 2
+	two, err := LoadEmbedder(modelDir(t, "embed-mean"), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeP(t, two)
+	if two.enc.lanes == nil || two.enc.laneCount != 2 {
+		t.Fatalf("Threads 2, Lanes 2: lanes %v, count %d", two.enc.lanes, two.enc.laneCount)
+	}
+	ctx := context.Background()
+	norm := true
+	for _, c := range g.Cases {
+		if c.Model != "embed-mean" || c.Vectors == nil || c.Pooling != "mean" || c.Normalize != norm {
+			continue
+		}
+		a, err := one.Embed(ctx, g.Texts, EmbedOptions{Pooling: PoolingMean, Normalize: &norm})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := two.Embed(ctx, g.Texts, EmbedOptions{Pooling: PoolingMean, Normalize: &norm})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range g.Texts {
+			if d := maxAbsDiff32(b.Vectors[i], c.Vectors[i]); d > 1e-5 {
+				t.Errorf("text %d: lanes vs transformers.js max abs diff %.3g", i, d)
+			}
+			if d := maxDiff(a.Vectors[i], b.Vectors[i]); d > 1e-6 {
+				t.Errorf("text %d: lanes vs one session max abs diff %.3g", i, d)
+			}
+		}
+		if n := two.enc.laneRuns.Load(); n < 2 {
+			t.Fatalf("%d texts ran in %d lane runs, want 2 or more", len(g.Texts), n)
+		}
+		return
+	}
+	t.Fatal("embed.json has no mean-pooled, normalized embed-mean case")
+}
+
+// A failing run on one lane fails the batch and stops the others; nothing hangs.
+func TestEmbedLanesError(t *testing.T) {
+	opts := testOptions(t)
+	opts.Threads, opts.Lanes = 2, 2
+	e, err := LoadEmbedder(modelDir(t, "embed-mean"), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeP(t, e)
+	encs, _ := e.enc.preprocess([]string{"a", "b c", "d e f", "g h i j", "k l m n o"})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := e.enc.runSorted(ctx, encs); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled batch on lanes: %v, want context.Canceled", err)
+	}
+}

@@ -3,9 +3,11 @@ package pipelines
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
+	"sync"
 	"sync/atomic"
 
 	"github.com/modeld/modeld/backends/onnx"
@@ -24,14 +26,20 @@ type seqOut struct {
 // encoderModel is an encoder-only model (BERT-like) behind a Batcher: every
 // request's encodings join one padded forward pass.
 type encoderModel struct {
-	files   *modelFiles
-	sess    *onnx.Session
-	output  string
-	batcher *Batcher[[]*tokenizer.Encoding, []seqOut]
-	padID   int64
-	left    bool         // padding side
-	passes  atomic.Int64 // forward passes run (merged batches count once)
-	budget  int          // padded tokens per forward pass
+	files *modelFiles
+	sess  *onnx.Session
+	// lanes, on a CPU model, is a second session of the same file with a share of
+	// the threads each, run by laneCount goroutines at once on the groups of a
+	// merged batch (nil: every run on sess).
+	lanes     *onnx.Session
+	laneCount int
+	laneRuns  atomic.Int64 // session runs made on lanes
+	output    string
+	batcher   *Batcher[[]*tokenizer.Encoding, []seqOut]
+	padID     int64
+	left      bool         // padding side
+	passes    atomic.Int64 // forward passes run (merged batches count once)
+	budget    int          // padded tokens per forward pass
 }
 
 // loadEncoder opens dir/onnx/model.onnx and checks that it produces output.
@@ -47,6 +55,12 @@ func loadEncoder(files *modelFiles, output, task string, opts Options) (*encoder
 	m := &encoderModel{files: files, sess: sess, output: output, left: files.tok.PaddingSide() == "left"}
 	if err := m.check(task); err != nil {
 		return nil, closeAfter(sess, err)
+	}
+	if n, threads := opts.laneSplit(); n > 1 && sess.Device() == onnx.DeviceCPU {
+		if m.lanes, err = opts.laneSession(path, threads); err != nil {
+			return nil, closeAfter(sess, fmt.Errorf("pipelines: second session for parallel runs: %w", err))
+		}
+		m.laneCount = n
 	}
 	m.padID, _ = files.tok.PadID()
 	cfg := opts.batcherConfig()
@@ -151,43 +165,84 @@ func (m *encoderModel) runBatch(ctx context.Context, reqs [][]*tokenizer.Encodin
 	return res, nil
 }
 
-// subBatch is the most sequences of one session run within a merged batch.
-// Sorting a batch by length and running it in sub-batches, each padded to its own
-// longest sequence, spends far fewer padded tokens than one run padded to the
-// longest of all (measured: ONNX Runtime 1.2x faster on 32 short texts, 2 threads).
-const subBatch = 8
-
-// runSorted runs encs in length-sorted sub-batches and returns the outputs in
-// the order of encs. A sequence's output does not depend on the others in its
-// run: padding is masked.
+// runSorted sorts encs by length, cuts them into groups that spend the fewest
+// padded tokens and runs (see partition), runs each group as one padded session
+// run, and returns the outputs in the order of encs. On a CPU model with lanes
+// the groups run in parallel, each on its own share of the threads. A sequence's
+// output does not depend on the others in its run: padding is masked.
 func (m *encoderModel) runSorted(ctx context.Context, encs []*tokenizer.Encoding) ([]seqOut, error) {
-	if len(encs) <= subBatch {
-		return m.runEncodings(ctx, encs)
-	}
 	order := make([]int, len(encs))
 	for i := range order {
 		order[i] = i
 	}
 	sort.SliceStable(order, func(a, b int) bool { return len(encs[order[a]].IDs) < len(encs[order[b]].IDs) })
+	lengths := make([]int, len(order))
+	for i, j := range order {
+		lengths[i] = len(encs[j].IDs)
+	}
+	minGroups := 1
+	if m.lanes != nil {
+		minGroups = m.laneCount
+	}
+	groups := partition(lengths, runOverhead, minGroups)
 	out := make([]seqOut, len(encs))
-	for start := 0; start < len(order); start += subBatch {
-		idx := order[start:min(start+subBatch, len(order))]
+	run := func(sess *onnx.Session, g group) error {
+		idx := order[g.start:g.end]
 		part := make([]*tokenizer.Encoding, len(idx))
 		for i, j := range idx {
 			part[i] = encs[j]
 		}
-		res, err := m.runEncodings(ctx, part)
+		res, err := m.runEncodings(ctx, sess, part)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		for i, j := range idx {
 			out[j] = res[i]
 		}
+		return nil
+	}
+	if m.lanes == nil || len(groups) < 2 {
+		for _, g := range groups {
+			if err := run(m.sess, g); err != nil {
+				return nil, err
+			}
+		}
+		return out, nil
+	}
+	// Costliest first, each lane taking the next group when it is free: the
+	// lanes finish close together.
+	slices.SortStableFunc(groups, func(a, b group) int {
+		return cmp.Compare(groupCost(lengths, b, runOverhead), groupCost(lengths, a, runOverhead))
+	})
+	var next atomic.Int64
+	errs := make([]error, min(m.laneCount, len(groups)))
+	var wg sync.WaitGroup
+	for l := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				k := int(next.Add(1)) - 1
+				if k >= len(groups) {
+					return
+				}
+				m.laneRuns.Add(1)
+				if err := run(m.lanes, groups[k]); err != nil {
+					errs[l] = err
+					next.Store(int64(len(groups))) // the other lanes stop after their run
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
 	}
 	return out, nil
 }
 
-func (m *encoderModel) runEncodings(ctx context.Context, encs []*tokenizer.Encoding) ([]seqOut, error) {
+func (m *encoderModel) runEncodings(ctx context.Context, sess *onnx.Session, encs []*tokenizer.Encoding) ([]seqOut, error) {
 	b := int64(len(encs))
 	seq := int64(encodingsCost(encs).MaxLen)
 	ids := make([]int64, b*seq)
@@ -209,13 +264,13 @@ func (m *encoderModel) runEncodings(ctx context.Context, encs []*tokenizer.Encod
 		copy(types[row+int64(off):], e.TypeIDs)
 	}
 	in := map[string]*onnx.Tensor{"input_ids": onnx.NewInt64(ids, b, seq)}
-	if m.sess.HasInput("attention_mask") {
+	if sess.HasInput("attention_mask") {
 		in["attention_mask"] = onnx.NewInt64(mask, b, seq)
 	}
-	if m.sess.HasInput("token_type_ids") {
+	if sess.HasInput("token_type_ids") {
 		in["token_type_ids"] = onnx.NewInt64(types, b, seq)
 	}
-	outs, err := m.sess.Run(ctx, in)
+	outs, err := sess.Run(ctx, in)
 	if err != nil {
 		return nil, fmt.Errorf("pipelines: forward: %w", err)
 	}
@@ -256,7 +311,11 @@ func splitOutput(t *onnx.Tensor, encs []*tokenizer.Encoding, offsets []int, seq 
 
 func (m *encoderModel) close() error {
 	m.batcher.Close()
-	return m.sess.Close()
+	err := m.sess.Close()
+	if m.lanes != nil {
+		err = errors.Join(err, m.lanes.Close())
+	}
+	return err
 }
 
 // usage counts what a request fed the model.

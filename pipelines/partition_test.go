@@ -1,0 +1,109 @@
+package pipelines
+
+import (
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+func checkCover(t *testing.T, lengths []int, gs []group) {
+	t.Helper()
+	at := 0
+	for _, g := range gs {
+		if g.start != at || g.end <= g.start {
+			t.Fatalf("groups %v do not cut [0,%d) into non-empty consecutive pieces", gs, len(lengths))
+		}
+		at = g.end
+	}
+	if at != len(lengths) {
+		t.Fatalf("groups %v end at %d, want %d", gs, at, len(lengths))
+	}
+}
+
+func totalCost(lengths []int, gs []group, overhead int) int {
+	c := 0
+	for _, g := range gs {
+		c += groupCost(lengths, g, overhead)
+	}
+	return c
+}
+
+func TestPartitionShapes(t *testing.T) {
+	if gs := partition(nil, runOverhead, 2); gs != nil {
+		t.Fatalf("no sequences: %v", gs)
+	}
+	same := slices.Repeat([]int{12}, 32)
+	if gs := partition(same, runOverhead, 1); len(gs) != 1 {
+		t.Fatalf("equal lengths: %v, want one run (padding costs nothing)", gs)
+	}
+	if gs := partition(same, runOverhead, 2); !slices.Equal(gs, []group{{0, 16}, {16, 32}}) {
+		t.Fatalf("equal lengths on two lanes: %v, want two halves", gs)
+	}
+	// Two clusters: short texts and long ones run apart.
+	two := append(slices.Repeat([]int{5}, 10), slices.Repeat([]int{60}, 10)...)
+	if gs := partition(two, runOverhead, 1); !slices.Equal(gs, []group{{0, 10}, {10, 20}}) {
+		t.Fatalf("two clusters: %v", gs)
+	}
+	// One sequence cannot be split for a second lane.
+	if gs := partition([]int{9}, runOverhead, 4); !slices.Equal(gs, []group{{0, 1}}) {
+		t.Fatalf("one sequence on 4 lanes: %v", gs)
+	}
+	// Three sequences, four lanes: one each.
+	if gs := partition([]int{3, 4, 5}, runOverhead, 4); len(gs) != 3 {
+		t.Fatalf("three sequences on 4 lanes: %v, want 3 runs", gs)
+	}
+	// With no run overhead every distinct length is its own run.
+	if gs := partition([]int{1, 1, 2, 3, 3, 3}, 0, 1); !slices.Equal(gs, []group{{0, 2}, {2, 3}, {3, 6}}) {
+		t.Fatalf("free runs: %v", gs)
+	}
+}
+
+// The cut is optimal: no other way of cutting the sorted lengths (all 2^(n-1)
+// of them, for small n) costs less.
+func TestPartitionIsOptimal(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for range 300 {
+		n := 1 + rng.IntN(12)
+		lengths := make([]int, n)
+		for i := range lengths {
+			lengths[i] = 1 + rng.IntN(80)
+		}
+		slices.Sort(lengths)
+		overhead := rng.IntN(40)
+		gs := partition(lengths, overhead, 1)
+		checkCover(t, lengths, gs)
+		got := totalCost(lengths, gs, overhead)
+		for mask := range 1 << (n - 1) {
+			var alt []group
+			start := 0
+			for i := 1; i < n; i++ {
+				if mask&(1<<(i-1)) != 0 {
+					alt = append(alt, group{start, i})
+					start = i
+				}
+			}
+			alt = append(alt, group{start, n})
+			if c := totalCost(lengths, alt, overhead); c < got {
+				t.Fatalf("lengths %v overhead %d: partition %v costs %d, %v costs %d", lengths, overhead, gs, got, alt, c)
+			}
+		}
+	}
+}
+
+func TestPartitionFillsLanes(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for range 200 {
+		n := 1 + rng.IntN(64)
+		lengths := make([]int, n)
+		for i := range lengths {
+			lengths[i] = 1 + rng.IntN(128)
+		}
+		slices.Sort(lengths)
+		lanes := 1 + rng.IntN(6)
+		gs := partition(lengths, runOverhead, lanes)
+		checkCover(t, lengths, gs)
+		if want := min(lanes, n); len(gs) < want {
+			t.Fatalf("%d sequences on %d lanes: %d runs %v", n, lanes, len(gs), gs)
+		}
+	}
+}
