@@ -10,6 +10,7 @@ import (
 	"github.com/modeld/modeld/backends"
 	"github.com/modeld/modeld/cache"
 	"github.com/modeld/modeld/models"
+	"github.com/modeld/modeld/pipelines"
 	"github.com/modeld/modeld/probe"
 )
 
@@ -122,6 +123,8 @@ func (r *runtime) resolve(_ context.Context, id string) (cache.Spec, error) {
 		if g, ok := r.gpuFor(plan.task, true); ok {
 			plan.useGPU, plan.gpuKind = true, g.Kind
 			spec.Device, spec.GPUShare = g.ID(), 1
+		} else if lanes, _ := pipelines.LaneSplit(r.cfg.Threads, r.cfg.Lanes); lanes > 1 && plan.task != string(models.TaskSummarize) {
+			spec.RAM += m.Size() // the lanes' session: a second copy of the weights
 		}
 	default:
 		return cache.Spec{}, fmt.Errorf("model %q has unknown format %q", id, m.Format)

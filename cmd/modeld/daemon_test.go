@@ -109,3 +109,29 @@ func TestResolveCanonicalAndUnknown(t *testing.T) {
 		t.Fatal("resolved a model that is not in the store")
 	}
 }
+
+// A CPU encoder model with lanes holds a second session: its RAM estimate
+// counts the weights once more. Summarization and --pipeline-lanes 1 hold one.
+func TestResolveLanesRAM(t *testing.T) {
+	noGPU := probe.Decide(probe.Readings{GOOS: "linux", Memory: probe.MemoryInfo{TotalBytes: 16 << 30}})
+	ram := func(cfg Config, id string) int64 {
+		t.Helper()
+		spec, err := testRuntime(t, noGPU, cfg).resolve(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return spec.RAM
+	}
+	rt := testRuntime(t, noGPU, Config{})
+	m, err := rt.store.Get("t/embed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	off, on := ram(Config{Threads: 2, Lanes: 1}, "t/embed"), ram(Config{Threads: 2}, "t/embed")
+	if on-off != m.Size() {
+		t.Fatalf("RAM with lanes %d, without %d: want the difference to be the model's %d bytes", on, off, m.Size())
+	}
+	if a, b := ram(Config{Threads: 2, Lanes: 1}, "t/sum"), ram(Config{Threads: 2}, "t/sum"); a != b {
+		t.Fatalf("summarize RAM %d with lanes on, %d off: it has no lanes", b, a)
+	}
+}

@@ -187,6 +187,7 @@ func (o *onnxLoader) load(_ context.Context, spec cache.Spec, plan *loadPlan) (c
 		Threads:     o.cfg.Threads,
 		BatchTokens: o.cfg.BatchTokens,
 		BatchWait:   o.cfg.BatchWait,
+		Lanes:       o.cfg.Lanes,
 		QueueLimit:  o.cfg.QueueSize,
 		Logger:      o.log.With("model", spec.ID),
 	})

@@ -58,6 +58,7 @@ type publicConfig struct {
 	GPUTasks     []string `json:"gpu_tasks"`
 	BatchTokens  int      `json:"batch_tokens"`
 	BatchWait    string   `json:"batch_wait"`
+	Lanes        int      `json:"pipeline_lanes"`
 	Origins      []string `json:"origins"`
 	HFEndpoint   string   `json:"hf_endpoint"`
 	HFToken      bool     `json:"hf_token_set"`
@@ -70,7 +71,7 @@ func (c Config) public() publicConfig {
 		Listen: c.Listen, Home: c.Home, LibDir: c.LibDir, KeepAlive: c.KeepAlive.String(),
 		MaxLoaded: c.MaxLoaded, RAMBudget: c.RAMBudget, VRAMBudget: c.VRAMBudget, QueueSize: c.QueueSize,
 		LoadWait: c.LoadWait.String(), ChatSlots: c.ChatSlots, ContextSize: c.ContextSize, Threads: c.Threads, BatchThreads: c.BatchThreads,
-		GPUTasks: c.GPUTasks, BatchTokens: c.BatchTokens, BatchWait: c.BatchWait.String(), Origins: c.Origins,
+		GPUTasks: c.GPUTasks, BatchTokens: c.BatchTokens, BatchWait: c.BatchWait.String(), Lanes: c.Lanes, Origins: c.Origins,
 		HFEndpoint: c.HFEndpoint, HFToken: c.HFToken != "", Offline: c.Offline, ProbeTimeout: c.ProbeTimeout.String(),
 	}
 }
