@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"math"
 	"net/http"
+	"strconv"
+	"sync"
 
 	"github.com/gin-gonic/gin"
 
@@ -107,28 +109,93 @@ func (s *Server) embeddings(c *gin.Context) {
 		writeError(c, err)
 		return
 	}
-	out := EmbeddingList{Object: "list", Data: make([]Embedding, len(res.Vectors)), Model: req.Model, Usage: taskUsage(res.Tokens)}
-	for i, v := range res.Vectors {
-		for _, x := range v {
-			if !finite(float64(x)) {
-				writeError(c, nonFinite(req.Model))
-				return
-			}
-		}
-		out.Data[i] = Embedding{Object: "embedding", Index: i, Embedding: v}
-		if req.EncodingFormat == "base64" {
-			out.Data[i].Embedding = encodeFloats(v)
-		}
+	body, ok := appendEmbeddings(bufPool.Get().(*[]byte), req.Model, res.Vectors, req.EncodingFormat == "base64", taskUsage(res.Tokens))
+	defer bufPool.Put(body)
+	if !ok {
+		writeError(c, nonFinite(req.Model))
+		return
 	}
 	setTruncated(c, res.Truncated)
-	c.JSON(http.StatusOK, out)
+	c.Data(http.StatusOK, "application/json; charset=utf-8", *body)
 }
 
-// encodeFloats is OpenAI's base64 embedding: the float32 values little-endian.
-func encodeFloats(v []float32) string {
+// bufPool holds response buffers: an embeddings response is about 10 bytes a
+// dimension.
+var bufPool = sync.Pool{New: func() any { return new([]byte) }}
+
+// appendEmbeddings writes an EmbeddingList as JSON into *buf (reset first) by
+// hand: reflection over every float was most of what encoding/json spent on a
+// response. It reports false, leaving *buf unspecified, when a value is not
+// finite (JSON has no NaN or infinity).
+func appendEmbeddings(buf *[]byte, model string, vecs [][]float32, b64 bool, u TaskUsage) (*[]byte, bool) {
+	b := append((*buf)[:0], `{"object":"list","data":[`...)
+	for i, v := range vecs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"object":"embedding","index":`...)
+		b = strconv.AppendInt(b, int64(i), 10)
+		b = append(b, `,"embedding":`...)
+		for _, x := range v {
+			if !finite(float64(x)) {
+				*buf = b
+				return buf, false
+			}
+		}
+		if b64 {
+			b = append(b, '"')
+			b = base64.StdEncoding.AppendEncode(b, floatBytes(v))
+			b = append(b, '"')
+		} else {
+			b = append(b, '[')
+			for j, x := range v {
+				if j > 0 {
+					b = append(b, ',')
+				}
+				b = appendFloat32(b, x)
+			}
+			b = append(b, ']')
+		}
+		b = append(b, '}')
+	}
+	b = append(b, `],"model":`...)
+	name, _ := json.Marshal(model) // a string always marshals
+	b = append(b, name...)
+	b = append(b, `,"usage":{"prompt_tokens":`...)
+	b = strconv.AppendInt(b, int64(u.PromptTokens), 10)
+	b = append(b, `,"total_tokens":`...)
+	b = strconv.AppendInt(b, int64(u.TotalTokens), 10)
+	b = append(b, "}}"...)
+	*buf = b
+	return buf, true
+}
+
+// appendFloat32 formats x as encoding/json does: the shortest decimal that
+// reads back as the same float32, with an exponent only for very small or
+// large magnitudes.
+func appendFloat32(b []byte, x float32) []byte {
+	f := float64(x)
+	format := byte('f')
+	if abs := math.Abs(f); abs != 0 && (float32(abs) < 1e-6 || float32(abs) >= 1e21) {
+		format = 'e'
+	}
+	b = strconv.AppendFloat(b, f, format, -1, 32)
+	if format == 'e' {
+		// e-07 -> e-7, as encoding/json writes it.
+		if n := len(b); n >= 4 && b[n-4] == 'e' && b[n-3] == '-' && b[n-2] == '0' {
+			b[n-2] = b[n-1]
+			b = b[:n-1]
+		}
+	}
+	return b
+}
+
+// floatBytes is OpenAI's base64 embedding before encoding: the float32 values
+// little-endian.
+func floatBytes(v []float32) []byte {
 	b := make([]byte, 4*len(v))
 	for i, x := range v {
 		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
 	}
-	return base64.StdEncoding.EncodeToString(b)
+	return b
 }

@@ -1,10 +1,13 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/binary"
+	"encoding/json"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"testing"
 
@@ -142,4 +145,42 @@ func TestEmbeddingsValidation(t *testing.T) {
 	wantError(t, pipePost(t, s, "/v1/embeddings", `{"model":"m","input":"","encoding_format":"x"}`), 400, "input", "empty string", "encoding_format")
 	// A model that produces NaN is a server error, not invalid JSON.
 	wantError(t, pipePost(t, s, "/v1/embeddings", `{"model":"m","input":"nan"}`), 500, "", "non-finite")
+}
+
+// The hand-written response is byte for byte what encoding/json makes of an
+// EmbeddingList, for both formats and floats of every magnitude.
+func TestAppendEmbeddingsMatchesEncodingJSON(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	vals := []float32{0, float32(math.Copysign(0, -1)), 1, -1, 1e-6, 9.99e-7, -3.5e-9, 1e21, 9.9e20, -2.5e30,
+		math.MaxFloat32, math.SmallestNonzeroFloat32, 0.1, 1.0 / 3}
+	for range 2000 {
+		vals = append(vals, float32(rng.NormFloat64()*math.Pow(10, float64(rng.IntN(60)-30))))
+	}
+	vecs := [][]float32{vals, vals[:3], {}}
+	for _, b64 := range []bool{false, true} {
+		want := EmbeddingList{Object: "list", Model: `org/model "q"<&>`, Usage: TaskUsage{PromptTokens: 7, TotalTokens: 7}}
+		for i, v := range vecs {
+			e := Embedding{Object: "embedding", Index: i, Embedding: v}
+			if b64 {
+				e.Embedding = base64.StdEncoding.EncodeToString(floatBytes(v))
+			}
+			want.Data = append(want.Data, e)
+		}
+		wantJSON, err := json.Marshal(want)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, ok := appendEmbeddings(new([]byte), want.Model, vecs, b64, want.Usage)
+		if !ok {
+			t.Fatalf("base64=%v: finite values refused", b64)
+		}
+		if !bytes.Equal(*got, wantJSON) {
+			t.Errorf("base64=%v:\n got %.300s\nwant %.300s", b64, *got, wantJSON)
+		}
+	}
+	for _, bad := range []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1))} {
+		if _, ok := appendEmbeddings(new([]byte), "m", [][]float32{{1, bad}}, false, TaskUsage{}); ok {
+			t.Errorf("%v accepted", bad)
+		}
+	}
 }
