@@ -25,18 +25,26 @@ type BatcherConfig struct {
 	// TokenBudget bounds the padded tokens of one merged forward pass. A request
 	// larger than the budget on its own still runs, alone.
 	TokenBudget int
-	// Wait is how long an idle batcher holds the first request of a batch for others
-	// to join. When the forward pass was busy, the requests that queued meanwhile run
-	// as soon as it is free, without waiting again.
+	// Wait is how long a batch of fewer than selfBatchSeqs sequences is held for
+	// others to join: on an idle batcher from its first request, after a pass from
+	// the pass's end; when requests joined within the window, it waits another,
+	// up to maxWindows in all. A larger batch, or one that queued behind a full
+	// pass, runs as soon as the forward pass is free.
 	Wait time.Duration
 	// QueueLimit bounds the requests waiting for a forward pass; one more fails with
 	// ErrBusy at once. 0 means 1024.
 	QueueLimit int
 }
 
-// selfBatchSeqs is the number of sequences from which a request is worth a
-// forward pass of its own: the batcher runs it without the wait window.
+// selfBatchSeqs is the number of sequences from which a batch is worth a
+// forward pass of its own: the batcher runs it without the wait window (a pass
+// of 8 short sequences costs about as much per sequence as one of 32; one of 1
+// to 4, 1.3 to 2 times as much).
 const selfBatchSeqs = 8
+
+// maxWindows bounds the wait windows of one batch: requests that keep arriving
+// extend its wait up to this many times Wait.
+const maxWindows = 4
 
 // Batcher merges concurrent requests into one forward pass and splits the results
 // back (dynamic batching). Run gets the requests of one batch, in arrival order, and
@@ -153,10 +161,11 @@ func (b *Batcher[Q, R]) Close() {
 func (b *Batcher[Q, R]) loop() {
 	defer close(b.done)
 	var carry []*call[Q, R]
+	overflow := false // carry is a request that a full batch left out
 	for {
 		var batch []*call[Q, R]
-		idle := len(carry) == 0
-		if idle {
+		mayWait := true
+		if len(carry) == 0 {
 			select {
 			case c := <-b.calls:
 				batch = append(batch, c)
@@ -165,41 +174,31 @@ func (b *Batcher[Q, R]) loop() {
 				return
 			}
 		} else {
-			batch, carry = carry, nil
+			// A request left out of a full batch runs next without waiting:
+			// more are queued behind it.
+			batch, carry, mayWait = carry, nil, !overflow
 		}
 		b.hooks.joined(len(batch))
-		var timer <-chan time.Time
-		// A first request that is a batch of its own does not wait for company.
-		if idle && b.cfg.Wait > 0 && batch[0].cost.Seqs < selfBatchSeqs {
-			timer = b.hooks.after(b.cfg.Wait)
+		if !b.collect(&batch, &carry, nil) {
+			return
 		}
-	collect:
-		for carry == nil && !b.full(batch) {
-			if timer == nil {
-				// Not waiting: take only what is already queued.
-				select {
-				case c := <-b.calls:
-					batch, carry = b.add(batch, c)
-				case <-b.quit:
-					b.fail(batch)
-					b.drain()
+		// A batch of a few sequences waits for company: on an idle pipeline for
+		// concurrent callers to arrive, after a pass for the callers it just
+		// answered to come back, so that their requests do not alternate
+		// between a large pass and a small, costly one. While requests keep
+		// joining it waits another window, up to maxWindows.
+		if carry == nil && mayWait && b.cfg.Wait > 0 && seqs(batch) < selfBatchSeqs {
+			for range maxWindows {
+				before := len(batch)
+				if !b.collect(&batch, &carry, b.hooks.after(b.cfg.Wait)) {
 					return
-				default:
-					break collect
 				}
-				continue
-			}
-			select {
-			case c := <-b.calls:
-				batch, carry = b.add(batch, c)
-			case <-timer:
-				timer = nil
-			case <-b.quit:
-				b.fail(batch)
-				b.drain()
-				return
+				if len(batch) == before || carry != nil || b.full(batch) {
+					break
+				}
 			}
 		}
+		overflow = carry != nil
 		b.execute(batch)
 		select {
 		case <-b.quit:
@@ -209,7 +208,7 @@ func (b *Batcher[Q, R]) loop() {
 		default:
 		}
 		if carry == nil {
-			// Requests that queued while the pass ran have waited enough.
+			// Requests that queued while the pass ran start the next batch.
 			select {
 			case c := <-b.calls:
 				carry = []*call[Q, R]{c}
@@ -217,6 +216,47 @@ func (b *Batcher[Q, R]) loop() {
 			}
 		}
 	}
+}
+
+// collect adds queued requests to *batch until it is full or a request does not
+// fit (that one goes to *carry). With timer nil it takes only what is queued
+// now; else it also waits for more until the timer fires. It returns false when
+// the batcher closed meanwhile, having failed the batch and the queue.
+func (b *Batcher[Q, R]) collect(batch, carry *[]*call[Q, R], timer <-chan time.Time) bool {
+	for *carry == nil && !b.full(*batch) {
+		if timer == nil {
+			select {
+			case c := <-b.calls:
+				*batch, *carry = b.add(*batch, c)
+			case <-b.quit:
+				b.fail(*batch)
+				b.drain()
+				return false
+			default:
+				return true
+			}
+			continue
+		}
+		select {
+		case c := <-b.calls:
+			*batch, *carry = b.add(*batch, c)
+		case <-timer:
+			return true
+		case <-b.quit:
+			b.fail(*batch)
+			b.drain()
+			return false
+		}
+	}
+	return true
+}
+
+func seqs[Q, R any](batch []*call[Q, R]) int {
+	n := 0
+	for _, c := range batch {
+		n += c.cost.Seqs
+	}
+	return n
 }
 
 // drain fails the requests still queued after close.

@@ -22,6 +22,23 @@ func (f *fakeClock) after(time.Duration) <-chan time.Time {
 	return ch
 }
 
+// fireAll fires every window armed from now on, until the test ends: with the
+// requests of a test already in the batch, its windows pass with no one joining.
+func (f *fakeClock) fireAll(t *testing.T) {
+	stop := make(chan struct{})
+	t.Cleanup(func() { close(stop) })
+	go func() {
+		for {
+			select {
+			case ch := <-f.armed:
+				ch <- time.Now()
+			case <-stop:
+				return
+			}
+		}
+	}()
+}
+
 type recorder struct {
 	mu      sync.Mutex
 	batches [][]string
@@ -77,11 +94,10 @@ func TestBatcherMergesWithinWindow(t *testing.T) {
 	for _, q := range []string{"aa", "bb", "cc"} {
 		submit(b, context.Background(), q, out)
 	}
-	timer := <-clock.armed
 	for n := 0; n < 3; {
 		n = <-sizes
 	}
-	timer <- time.Now()
+	clock.fireAll(t)
 	got := map[string]string{}
 	for range 3 {
 		r := <-out
@@ -137,29 +153,74 @@ func TestBatcherBacklogRunsWithoutWaiting(t *testing.T) {
 	b := newBatcher(BatcherConfig{TokenBudget: 100, Wait: time.Hour}, strCost, rec.run,
 		batcherHooks{after: clock.after, enqueued: func() { queued <- struct{}{} }})
 	defer b.Close()
-	out := make(chan result, 3)
+	backlog := []string{"b", "c", "d", "e", "f", "g", "h", "i"} // selfBatchSeqs of them
+	out := make(chan result, 1+len(backlog))
 	submit(b, context.Background(), "a", out)
 	<-queued
 	(<-clock.armed) <- time.Now()
-	<-rec.started // batch [a] is running; b and c queue behind it
-	submit(b, context.Background(), "b", out)
-	submit(b, context.Background(), "c", out)
-	<-queued
-	<-queued
-	rec.release <- struct{}{}
-	if got := <-rec.started; len(got) != 2 {
-		t.Fatalf("backlog batch = %v, want b and c together", got)
+	<-rec.started // batch [a] is running; the backlog queues behind it
+	for _, q := range backlog {
+		submit(b, context.Background(), q, out)
+		<-queued
 	}
 	rec.release <- struct{}{}
-	for range 3 {
+	if got := <-rec.started; len(got) != len(backlog) {
+		t.Fatalf("backlog batch = %v, want all %d together", got, len(backlog))
+	}
+	rec.release <- struct{}{}
+	for range 1 + len(backlog) {
 		if r := <-out; r.err != nil || r.resp != "done:"+r.req {
 			t.Fatalf("result %+v", r)
 		}
 	}
 	select {
 	case <-clock.armed:
-		t.Fatal("backlogged requests waited for a window")
+		t.Fatal("a backlog worth a pass of its own waited for a window")
 	default:
+	}
+}
+
+// A small backlog waits for the callers of the pass that just ended: their next
+// requests join it instead of running as a second small pass.
+func TestBatcherSmallBacklogWaitsForCompany(t *testing.T) {
+	clock := newFakeClock()
+	queued := make(chan struct{}, 16)
+	sizes := make(chan int, 16)
+	rec := &recorder{started: make(chan []string, 4), release: make(chan struct{})}
+	b := newBatcher(BatcherConfig{TokenBudget: 100, Wait: time.Hour}, strCost, rec.run,
+		batcherHooks{after: clock.after, enqueued: func() { queued <- struct{}{} }, joined: func(n int) { sizes <- n }})
+	defer b.Close()
+	out := make(chan result, 3)
+	submit(b, context.Background(), "a", out)
+	<-queued
+	(<-clock.armed) <- time.Now()
+	<-rec.started // [a] runs; b queues behind it
+	submit(b, context.Background(), "b", out)
+	<-queued
+	for len(sizes) > 0 {
+		<-sizes
+	}
+	rec.release <- struct{}{}
+	if r := <-out; r.req != "a" || r.err != nil {
+		t.Fatalf("first result %+v", r)
+	}
+	timer := <-clock.armed                     // [b] is small: it waits
+	submit(b, context.Background(), "a2", out) // a's caller comes back
+	for n := 0; n < 2; {
+		n = <-sizes
+	}
+	timer <- time.Now()
+	// a2 joined within the window: the batch waits one more for the rest of
+	// the callers; none comes.
+	(<-clock.armed) <- time.Now()
+	if got := <-rec.started; fmt.Sprint(got) != "[b a2]" {
+		t.Fatalf("second batch = %v, want [b a2]", got)
+	}
+	rec.release <- struct{}{}
+	for range 2 {
+		if r := <-out; r.err != nil || r.resp != "done:"+r.req {
+			t.Fatalf("result %+v", r)
+		}
 	}
 }
 
@@ -181,6 +242,7 @@ func TestBatcherQueueLimit(t *testing.T) {
 		t.Fatalf("full queue: %v", err)
 	}
 	rec.release <- struct{}{}
+	(<-clock.armed) <- time.Now() // [b] is small: it waits for company
 	<-rec.started
 	rec.release <- struct{}{}
 	for range 2 {
@@ -211,11 +273,10 @@ func TestBatcherErrorReachesEveryCaller(t *testing.T) {
 	out := make(chan result, 2)
 	submit(b, context.Background(), "x", out)
 	submit(b, context.Background(), "y", out)
-	timer := <-clock.armed
 	for n := 0; n < 2; {
 		n = <-sizes
 	}
-	timer <- time.Now()
+	clock.fireAll(t)
 	for range 2 {
 		if r := <-out; !errors.Is(r.err, boom) {
 			t.Fatalf("err = %v", r.err)
@@ -234,7 +295,6 @@ func TestBatcherSkipsCancelledRequests(t *testing.T) {
 	out := make(chan result, 2)
 	submit(b, ctx, "gone", out)
 	submit(b, context.Background(), "kept", out)
-	timer := <-clock.armed
 	for n := 0; n < 2; {
 		n = <-sizes
 	}
@@ -242,7 +302,7 @@ func TestBatcherSkipsCancelledRequests(t *testing.T) {
 	if r := <-out; r.req != "gone" || !errors.Is(r.err, context.Canceled) {
 		t.Fatalf("cancelled request: %+v", r)
 	}
-	timer <- time.Now()
+	clock.fireAll(t)
 	if r := <-out; r.req != "kept" || r.err != nil {
 		t.Fatalf("kept request: %+v", r)
 	}
@@ -268,5 +328,40 @@ func TestBatcherClose(t *testing.T) {
 	b.Close() // idempotent
 	if len(rec.batches) != 0 {
 		t.Fatalf("ran %v after close", rec.batches)
+	}
+}
+
+// While requests keep joining, a small batch waits window after window, up to
+// maxWindows; then it runs even though more might come.
+func TestBatcherWindowsExtendUpToMax(t *testing.T) {
+	clock := newFakeClock()
+	sizes := make(chan int, 16)
+	rec := &recorder{started: make(chan []string, 4)}
+	b := newBatcher(BatcherConfig{TokenBudget: 100, Wait: time.Hour}, strCost, rec.run,
+		batcherHooks{after: clock.after, joined: func(n int) { sizes <- n }})
+	defer b.Close()
+	reqs := []string{"a", "b", "c", "d", "e"}
+	out := make(chan result, len(reqs))
+	submit(b, context.Background(), reqs[0], out)
+	for i := 1; i <= maxWindows; i++ {
+		timer := <-clock.armed
+		submit(b, context.Background(), reqs[i], out)
+		for n := 0; n < i+1; {
+			n = <-sizes
+		}
+		timer <- time.Now()
+	}
+	if got := <-rec.started; fmt.Sprint(got) != fmt.Sprint(reqs) {
+		t.Fatalf("batch = %v, want %v", got, reqs)
+	}
+	select {
+	case <-clock.armed:
+		t.Fatalf("a window past the %d allowed", maxWindows)
+	default:
+	}
+	for range reqs {
+		if r := <-out; r.err != nil {
+			t.Fatal(r.err)
+		}
 	}
 }
