@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/modeld/modeld/backends/onnx"
-	"github.com/modeld/modeld/pipelines/tokenizer"
+	"github.com/modeld/modeld/pipelines"
 )
 
 // Side names, as the result and the summary use them.
@@ -20,9 +20,9 @@ const (
 	sidePeer     = "transformers.js"
 	sideRaw      = "onnxruntime"
 	sideSorted   = "onnxruntime-sorted"
+	sideRawLanes = "onnxruntime-lanes"
 	sidePipeline = "pipeline"
-	sideNoWait   = "pipeline-nowait"
-	sideBucketed = "pipeline-sorted"
+	sideOneLane  = "pipeline-onelane"
 	sideHTTP     = "http"
 )
 
@@ -48,6 +48,9 @@ type benchResult struct {
 	TokensPerText  float64 `json:"tokens_per_text"`
 	SortedChunk    int     `json:"sorted_chunk"`
 	BatchWaitMs    float64 `json:"batch_wait_ms"`
+	// Lanes is the in-process pipeline's lanes (pipelines.LaneSplit), and the
+	// parallel runs of the onnxruntime-lanes side.
+	Lanes int `json:"lanes"`
 	// RunTokens is the real tokens of one batch run; PaddedTokens[side] what the
 	// bare sessions feed for them, padding included.
 	RunTokens    int            `json:"run_tokens"`
@@ -75,7 +78,6 @@ type benchConfig struct {
 	http                          httpParams
 	threads, reps, sortedChunk    int
 	batchWait                     time.Duration
-	noWaitSide                    bool
 	wl                            workload
 }
 
@@ -97,7 +99,6 @@ func parseBenchFlags(args []string) (benchConfig, error) {
 	fs.IntVar(&c.wl.concurrency, "concurrency", 32, "callers of the concurrent runs")
 	fs.IntVar(&c.sortedChunk, "sorted-chunk", 8, "texts per length-sorted sub-batch of the onnxruntime-sorted side (0: no such side)")
 	fs.DurationVar(&c.batchWait, "batch-wait", 2*time.Millisecond, "the in-process pipeline's batching window (modeld serve's default)")
-	fs.BoolVar(&c.noWaitSide, "nowait-side", true, "also run the in-process pipeline with no batching window (and, with -sorted-chunk, on length-sorted sub-batches)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -182,8 +183,8 @@ func (set *sideSet) load(ctx context.Context, c benchConfig, rt *onnx.Runtime, r
 	set.sides = append(set.sides, side{sidePeer, peer.batch, peer.concurrent, peer.first})
 	res.TransformersJS, res.PeerThreads = peer.info.Version, peer.info.Threads
 
-	log.Info("loading the in-process pipeline and the bare sessions")
-	raw, err := newRawSide(ctx, rt, c.model, c.threads, 0, c.wl)
+	log.Info("loading the in-process pipelines and the bare sessions")
+	raw, err := newRawSide(ctx, rt, c.model, c.threads, 0, 1, c.wl)
 	if err != nil {
 		return err
 	}
@@ -191,7 +192,7 @@ func (set *sideSet) load(ctx context.Context, c benchConfig, rt *onnx.Runtime, r
 	set.sides = append(set.sides, side{sideRaw, raw.batch, nil, nil})
 	res.RunTokens, res.PaddedTokens[sideRaw] = raw.tokens, raw.padded
 	if c.sortedChunk > 0 {
-		sorted, err := newRawSide(ctx, rt, c.model, c.threads, c.sortedChunk, c.wl)
+		sorted, err := newRawSide(ctx, rt, c.model, c.threads, c.sortedChunk, 1, c.wl)
 		if err != nil {
 			return err
 		}
@@ -199,31 +200,32 @@ func (set *sideSet) load(ctx context.Context, c benchConfig, rt *onnx.Runtime, r
 		set.sides = append(set.sides, side{sideSorted, sorted.batch, nil, nil})
 		res.PaddedTokens[sideSorted] = sorted.padded
 	}
-	pipe, err := newPipelineSide(ctx, rt, c.model, c.threads, c.batchWait, c.wl)
+	res.Lanes, _ = pipelines.LaneSplit(c.threads, 0)
+	if res.Lanes > 1 {
+		// The batch cut into length-sorted pieces, one per lane, all at once.
+		chunk := (c.wl.batch + res.Lanes - 1) / res.Lanes
+		lanes, err := newRawSide(ctx, rt, c.model, c.threads, chunk, res.Lanes, c.wl)
+		if err != nil {
+			return err
+		}
+		set.closers = append(set.closers, lanes.close)
+		set.sides = append(set.sides, side{sideRawLanes, lanes.batch, nil, nil})
+		res.PaddedTokens[sideRawLanes] = lanes.padded
+	}
+	pipe, err := newPipelineSide(ctx, rt, c.model, c.threads, 0, c.batchWait, c.wl)
 	if err != nil {
 		return err
 	}
 	set.closers = append(set.closers, pipe.close)
 	set.sides = append(set.sides, side{sidePipeline, pipe.batch, pipe.concurrent, pipe.first})
 	res.TokensPerText = pipe.tokensPerText
-	if c.noWaitSide {
-		nowait, err := newPipelineSide(ctx, rt, c.model, c.threads, -1, c.wl)
+	if res.Lanes > 1 {
+		one, err := newPipelineSide(ctx, rt, c.model, c.threads, 1, c.batchWait, c.wl)
 		if err != nil {
 			return err
 		}
-		set.closers = append(set.closers, nowait.close)
-		set.sides = append(set.sides, side{sideNoWait, nowait.batch, nowait.concurrent, nil})
-		if c.sortedChunk > 0 {
-			tok, err := tokenizer.Load(c.model)
-			if err != nil {
-				return err
-			}
-			calls := make([][][]string, c.wl.calls)
-			for i := range calls {
-				calls[i] = subBatches(tok, c.wl.batchTexts(i), c.sortedChunk)
-			}
-			set.sides = append(set.sides, side{sideBucketed, nowait.sortedBatch(calls), nil, nil})
-		}
+		set.closers = append(set.closers, one.close)
+		set.sides = append(set.sides, side{sideOneLane, one.batch, one.concurrent, nil})
 	}
 
 	log.Info("loading the model in modeld", "url", c.http.url)
@@ -257,7 +259,7 @@ func rotate(sides []side, k int) []side {
 // lastRates formats each side's latest rate, for the progress log.
 func lastRates(m map[string][]float64) string {
 	var parts []string
-	for _, name := range []string{sidePeer, sideRaw, sideSorted, sidePipeline, sideNoWait, sideBucketed, sideHTTP} {
+	for _, name := range []string{sidePeer, sideRaw, sideSorted, sideRawLanes, sidePipeline, sideOneLane, sideHTTP} {
 		if xs := m[name]; len(xs) > 0 {
 			parts = append(parts, fmt.Sprintf("%s=%.0f", name, xs[len(xs)-1]))
 		}

@@ -25,8 +25,10 @@ type pipelineSide struct {
 	tokensPerText float64
 }
 
-func newPipelineSide(ctx context.Context, rt *onnx.Runtime, dir string, threads int, wait time.Duration, wl workload) (*pipelineSide, error) {
-	e, err := pipelines.LoadEmbedder(dir, pipelines.Options{Runtime: rt, Threads: threads, BatchWait: wait})
+// newPipelineSide loads the pipeline as modeld serve does; lanes is
+// Options.Lanes (0: modeld's default).
+func newPipelineSide(ctx context.Context, rt *onnx.Runtime, dir string, threads, lanes int, wait time.Duration, wl workload) (*pipelineSide, error) {
+	e, err := pipelines.LoadEmbedder(dir, pipelines.Options{Runtime: rt, Threads: threads, Lanes: lanes, BatchWait: wait})
 	if err != nil {
 		return nil, err
 	}
@@ -62,29 +64,6 @@ func (s *pipelineSide) batch(ctx context.Context) (float64, error) {
 	return rate(s.wl.calls*s.wl.batch, time.Since(t)), nil
 }
 
-// sortedBatch embeds each call's texts as length-sorted sub-batches (from
-// subBatches), one Embed call each: what length bucketing inside the pipeline
-// would do, emulated from outside it.
-func (s *pipelineSide) sortedBatch(calls [][][]string) func(context.Context) (float64, error) {
-	return func(ctx context.Context) (float64, error) {
-		t := time.Now()
-		n := 0
-		for _, chunks := range calls {
-			for _, texts := range chunks {
-				r, err := s.e.Embed(ctx, texts, s.opts)
-				if err != nil {
-					return 0, err
-				}
-				n += len(r.Vectors)
-			}
-		}
-		if n != s.wl.calls*s.wl.batch {
-			return 0, fmt.Errorf("pipeline: %d vectors, want %d", n, s.wl.calls*s.wl.batch)
-		}
-		return rate(n, time.Since(t)), nil
-	}
-}
-
 func (s *pipelineSide) concurrent(ctx context.Context) (float64, error) {
 	t := time.Now()
 	err := concurrently(s.wl.concurrency, func(c int) error {
@@ -104,28 +83,30 @@ func (s *pipelineSide) concurrent(ctx context.Context) (float64, error) {
 func (s *pipelineSide) close() error { return s.e.Close() }
 
 // rawSide is ONNX Runtime alone: onnx.Session.Run on the benchmark's batches,
-// tokenized and padded beforehand, no pooling. It is the ceiling for the model
-// on these threads. With chunk > 0 each batch is instead sorted by length and
-// run as sub-batches of chunk texts, each padded to its own longest text: what
-// length bucketing in the pipeline would save.
+// tokenized and padded beforehand, no pooling: the direct library call. With
+// chunk > 0 each batch is instead sorted by length and run as sub-batches of
+// chunk texts, each padded to its own longest text. With lanes > 1 the
+// sub-batches run that many at once, on a session of threads/lanes threads.
 type rawSide struct {
 	sess  *onnx.Session
 	feeds []map[string]*onnx.Tensor
+	lanes int
 	wl    workload
 	// tokens and padded count the real and the padded tokens of one run.
 	tokens, padded int
 }
 
-func newRawSide(ctx context.Context, rt *onnx.Runtime, dir string, threads, chunk int, wl workload) (*rawSide, error) {
+func newRawSide(ctx context.Context, rt *onnx.Runtime, dir string, threads, chunk, lanes int, wl workload) (*rawSide, error) {
 	tok, err := tokenizer.Load(dir)
 	if err != nil {
 		return nil, err
 	}
-	sess, err := rt.NewSession(filepath.Join(dir, "onnx", "model.onnx"), onnx.SessionOptions{Threads: threads, Outputs: []string{"last_hidden_state"}})
+	lanes = max(lanes, 1)
+	sess, err := rt.NewSession(filepath.Join(dir, "onnx", "model.onnx"), onnx.SessionOptions{Threads: max(threads/lanes, 1), Outputs: []string{"last_hidden_state"}})
 	if err != nil {
 		return nil, err
 	}
-	s := &rawSide{sess: sess, wl: wl}
+	s := &rawSide{sess: sess, lanes: lanes, wl: wl}
 	for i := range wl.calls {
 		for _, texts := range subBatches(tok, wl.batchTexts(i), chunk) {
 			encs := tok.EncodeBatch(texts, tokenizer.WithTruncation(0), tokenizer.WithPadding(tokenizer.PadLongest))
@@ -165,8 +146,27 @@ func subBatches(tok *tokenizer.Tokenizer, texts []string, chunk int) [][]string 
 
 func (s *rawSide) batch(ctx context.Context) (float64, error) {
 	t := time.Now()
-	for _, f := range s.feeds {
-		if _, err := s.sess.Run(ctx, f); err != nil {
+	if s.lanes == 1 {
+		for _, f := range s.feeds {
+			if _, err := s.sess.Run(ctx, f); err != nil {
+				return 0, err
+			}
+		}
+		return rate(s.wl.calls*s.wl.batch, time.Since(t)), nil
+	}
+	// Each call's sub-batches, s.lanes at a time.
+	per := len(s.feeds) / s.wl.calls
+	for call := range s.wl.calls {
+		feeds := s.feeds[call*per : (call+1)*per]
+		err := concurrently(s.lanes, func(l int) error {
+			for i := l; i < len(feeds); i += s.lanes {
+				if _, err := s.sess.Run(ctx, feeds[i]); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
 			return 0, err
 		}
 	}
