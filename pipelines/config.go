@@ -35,8 +35,9 @@ type Options struct {
 	// Lanes is how many session runs of a merged batch a CPU encoder model
 	// (embed, classify, rerank) makes at once, each with Threads/Lanes threads,
 	// from a second session of the model: on a few cores, parallel single-thread
-	// runs outpace one run on all of them. 0 = auto (the threads, at most 4);
-	// 1 = off, which saves that session's copy of the weights.
+	// runs outpace one run on all of them. 0 = auto (the threads, at most 4, for
+	// a model of up to 512 MiB; else off); 1 = off, which saves that session's
+	// copy of the weights.
 	Lanes  int
 	Logger *slog.Logger
 }
@@ -61,20 +62,20 @@ func (o Options) batcherConfig() BatcherConfig {
 	return c
 }
 
-// laneSplit returns the lanes of a CPU encoder model and the threads of each;
-// lanes < 2 means none.
-func (o Options) laneSplit() (lanes, threads int) { return LaneSplit(o.Threads, o.Lanes) }
-
-// LaneSplit is the lanes an encoder model on the CPU runs with Options.Threads
-// and Options.Lanes set to threads and lanes, and the threads of each; lanes < 2
-// means none, and the model holds one session instead of two.
-func LaneSplit(threads, lanes int) (int, int) {
+// LaneSplit is the lanes an encoder model of modelBytes on the CPU runs with
+// Options.Threads and Options.Lanes set to threads and lanes, and the threads
+// of each; lanes < 2 means none, and the model holds one session instead of
+// two. Automatic lanes are for models up to autoLanesMaxBytes.
+func LaneSplit(threads, lanes int, modelBytes int64) (int, int) {
 	t := threads
 	if t <= 0 {
 		t = runtime.NumCPU()
 	}
 	if lanes == 0 {
 		lanes = min(t, maxAutoLanes)
+		if modelBytes > autoLanesMaxBytes {
+			lanes = 1
+		}
 	}
 	lanes = min(lanes, t)
 	if lanes < 2 {
@@ -82,6 +83,11 @@ func LaneSplit(threads, lanes int) (int, int) {
 	}
 	return lanes, t / lanes
 }
+
+// autoLanesMaxBytes is the largest model that gets lanes by default: the
+// matrices of a larger one keep all the threads of one run busy, and a second
+// copy of its weights costs more memory.
+const autoLanesMaxBytes = 512 << 20
 
 // maxAutoLanes caps the automatic lanes: past a few, the runs' weight traffic
 // competes for memory bandwidth and each run's threads do better together.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"sort"
 	"sync"
@@ -56,7 +57,11 @@ func loadEncoder(files *modelFiles, output, task string, opts Options) (*encoder
 	if err := m.check(task); err != nil {
 		return nil, closeAfter(sess, err)
 	}
-	if n, threads := opts.laneSplit(); n > 1 && sess.Device() == onnx.DeviceCPU {
+	var size int64
+	if st, err := os.Stat(path); err == nil {
+		size = st.Size() // external weights beside it are not counted
+	}
+	if n, threads := LaneSplit(opts.Threads, opts.Lanes, size); n > 1 && sess.Device() == onnx.DeviceCPU {
 		if m.lanes, err = opts.laneSession(path, threads); err != nil {
 			return nil, closeAfter(sess, fmt.Errorf("pipelines: second session for parallel runs: %w", err))
 		}

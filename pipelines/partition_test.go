@@ -107,3 +107,29 @@ func TestPartitionFillsLanes(t *testing.T) {
 		}
 	}
 }
+
+func TestLaneSplit(t *testing.T) {
+	for _, tc := range []struct {
+		threads, lanes int
+		bytes          int64
+		wantLanes      int
+		wantThreads    int
+	}{
+		{2, 0, 90 << 20, 2, 1},
+		{1, 0, 90 << 20, 1, 1},
+		{8, 0, 90 << 20, 4, 2},
+		{16, 0, 90 << 20, 4, 4},
+		{6, 0, 90 << 20, 4, 1},
+		{2, 0, 600 << 20, 1, 2}, // a large model gets no automatic lanes
+		{2, 2, 600 << 20, 2, 1}, // unless asked for
+		{2, 1, 90 << 20, 1, 2},
+		{2, 8, 90 << 20, 2, 1}, // no more lanes than threads
+		{16, 8, 90 << 20, 8, 2},
+	} {
+		l, th := LaneSplit(tc.threads, tc.lanes, tc.bytes)
+		if l != tc.wantLanes || th != tc.wantThreads {
+			t.Errorf("LaneSplit(%d, %d, %d) = %d lanes of %d threads, want %d of %d",
+				tc.threads, tc.lanes, tc.bytes, l, th, tc.wantLanes, tc.wantThreads)
+		}
+	}
+}

@@ -135,7 +135,7 @@ var settings = []setting{
 		def: static("16384"), apply: func(c *Config, v string) error { return parseInt(&c.BatchTokens, v, 1) }},
 	{name: "batch-wait", help: "how long a task pipeline waits to merge concurrent requests",
 		def: static("2ms"), apply: func(c *Config, v string) error { return parseDuration(&c.BatchWait, v, false) }},
-	{name: "pipeline-lanes", help: "parallel forward passes of a merged batch on a CPU embed/classify/rerank model, sharing its threads; 1 = off, saving a second copy of the weights (0 = the threads, at most 4)",
+	{name: "pipeline-lanes", help: "parallel forward passes of a merged batch on a CPU embed/classify/rerank model, sharing its threads; 1 = off, saving a second copy of the weights (0 = the threads, at most 4, for models up to 512 MiB)",
 		def: static("0"), apply: func(c *Config, v string) error { return parseInt(&c.Lanes, v, 0) }},
 	{name: "origins", help: "extra browser origins allowed by CORS (comma list; loopback pages and browser extensions are always allowed)",
 		def: static(""), apply: func(c *Config, v string) error { c.Origins = splitList(v); return nil }},

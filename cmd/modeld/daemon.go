@@ -123,7 +123,7 @@ func (r *runtime) resolve(_ context.Context, id string) (cache.Spec, error) {
 		if g, ok := r.gpuFor(plan.task, true); ok {
 			plan.useGPU, plan.gpuKind = true, g.Kind
 			spec.Device, spec.GPUShare = g.ID(), 1
-		} else if lanes, _ := pipelines.LaneSplit(r.cfg.Threads, r.cfg.Lanes); lanes > 1 && plan.task != string(models.TaskSummarize) {
+		} else if lanes, _ := pipelines.LaneSplit(r.cfg.Threads, r.cfg.Lanes, m.Size()); lanes > 1 && plan.task != string(models.TaskSummarize) {
 			spec.RAM += m.Size() // the lanes' session: a second copy of the weights
 		}
 	default:
