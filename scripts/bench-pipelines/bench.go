@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -25,6 +26,9 @@ const (
 	sideOneLane  = "pipeline-onelane"
 	sideHTTP     = "http"
 )
+
+// settle is the pause before each side's run.
+const settle = 150 * time.Millisecond
 
 // Modes.
 const (
@@ -152,6 +156,9 @@ func runBench(args []string, w io.Writer) (err error) {
 				if f == nil {
 					continue
 				}
+				// The previous side's ONNX Runtime threads spin for a while after
+				// their last run; the next side starts once they have gone idle.
+				time.Sleep(settle)
 				r, err := f(ctx)
 				if err != nil {
 					return fmt.Errorf("%s %s: %w", s.name, mode, err)
@@ -200,7 +207,11 @@ func (set *sideSet) load(ctx context.Context, c benchConfig, rt *onnx.Runtime, r
 		set.sides = append(set.sides, side{sideSorted, sorted.batch, nil, nil})
 		res.PaddedTokens[sideSorted] = sorted.padded
 	}
-	res.Lanes, _ = pipelines.LaneSplit(c.threads, 0)
+	st, err := os.Stat(filepath.Join(c.model, "onnx", "model.onnx"))
+	if err != nil {
+		return err
+	}
+	res.Lanes, _ = pipelines.LaneSplit(c.threads, 0, st.Size())
 	if res.Lanes > 1 {
 		// The batch cut into length-sorted pieces, one per lane, all at once.
 		chunk := (c.wl.batch + res.Lanes - 1) / res.Lanes
