@@ -212,10 +212,9 @@ func (set *sideSet) load(ctx context.Context, c benchConfig, rt *onnx.Runtime, r
 		return err
 	}
 	res.Lanes, _ = pipelines.LaneSplit(c.threads, 0, st.Size())
-	if res.Lanes > 1 {
-		// The batch cut into length-sorted pieces, one per lane, all at once.
-		chunk := (c.wl.batch + res.Lanes - 1) / res.Lanes
-		lanes, err := newRawSide(ctx, rt, c.model, c.threads, chunk, res.Lanes, c.wl)
+	if res.Lanes > 1 && c.sortedChunk > 0 {
+		// The same sub-batches, res.Lanes at once on single-thread runs.
+		lanes, err := newRawSide(ctx, rt, c.model, c.threads, c.sortedChunk, res.Lanes, c.wl)
 		if err != nil {
 			return err
 		}

@@ -136,7 +136,7 @@ func verdicts(res benchResult) ([]verdict, error) {
 		vs = append(vs, verdict{fmt.Sprintf("ONNX Runtime alone, length-sorted sub-batches of %d ÷ one padded batch of %d", res.SortedChunk, res.Batch), b[sideSorted], b[sideRaw], 0})
 	}
 	if len(b[sideRawLanes]) > 0 && len(b[sideSorted]) > 0 {
-		vs = append(vs, verdict{fmt.Sprintf("ONNX Runtime alone, %d single-thread runs at once ÷ sub-batches of %d in turn", res.Lanes, res.SortedChunk), b[sideRawLanes], b[sideSorted], 0})
+		vs = append(vs, verdict{fmt.Sprintf("ONNX Runtime alone, sub-batches of %d: %d single-thread runs at once ÷ in turn on %d threads", res.SortedChunk, res.Lanes, res.Threads), b[sideRawLanes], b[sideSorted], 0})
 	}
 	return vs, nil
 }
@@ -200,7 +200,7 @@ func markdown(res benchResult, command, machine string, info modelInfo) (string,
 		row(fmt.Sprintf("ONNX Runtime alone, length-sorted sub-batches of %d in turn", res.SortedChunk), sideSorted)
 	}
 	if len(res.Rates[modeBatch][sideRawLanes]) > 0 {
-		row(fmt.Sprintf("ONNX Runtime alone, length-sorted batch cut in %d, one single-thread run each, at once", res.Lanes), sideRawLanes)
+		row(fmt.Sprintf("ONNX Runtime alone, the same sub-batches of %d, %d at once on single-thread runs", res.SortedChunk, res.Lanes), sideRawLanes)
 	}
 	row(fmt.Sprintf("modeld pipeline in-process (`pipelines.Embedder.Embed`, %d lanes, %g ms batching window)", res.Lanes, res.BatchWaitMs), sidePipeline)
 	if len(res.Rates[modeBatch][sideOneLane]) > 0 {
@@ -260,7 +260,7 @@ func whereTimeGoes(res benchResult) []string {
 		out = append(out,
 			fmt.Sprintf("It also runs those pieces %d at once, each on %s of a second session, instead of one after", res.Lanes, plural(max(res.Threads/res.Lanes, 1), "thread")),
 			fmt.Sprintf("another on all %d: ONNX Runtime's per-operator fork and join cost more than they give on small", res.Threads),
-			fmt.Sprintf("matrices (ONNX Runtime alone, %d runs at once: %.2f× the sorted sub-batches in turn; the pipeline with",
+			fmt.Sprintf("matrices (ONNX Runtime alone on the sorted sub-batches, %d at once: %.2f× the same in turn; the pipeline with",
 				res.Lanes, pairedRatio(b[sideRawLanes], b[sideSorted])),
 			fmt.Sprintf("%d lanes: %.2f× itself with one).", res.Lanes, pairedRatio(b[sidePipeline], b[sideOneLane])))
 	}
