@@ -256,15 +256,15 @@ func TestSubBatchesSortByTokenCount(t *testing.T) {
 }
 
 func TestParseFloats(t *testing.T) {
-	v, err := parseFloats([]byte(" [0.5, -1.25e-3,3 ,-0] "))
+	v, err := parseFloats(" [0.5, -1.25e-3,3 ,-0] ")
 	if err != nil || !slices.Equal(v, []float32{0.5, -1.25e-3, 3, 0}) {
 		t.Fatalf("parseFloats = %v, %v", v, err)
 	}
-	if v, err := parseFloats([]byte("[]")); err != nil || len(v) != 0 {
+	if v, err := parseFloats("[]"); err != nil || len(v) != 0 {
 		t.Fatalf("empty array = %v, %v", v, err)
 	}
 	for _, bad := range []string{`"AAAA"`, "[1,]", "[1,x]", "[1"} {
-		if _, err := parseFloats([]byte(bad)); err == nil {
+		if _, err := parseFloats(bad); err == nil {
 			t.Errorf("parseFloats(%s) succeeded", bad)
 		}
 	}
