@@ -28,8 +28,10 @@ type BatcherConfig struct {
 	// Wait is how long a batch of fewer than selfBatchSeqs sequences is held for
 	// others to join: on an idle batcher from its first request, after a pass from
 	// the pass's end; when requests joined within the window, it waits another,
-	// up to maxWindows in all. A larger batch, or one that queued behind a full
-	// pass, runs as soon as the forward pass is free.
+	// up to maxWindows in all, but no longer once as many requests as the last
+	// pass answered (when that was selfBatchSeqs or more) are back. A larger
+	// batch, or one that queued behind a full pass, runs as soon as the forward
+	// pass is free.
 	Wait time.Duration
 	// QueueLimit bounds the requests waiting for a forward pass; one more fails with
 	// ErrBusy at once. 0 means 1024.
@@ -162,6 +164,7 @@ func (b *Batcher[Q, R]) loop() {
 	defer close(b.done)
 	var carry []*call[Q, R]
 	overflow := false // carry is a request that a full batch left out
+	answered := 0     // requests the last pass answered
 	for {
 		var batch []*call[Q, R]
 		mayWait := true
@@ -179,7 +182,13 @@ func (b *Batcher[Q, R]) loop() {
 			batch, carry, mayWait = carry, nil, !overflow
 		}
 		b.hooks.joined(len(batch))
-		if !b.collect(&batch, &carry, nil) {
+		// After a pass that answered a batch's worth of callers, the wait ends as
+		// soon as as many requests are back: nobody else is expected.
+		back := 0
+		if answered >= selfBatchSeqs {
+			back = answered
+		}
+		if !b.collect(&batch, &carry, nil, 0) {
 			return
 		}
 		// A batch of a few sequences waits for company: on an idle pipeline for
@@ -190,16 +199,16 @@ func (b *Batcher[Q, R]) loop() {
 		if carry == nil && mayWait && b.cfg.Wait > 0 && seqs(batch) < selfBatchSeqs {
 			for range maxWindows {
 				before := len(batch)
-				if !b.collect(&batch, &carry, b.hooks.after(b.cfg.Wait)) {
+				if !b.collect(&batch, &carry, b.hooks.after(b.cfg.Wait), back) {
 					return
 				}
-				if len(batch) == before || carry != nil || b.full(batch) {
+				if len(batch) == before || carry != nil || b.full(batch) || back > 0 && len(batch) >= back {
 					break
 				}
 			}
 		}
 		overflow = carry != nil
-		b.execute(batch)
+		answered = b.execute(batch)
 		select {
 		case <-b.quit:
 			b.fail(carry)
@@ -218,12 +227,13 @@ func (b *Batcher[Q, R]) loop() {
 	}
 }
 
-// collect adds queued requests to *batch until it is full or a request does not
-// fit (that one goes to *carry). With timer nil it takes only what is queued
-// now; else it also waits for more until the timer fires. It returns false when
-// the batcher closed meanwhile, having failed the batch and the queue.
-func (b *Batcher[Q, R]) collect(batch, carry *[]*call[Q, R], timer <-chan time.Time) bool {
-	for *carry == nil && !b.full(*batch) {
+// collect adds queued requests to *batch until it is full, a request does not
+// fit (that one goes to *carry), or it holds enough requests (when enough > 0).
+// With timer nil it takes only what is queued now; else it also waits for more
+// until the timer fires. It returns false when the batcher closed meanwhile,
+// having failed the batch and the queue.
+func (b *Batcher[Q, R]) collect(batch, carry *[]*call[Q, R], timer <-chan time.Time, enough int) bool {
+	for *carry == nil && !b.full(*batch) && (enough == 0 || len(*batch) < enough) {
 		if timer == nil {
 			select {
 			case c := <-b.calls:
@@ -295,7 +305,8 @@ func padded[Q, R any](batch []*call[Q, R]) int {
 	return seqs * longest
 }
 
-func (b *Batcher[Q, R]) execute(batch []*call[Q, R]) {
+// execute runs the batch's live requests and returns how many it answered.
+func (b *Batcher[Q, R]) execute(batch []*call[Q, R]) int {
 	live := batch[:0:0]
 	for _, c := range batch {
 		if err := c.ctx.Err(); err != nil {
@@ -306,7 +317,7 @@ func (b *Batcher[Q, R]) execute(batch []*call[Q, R]) {
 		live = append(live, c)
 	}
 	if len(live) == 0 {
-		return
+		return 0
 	}
 	reqs := make([]Q, len(live))
 	for i, c := range live {
@@ -324,6 +335,7 @@ func (b *Batcher[Q, R]) execute(batch []*call[Q, R]) {
 		}
 		close(c.done)
 	}
+	return len(live)
 }
 
 func (b *Batcher[Q, R]) fail(batch []*call[Q, R]) {

@@ -365,3 +365,56 @@ func TestBatcherWindowsExtendUpToMax(t *testing.T) {
 		}
 	}
 }
+
+// After a pass that answered a batch's worth of callers, the next batch stops
+// waiting as soon as that many requests are back, without its window ending.
+func TestBatcherStopsWaitingWhenCallersAreBack(t *testing.T) {
+	clock := newFakeClock()
+	sizes := make(chan int, 64)
+	rec := &recorder{started: make(chan []string, 4)}
+	b := newBatcher(BatcherConfig{TokenBudget: 100, Wait: time.Hour}, strCost, rec.run,
+		batcherHooks{after: clock.after, joined: func(n int) { sizes <- n }})
+	defer b.Close()
+	out := make(chan result, 2*selfBatchSeqs)
+	for i := range selfBatchSeqs {
+		submit(b, context.Background(), fmt.Sprint("a", i), out)
+	}
+	// The first pass: all of them, once every window has ended.
+	for n := 0; n < selfBatchSeqs; {
+		n = <-sizes
+	}
+	for done := false; !done; {
+		select {
+		case got := <-rec.started:
+			if len(got) != selfBatchSeqs {
+				t.Fatalf("first batch = %v", got)
+			}
+			done = true
+		case ch := <-clock.armed:
+			ch <- time.Now()
+		}
+	}
+	for range selfBatchSeqs {
+		<-out
+	}
+	// They come back, one by one; the batch runs when the last is in, with its
+	// window still open.
+	submit(b, context.Background(), "b0", out)
+	<-clock.armed
+	for i := 1; i < selfBatchSeqs; i++ {
+		submit(b, context.Background(), fmt.Sprint("b", i), out)
+	}
+	select {
+	case got := <-rec.started:
+		if len(got) != selfBatchSeqs {
+			t.Fatalf("second batch = %v, want all %d callers", got, selfBatchSeqs)
+		}
+	case <-time.After(time.Minute): // the window never ends by itself here
+		t.Fatal("the callers were all back and the batch still waited for its window")
+	}
+	for range selfBatchSeqs {
+		if r := <-out; r.err != nil {
+			t.Fatal(r.err)
+		}
+	}
+}
