@@ -174,7 +174,9 @@ func markdown(res benchResult, command, machine string, info modelInfo) (string,
 		res.Threads, res.Threads)
 	line("`session_options: {intraOpNumThreads: %d}`); a run is %d calls of %d texts, or %d callers making %d",
 		res.PeerThreads, res.Calls, res.Batch, res.Concurrency, res.Calls)
-	line("single-text calls each at once; HTTP vectors as `encoding_format: %s`, decoded by the client.", res.Format)
+	line("single-text calls each at once; HTTP vectors as `encoding_format: %s`, every one decoded by the client", res.Format)
+	line("(which scans the response by hand: encoding/json would make the client's decoding the cost measured).")
+	line("A %d ms pause before each side lets the previous side's ONNX Runtime threads stop spinning.", settle.Milliseconds())
 	line("%d reps, each running every side once per mode in a rotating order; figures are medians of", res.Reps)
 	line("the reps in embeddings/s, ratios are medians of the per-rep ratios (\"best runs\": the ratio of each")
 	line("side's fastest run, the one least disturbed by other work on this shared machine).")
