@@ -122,6 +122,7 @@ func verdicts(res benchResult) ([]verdict, error) {
 		{fmt.Sprintf("modeld HTTP ÷ transformers.js, batch of %d", res.Batch), b[sideHTTP], b[sidePeer], targetPeerRatio},
 		{fmt.Sprintf("modeld HTTP ÷ transformers.js, %d concurrent singles", res.Concurrency), c[sideHTTP], c[sidePeer], targetPeerRatio},
 		{fmt.Sprintf("modeld HTTP ÷ ONNX Runtime alone (one padded batch of %d)", res.Batch), b[sideHTTP], b[sideRaw], targetDirectRatio},
+		{fmt.Sprintf("modeld HTTP %d concurrent singles ÷ ONNX Runtime alone (one padded batch of %d)", res.Concurrency, res.Batch), c[sideHTTP], b[sideRaw], targetDirectRatio},
 		{fmt.Sprintf("modeld HTTP ÷ in-process Embed, batch of %d", res.Batch), b[sideHTTP], b[sidePipeline], targetDirectRatio},
 		{fmt.Sprintf("modeld HTTP ÷ in-process Embed, %d concurrent singles", res.Concurrency), c[sideHTTP], c[sidePipeline], targetDirectRatio},
 		{fmt.Sprintf("modeld HTTP %d concurrent singles ÷ in-process Embed of %d", res.Concurrency, res.Batch), c[sideHTTP], b[sidePipeline], 0},
