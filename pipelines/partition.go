@@ -8,13 +8,18 @@ package pipelines
 // other encoder sizes.
 const runOverhead = 16
 
+// maxGroupSeqs bounds the sequences of one group, which keeps the search
+// linear in the batch: past it, one more run costs under 1/maxGroupSeqs of a
+// token per sequence.
+const maxGroupSeqs = 256
+
 // group is one session run of a merged batch: the sequences at [start, end) of
 // the length-sorted order, padded to the longest of them.
 type group struct{ start, end int }
 
-// partition cuts the ascending sequence lengths into contiguous groups that
-// minimize the estimated cost Σ (overhead + size × longest) of running them,
-// each group one padded session run. With minGroups > 1 (parallel lanes), the
+// partition cuts the ascending sequence lengths into contiguous groups of at
+// most maxGroupSeqs that minimize the estimated cost Σ (overhead + size ×
+// longest) of running them, each group one padded session run. With minGroups > 1 (parallel lanes), the
 // costliest groups are halved until there are that many, when the sequences
 // allow, so that no lane idles. The groups come back in ascending order.
 func partition(lengths []int, overhead, minGroups int) []group {
@@ -28,7 +33,8 @@ func partition(lengths []int, overhead, minGroups int) []group {
 	cut := make([]int, n+1)
 	for j := 1; j <= n; j++ {
 		best[j] = -1
-		for i := range j { // on a tie, the longest last group: fewer runs
+		// On a tie, the longest last group: fewer runs.
+		for i := max(0, j-maxGroupSeqs); i < j; i++ {
 			c := best[i] + overhead + (j-i)*lengths[j-1]
 			if best[j] < 0 || c < best[j] {
 				best[j], cut[j] = c, i

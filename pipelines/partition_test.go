@@ -90,6 +90,16 @@ func TestPartitionIsOptimal(t *testing.T) {
 	}
 }
 
+// A large batch of equal lengths is cut into groups of maxGroupSeqs, quickly.
+func TestPartitionLargeBatch(t *testing.T) {
+	lengths := slices.Repeat([]int{3}, 8000)
+	gs := partition(lengths, runOverhead, 1)
+	checkCover(t, lengths, gs)
+	if want := (len(lengths) + maxGroupSeqs - 1) / maxGroupSeqs; len(gs) != want {
+		t.Fatalf("%d equal sequences: %d groups, want %d", len(lengths), len(gs), want)
+	}
+}
+
 func TestPartitionFillsLanes(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	for range 200 {
