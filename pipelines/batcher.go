@@ -31,7 +31,8 @@ type BatcherConfig struct {
 	// up to maxWindows in all, but no longer once as many requests as the last
 	// pass answered (when that was selfBatchSeqs or more) are back. A larger
 	// batch, or one that queued behind a full pass, runs as soon as the forward
-	// pass is free.
+	// pass is free; so does a lone caller's request once a window has passed
+	// with no one joining it, until a request queues behind a pass again.
 	Wait time.Duration
 	// QueueLimit bounds the requests waiting for a forward pass; one more fails with
 	// ErrBusy at once. 0 means 1024.
@@ -165,6 +166,9 @@ func (b *Batcher[Q, R]) loop() {
 	var carry []*call[Q, R]
 	overflow := false // carry is a request that a full batch left out
 	answered := 0     // requests the last pass answered
+	// lonely: the last window passed with no one joining and nothing has queued
+	// behind a pass since; a lone caller's next request does not wait.
+	lonely := false
 	for {
 		var batch []*call[Q, R]
 		mayWait := true
@@ -176,10 +180,12 @@ func (b *Batcher[Q, R]) loop() {
 				b.drain()
 				return
 			}
+			mayWait = !lonely
 		} else {
 			// A request left out of a full batch runs next without waiting:
 			// more are queued behind it.
 			batch, carry, mayWait = carry, nil, !overflow
+			lonely = false
 		}
 		b.hooks.joined(len(batch))
 		// After a pass that answered a batch's worth of callers, the wait ends as
@@ -206,6 +212,7 @@ func (b *Batcher[Q, R]) loop() {
 					break
 				}
 			}
+			lonely = len(batch) == 1
 		}
 		overflow = carry != nil
 		answered = b.execute(batch)

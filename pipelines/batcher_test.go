@@ -418,3 +418,49 @@ func TestBatcherStopsWaitingWhenCallersAreBack(t *testing.T) {
 		}
 	}
 }
+
+// A lone caller waits one window to learn it is alone; its next requests run
+// without waiting, until a request queues behind a pass.
+func TestBatcherLoneCallerStopsWaiting(t *testing.T) {
+	clock := newFakeClock()
+	queued := make(chan struct{}, 16)
+	rec := &recorder{started: make(chan []string, 4), release: make(chan struct{})}
+	b := newBatcher(BatcherConfig{TokenBudget: 100, Wait: time.Hour}, strCost, rec.run,
+		batcherHooks{after: clock.after, enqueued: func() { queued <- struct{}{} }})
+	defer b.Close()
+	out := make(chan result, 4)
+	submit(b, context.Background(), "a1", out)
+	<-queued
+	(<-clock.armed) <- time.Now() // nobody joins
+	<-rec.started
+	rec.release <- struct{}{}
+	<-out
+	submit(b, context.Background(), "a2", out)
+	<-queued
+	select {
+	case got := <-rec.started:
+		if fmt.Sprint(got) != "[a2]" {
+			t.Fatalf("batch = %v", got)
+		}
+	case <-time.After(time.Minute): // the window never ends by itself here
+		t.Fatal("a lone caller's second request waited for company")
+	}
+	// A second caller's request queues behind the running pass: waiting is back.
+	submit(b, context.Background(), "b1", out)
+	<-queued
+	rec.release <- struct{}{}
+	<-out
+	select {
+	case timer := <-clock.armed:
+		timer <- time.Now()
+	case <-time.After(time.Minute): // a window is armed at once, or never
+		t.Fatal("a request queued behind a pass ran without waiting for company")
+	}
+	if got := <-rec.started; fmt.Sprint(got) != "[b1]" {
+		t.Fatalf("batch = %v", got)
+	}
+	rec.release <- struct{}{}
+	if r := <-out; r.err != nil {
+		t.Fatal(r.err)
+	}
+}
