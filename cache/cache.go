@@ -275,6 +275,9 @@ func (c *Cache) Acquire(ctx context.Context, id string, opts AcquireOptions) (*H
 			return nil, ErrClosed
 		}
 		e := c.entries[id]
+		if e != nil && c.diedLocked(e) {
+			e = nil // retired: this request loads it again
+		}
 		if e == nil {
 			if err := c.cooldownLocked(id); err != nil {
 				c.mu.Unlock()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -396,4 +397,51 @@ func TestCrashedInstanceIsReloaded(t *testing.T) {
 	m.kill(nil)
 	<-m.closed
 	waitFor(c, func() bool { return c.used.ram == 0 && len(c.entries) == 0 })
+}
+
+// lateWatchedInst dies while the cache's death watcher has not seen it yet: the
+// watcher gets a channel of its own (its first Done call), closed by the test.
+type lateWatchedInst struct {
+	*fakeInst
+	calls                   atomic.Int32
+	watching, watched, done chan struct{}
+}
+
+func (m *lateWatchedInst) Done() <-chan struct{} {
+	if m.calls.Add(1) == 1 {
+		close(m.watching)
+		return m.watched
+	}
+	return m.done
+}
+
+func (m *lateWatchedInst) Err() error { return errors.New("signal: killed") }
+
+// A request that comes after an instance died, before the death watcher ran,
+// gets a fresh instance, not the dead one.
+func TestAcquireAfterDeathBeforeWatcher(t *testing.T) {
+	l := newFakeLoader()
+	var first *lateWatchedInst
+	l.wrap = func(f *fakeInst) Instance {
+		m := &lateWatchedInst{fakeInst: f, watching: make(chan struct{}), watched: make(chan struct{}), done: make(chan struct{})}
+		if first == nil {
+			first = m
+		}
+		return m
+	}
+	c, _ := newTestCache(t, testConfig(), specs{"a": {RAM: 10}}, l)
+	h := mustAcquire(t, c, "a")
+	h.Release()
+	<-first.watching  // the watcher waits on its own channel
+	close(first.done) // the runner died; the watcher has not noticed
+	h = mustAcquire(t, c, "a")
+	defer h.Release()
+	if h.Instance() == Instance(first) {
+		t.Fatal("acquire handed out the dead instance")
+	}
+	if got := l.count("a"); got != 2 {
+		t.Fatalf("loads = %d, want 2", got)
+	}
+	close(first.watched) // the watcher wakes up to an entry already retired
+	<-first.closed
 }

@@ -288,18 +288,35 @@ func (c *Cache) watchDeath(e *entry, m Mortal) {
 	case <-e.stop:
 		return
 	}
-	cause := m.Err()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if e.retired {
-		return
+	c.diedLocked(e)
+}
+
+// diedLocked reports whether e's instance has died, and retires e if so and
+// that was not handled yet: an acquire that comes before watchDeath runs must
+// not be handed the dead instance.
+func (c *Cache) diedLocked(e *entry) bool {
+	if e.loading || e.retired {
+		return false
 	}
+	m, ok := e.inst.(Mortal)
+	if !ok {
+		return false
+	}
+	select {
+	case <-m.Done():
+	default:
+		return false
+	}
+	cause := m.Err()
 	if cause == nil {
 		cause = errors.New("no reason given")
 	}
 	e.died = fmt.Errorf("model %q: %w: %w", e.id, ErrDied, cause)
 	c.log.Error("model instance died", "id", e.id, "err", cause, "in_flight", e.inUse)
 	c.retireLocked(e, reasonCrash)
+	return true
 }
 
 func (c *Cache) closeQuietly(id string, inst Instance) {
