@@ -110,7 +110,11 @@ func (s *Server) embeddings(c *gin.Context) {
 		return
 	}
 	body, ok := appendEmbeddings(bufPool.Get().(*[]byte), req.Model, res.Vectors, req.EncodingFormat == "base64", taskUsage(res.Tokens))
-	defer bufPool.Put(body)
+	defer func() {
+		if cap(*body) <= maxPooledBuf {
+			bufPool.Put(body)
+		}
+	}()
 	if !ok {
 		writeError(c, nonFinite(req.Model))
 		return
@@ -122,6 +126,10 @@ func (s *Server) embeddings(c *gin.Context) {
 // bufPool holds response buffers: an embeddings response is about 10 bytes a
 // dimension.
 var bufPool = sync.Pool{New: func() any { return new([]byte) }}
+
+// maxPooledBuf is the largest buffer kept for reuse: a rare huge response
+// should not stay in memory.
+const maxPooledBuf = 4 << 20
 
 // appendEmbeddings writes an EmbeddingList as JSON into *buf (reset first) by
 // hand: reflection over every float was most of what encoding/json spent on a
