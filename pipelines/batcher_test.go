@@ -146,13 +146,21 @@ func TestBatcherFlushesWhenBudgetFull(t *testing.T) {
 	}
 }
 
-func TestBatcherBacklogRunsWithoutWaiting(t *testing.T) {
+// gatedBatcher is a batcher on a fake clock (windows of an hour, which only the
+// test ends) that signals queued for every request entering its queue and
+// runs each pass when the test sends on rec.release.
+func gatedBatcher(t *testing.T) (*fakeClock, chan struct{}, *recorder, *Batcher[string, string]) {
 	clock := newFakeClock()
 	queued := make(chan struct{}, 16)
 	rec := &recorder{started: make(chan []string, 4), release: make(chan struct{})}
 	b := newBatcher(BatcherConfig{TokenBudget: 100, Wait: time.Hour}, strCost, rec.run,
 		batcherHooks{after: clock.after, enqueued: func() { queued <- struct{}{} }})
-	defer b.Close()
+	t.Cleanup(b.Close)
+	return clock, queued, rec, b
+}
+
+func TestBatcherBacklogRunsWithoutWaiting(t *testing.T) {
+	clock, queued, rec, b := gatedBatcher(t)
 	backlog := []string{"b", "c", "d", "e", "f", "g", "h", "i"} // selfBatchSeqs of them
 	out := make(chan result, 1+len(backlog))
 	submit(b, context.Background(), "a", out)
@@ -331,15 +339,23 @@ func TestBatcherClose(t *testing.T) {
 	}
 }
 
-// While requests keep joining, a small batch waits window after window, up to
-// maxWindows; then it runs even though more might come.
-func TestBatcherWindowsExtendUpToMax(t *testing.T) {
+// sizedBatcher is a batcher on a fake clock (windows of an hour, which only the
+// test ends) that reports the size of the forming batch on sizes and records
+// its passes, which run at once.
+func sizedBatcher(t *testing.T) (*fakeClock, chan int, *recorder, *Batcher[string, string]) {
 	clock := newFakeClock()
-	sizes := make(chan int, 16)
+	sizes := make(chan int, 64)
 	rec := &recorder{started: make(chan []string, 4)}
 	b := newBatcher(BatcherConfig{TokenBudget: 100, Wait: time.Hour}, strCost, rec.run,
 		batcherHooks{after: clock.after, joined: func(n int) { sizes <- n }})
-	defer b.Close()
+	t.Cleanup(b.Close)
+	return clock, sizes, rec, b
+}
+
+// While requests keep joining, a small batch waits window after window, up to
+// maxWindows; then it runs even though more might come.
+func TestBatcherWindowsExtendUpToMax(t *testing.T) {
+	clock, sizes, rec, b := sizedBatcher(t)
 	reqs := []string{"a", "b", "c", "d", "e"}
 	out := make(chan result, len(reqs))
 	submit(b, context.Background(), reqs[0], out)
@@ -369,12 +385,7 @@ func TestBatcherWindowsExtendUpToMax(t *testing.T) {
 // After a pass that answered a batch's worth of callers, the next batch stops
 // waiting as soon as that many requests are back, without its window ending.
 func TestBatcherStopsWaitingWhenCallersAreBack(t *testing.T) {
-	clock := newFakeClock()
-	sizes := make(chan int, 64)
-	rec := &recorder{started: make(chan []string, 4)}
-	b := newBatcher(BatcherConfig{TokenBudget: 100, Wait: time.Hour}, strCost, rec.run,
-		batcherHooks{after: clock.after, joined: func(n int) { sizes <- n }})
-	defer b.Close()
+	clock, sizes, rec, b := sizedBatcher(t)
 	out := make(chan result, 2*selfBatchSeqs)
 	for i := range selfBatchSeqs {
 		submit(b, context.Background(), fmt.Sprint("a", i), out)
@@ -422,12 +433,7 @@ func TestBatcherStopsWaitingWhenCallersAreBack(t *testing.T) {
 // A lone caller waits one window to learn it is alone; its next requests run
 // without waiting, until a request queues behind a pass.
 func TestBatcherLoneCallerStopsWaiting(t *testing.T) {
-	clock := newFakeClock()
-	queued := make(chan struct{}, 16)
-	rec := &recorder{started: make(chan []string, 4), release: make(chan struct{})}
-	b := newBatcher(BatcherConfig{TokenBudget: 100, Wait: time.Hour}, strCost, rec.run,
-		batcherHooks{after: clock.after, enqueued: func() { queued <- struct{}{} }})
-	defer b.Close()
+	clock, queued, rec, b := gatedBatcher(t)
 	out := make(chan result, 4)
 	submit(b, context.Background(), "a1", out)
 	<-queued

@@ -20,6 +20,16 @@ func checkCover(t *testing.T, lengths []int, gs []group) {
 	}
 }
 
+// sortedLengths is n random lengths in [1, most], ascending.
+func sortedLengths(rng *rand.Rand, n, most int) []int {
+	lengths := make([]int, n)
+	for i := range lengths {
+		lengths[i] = 1 + rng.IntN(most)
+	}
+	slices.Sort(lengths)
+	return lengths
+}
+
 func totalCost(lengths []int, gs []group, overhead int) int {
 	c := 0
 	for _, g := range gs {
@@ -64,11 +74,7 @@ func TestPartitionIsOptimal(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	for range 300 {
 		n := 1 + rng.IntN(12)
-		lengths := make([]int, n)
-		for i := range lengths {
-			lengths[i] = 1 + rng.IntN(80)
-		}
-		slices.Sort(lengths)
+		lengths := sortedLengths(rng, n, 80)
 		overhead := rng.IntN(40)
 		gs := partition(lengths, overhead, 1)
 		checkCover(t, lengths, gs)
@@ -104,11 +110,7 @@ func TestPartitionFillsLanes(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	for range 200 {
 		n := 1 + rng.IntN(64)
-		lengths := make([]int, n)
-		for i := range lengths {
-			lengths[i] = 1 + rng.IntN(128)
-		}
-		slices.Sort(lengths)
+		lengths := sortedLengths(rng, n, 128)
 		lanes := 1 + rng.IntN(6)
 		gs := partition(lengths, runOverhead, lanes)
 		checkCover(t, lengths, gs)
