@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/modeld/modeld/backends"
 	"github.com/modeld/modeld/cache"
@@ -30,6 +31,8 @@ type Options struct {
 	Origins []string
 	// Cache finds or loads the model a request names.
 	Cache *cache.Cache
+	// Collectors are more metrics for GET /metrics.
+	Collectors []prometheus.Collector
 }
 
 // Server routes modeld's HTTP API.

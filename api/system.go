@@ -17,6 +17,7 @@ import (
 func (s *Server) registerRuntime() {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(s.opt.Collectors...)
 	if s.opt.Cache != nil {
 		reg.MustRegister(s.opt.Cache)
 		s.AddSystemSection("loaded", func() any { return s.opt.Cache.Snapshot() })

@@ -38,7 +38,10 @@ type Options struct {
 	// runs outpace one run on all of them. 0 = auto (the threads, at most 4, for
 	// a model of up to 512 MiB; else off); 1 = off, which saves that session's
 	// copy of the weights.
-	Lanes  int
+	Lanes int
+	// OnPass, when set, is told about every merged forward pass of an encoder
+	// pipeline (embed, classify, rerank), from the pipeline's batching loop.
+	OnPass func(PassStats)
 	Logger *slog.Logger
 }
 

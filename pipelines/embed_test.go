@@ -364,7 +364,32 @@ func TestEmbedLanesError(t *testing.T) {
 	encs, _ := e.enc.preprocess([]string{"a", "b c", "d e f", "g h i j", "k l m n o"})
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := e.enc.runSorted(ctx, encs); !errors.Is(err, context.Canceled) {
+	if _, _, err := e.enc.runSorted(ctx, encs); !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled batch on lanes: %v, want context.Canceled", err)
+	}
+}
+
+// OnPass hears of every merged pass: requests, sequences, real and padded
+// tokens, session runs.
+func TestEmbedReportsPasses(t *testing.T) {
+	opts := testOptions(t)
+	var got []PassStats
+	opts.OnPass = func(s PassStats) { got = append(got, s) } // the batching loop calls it, one pass at a time
+	e, err := LoadEmbedder(modelDir(t, "embed-mean"), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeP(t, e)
+	texts := []string{"hi", "the quick brown fox jumps over the lazy dog", "sunny weather today"}
+	res, err := e.Embed(context.Background(), texts, EmbedOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 {
+		t.Fatalf("%d passes reported, want 1", len(got))
+	}
+	s := got[0]
+	if s.Requests != 1 || s.Sequences != 3 || s.Tokens != res.Tokens || s.Runs < 1 || s.PaddedTokens < s.Tokens || s.Seconds <= 0 {
+		t.Fatalf("pass = %+v, want 1 request, 3 sequences, %d tokens, padded >= tokens", s, res.Tokens)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/modeld/modeld/backends/onnx"
 	"github.com/modeld/modeld/pipelines/tokenizer"
@@ -41,6 +42,17 @@ type encoderModel struct {
 	left      bool         // padding side
 	passes    atomic.Int64 // forward passes run (merged batches count once)
 	budget    int          // padded tokens per forward pass
+	onPass    func(PassStats)
+}
+
+// PassStats describes one merged forward pass of an encoder pipeline.
+type PassStats struct {
+	Requests     int // requests merged
+	Sequences    int // texts or pairs
+	Tokens       int // real tokens
+	PaddedTokens int // tokens fed, padding included
+	Runs         int // session runs the pass was cut into
+	Seconds      float64
 }
 
 // loadEncoder opens dir/onnx/model.onnx and checks that it produces output.
@@ -67,6 +79,7 @@ func loadEncoder(files *modelFiles, output, task string, opts Options) (*encoder
 		}
 		m.laneCount = n
 	}
+	m.onPass = opts.OnPass
 	m.padID, _ = files.tok.PadID()
 	cfg := opts.batcherConfig()
 	m.budget = cfg.TokenBudget
@@ -153,13 +166,18 @@ func (m *encoderModel) forward(ctx context.Context, encs []*tokenizer.Encoding) 
 // the output back per request.
 func (m *encoderModel) runBatch(ctx context.Context, reqs [][]*tokenizer.Encoding) ([][]seqOut, error) {
 	m.passes.Add(1)
+	start := time.Now()
 	var all []*tokenizer.Encoding
 	for _, r := range reqs {
 		all = append(all, r...)
 	}
-	out, err := m.runSorted(ctx, all)
+	out, st, err := m.runSorted(ctx, all)
 	if err != nil {
 		return nil, err
+	}
+	if m.onPass != nil {
+		st.Requests, st.Seconds = len(reqs), time.Since(start).Seconds()
+		m.onPass(st)
 	}
 	res := make([][]seqOut, len(reqs))
 	i := 0
@@ -175,7 +193,7 @@ func (m *encoderModel) runBatch(ctx context.Context, reqs [][]*tokenizer.Encodin
 // run, and returns the outputs in the order of encs. On a CPU model with lanes
 // the groups run in parallel, each on its own share of the threads. A sequence's
 // output does not depend on the others in its run: padding is masked.
-func (m *encoderModel) runSorted(ctx context.Context, encs []*tokenizer.Encoding) ([]seqOut, error) {
+func (m *encoderModel) runSorted(ctx context.Context, encs []*tokenizer.Encoding) ([]seqOut, PassStats, error) {
 	order := make([]int, len(encs))
 	for i := range order {
 		order[i] = i
@@ -190,6 +208,13 @@ func (m *encoderModel) runSorted(ctx context.Context, encs []*tokenizer.Encoding
 		minGroups = m.laneCount
 	}
 	groups := partition(lengths, runOverhead, minGroups)
+	st := PassStats{Sequences: len(encs), Runs: len(groups)}
+	for _, g := range groups {
+		st.PaddedTokens += (g.end - g.start) * lengths[g.end-1]
+	}
+	for _, l := range lengths {
+		st.Tokens += l
+	}
 	out := make([]seqOut, len(encs))
 	run := func(sess *onnx.Session, g group) error {
 		idx := order[g.start:g.end]
@@ -209,10 +234,10 @@ func (m *encoderModel) runSorted(ctx context.Context, encs []*tokenizer.Encoding
 	if m.lanes == nil || len(groups) < 2 {
 		for _, g := range groups {
 			if err := run(m.sess, g); err != nil {
-				return nil, err
+				return nil, st, err
 			}
 		}
-		return out, nil
+		return out, st, nil
 	}
 	// Costliest first, each lane taking the next group when it is free: the
 	// lanes finish close together.
@@ -242,9 +267,9 @@ func (m *encoderModel) runSorted(ctx context.Context, encs []*tokenizer.Encoding
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
-		return nil, err
+		return nil, st, err
 	}
-	return out, nil
+	return out, st, nil
 }
 
 func (m *encoderModel) runEncodings(ctx context.Context, sess *onnx.Session, encs []*tokenizer.Encoding) ([]seqOut, error) {

@@ -19,8 +19,8 @@ type loaderFunc = func(context.Context, cache.Spec, *loadPlan) (cache.Instance, 
 
 // backendLoaders returns the loader of each backend, keyed by cache.Spec.Backend.
 // Loads that wanted a GPU and fell back to the CPU are recorded in fallbacks.
-func backendLoaders(cfg Config, log *slog.Logger, libs backends.Libs, fallbacks *gpuFallbacks) map[string]loaderFunc {
-	o := &onnxLoader{cfg: cfg, log: log, libs: libs, fallbacks: fallbacks}
+func backendLoaders(cfg Config, log *slog.Logger, libs backends.Libs, fallbacks *gpuFallbacks, metrics *pipelineMetrics) map[string]loaderFunc {
+	o := &onnxLoader{cfg: cfg, log: log, libs: libs, fallbacks: fallbacks, metrics: metrics}
 	return map[string]loaderFunc{
 		"llama": func(ctx context.Context, spec cache.Spec, plan *loadPlan) (cache.Instance, error) {
 			return loadChat(ctx, cfg, log, libs, fallbacks, spec, plan)
@@ -134,6 +134,7 @@ type onnxLoader struct {
 	log       *slog.Logger
 	libs      backends.Libs
 	fallbacks *gpuFallbacks
+	metrics   *pipelineMetrics
 
 	once sync.Once
 	rt   *onnx.Runtime
@@ -188,6 +189,7 @@ func (o *onnxLoader) load(_ context.Context, spec cache.Spec, plan *loadPlan) (c
 		BatchTokens: o.cfg.BatchTokens,
 		BatchWait:   o.cfg.BatchWait,
 		Lanes:       o.cfg.Lanes,
+		OnPass:      o.metrics.observer(spec.ID),
 		QueueLimit:  o.cfg.QueueSize,
 		Logger:      o.log.With("model", spec.ID),
 	})

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -227,6 +228,7 @@ func TestPipelinesEndToEnd(t *testing.T) {
 	t.Run("summarize", func(t *testing.T) { checkSummarize(t, base) })
 	t.Run("bad input", func(t *testing.T) { checkBadInput(t, base) })
 	t.Run("concurrent", func(t *testing.T) { checkConcurrentEmbeddings(t, base) })
+	t.Run("metrics", func(t *testing.T) { checkPipelineMetrics(t, base) })
 	t.Run("corrupt model", func(t *testing.T) { checkCorruptModel(t, base) })
 }
 
@@ -325,6 +327,41 @@ func checkConcurrentEmbeddings(t *testing.T, base string) {
 		t.Fatalf("32 concurrent vs 32 sequential requests: max abs diff %.3g > 1e-5", worst)
 	}
 	t.Logf("32 concurrent vs 32 sequential requests: max abs diff %.3g", worst)
+}
+
+// checkPipelineMetrics: after the requests above, /metrics counts t/embed's
+// merged passes: fewer passes than requests (32 concurrent ones merged), and
+// padded tokens at least the real ones.
+func checkPipelineMetrics(t *testing.T, base string) {
+	res, err := http.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	body, _ := io.ReadAll(res.Body)
+	value := func(series string) float64 {
+		t.Helper()
+		for _, line := range strings.Split(string(body), "\n") {
+			if v, ok := strings.CutPrefix(line, series+" "); ok {
+				x, err := strconv.ParseFloat(v, 64)
+				if err != nil {
+					t.Fatalf("%s: %v", line, err)
+				}
+				return x
+			}
+		}
+		t.Fatalf("/metrics has no %s:\n%s", series, body)
+		return 0
+	}
+	passes := value(`modeld_pipeline_batch_requests_count{model="t/embed"}`)
+	requests := value(`modeld_pipeline_batch_requests_sum{model="t/embed"}`)
+	real := value(`modeld_pipeline_tokens_total{kind="real",model="t/embed"}`)
+	padded := value(`modeld_pipeline_tokens_total{kind="padded",model="t/embed"}`)
+	runs := value(`modeld_pipeline_session_runs_total{model="t/embed"}`)
+	if passes < 1 || requests <= passes || padded < real || real <= 0 || runs < passes {
+		t.Fatalf("t/embed: %v passes of %v requests, %v real and %v padded tokens, %v runs", passes, requests, real, padded, runs)
+	}
+	t.Logf("t/embed: %v passes for %v requests, %v real / %v padded tokens, %v session runs", passes, requests, real, padded, runs)
 }
 
 func checkCorruptModel(t *testing.T, base string) {

@@ -99,7 +99,8 @@ func (a *app) serve(ctx context.Context) error {
 		return err
 	}
 	fallbacks := &gpuFallbacks{}
-	rt := &runtime{cfg: cfg, log: a.log, store: store, info: info, libs: libs, loaders: backendLoaders(cfg, a.log, libs, fallbacks)}
+	metrics := newPipelineMetrics()
+	rt := &runtime{cfg: cfg, log: a.log, store: store, info: info, libs: libs, loaders: backendLoaders(cfg, a.log, libs, fallbacks, metrics)}
 	loaded, err := cache.New(rt.cacheConfig(), rt.resolve, rt.load, cache.WithLogger(a.log))
 	if err != nil {
 		return fmt.Errorf("model cache: %w", err)
@@ -113,13 +114,14 @@ func (a *app) serve(ctx context.Context) error {
 	}()
 
 	srv := api.New(api.Options{
-		Version:  modeldVersion(),
-		Probe:    info,
-		Libs:     libs,
-		Log:      a.log,
-		Settings: cfg.public(),
-		Origins:  cfg.Origins,
-		Cache:    loaded,
+		Version:    modeldVersion(),
+		Probe:      info,
+		Libs:       libs,
+		Log:        a.log,
+		Settings:   cfg.public(),
+		Origins:    cfg.Origins,
+		Cache:      loaded,
+		Collectors: metrics.collectors(),
 	})
 	srv.AddSystemSection("gpu_fallbacks", fallbacks.snapshot)
 	srv.RegisterModels(api.ModelsOptions{Store: store, Puller: puller, Unloader: loaded, ContextCap: uint64(cfg.ContextSize)})
