@@ -42,6 +42,18 @@ type Config struct {
 	Origins      []string
 	ProbeTimeout time.Duration
 
+	// Who may talk to the daemon (docs/SECURITY.md).
+	APIKey       string   // from --api-key / MODELD_API_KEY or the key file; never printed
+	APIKeyFile   string   // file holding the key (first line)
+	AllowedHosts []string // Host names served besides loopback names and addresses
+	Extensions   []string // browser extension ids allowed; empty: every extension
+
+	// Faults and bounds.
+	StallTimeout     time.Duration // a runner silent this long with work in flight is killed
+	ShutdownGrace    time.Duration // how long live streams may finish after SIGTERM
+	AllowPrivatePull bool          // pull may fetch loopback, link-local and private addresses
+	MaxDownload      int64         // largest model file pull accepts; 0: bounded by free disk only
+
 	HFEndpoint string
 	HFToken    string // from HF_TOKEN; never printed
 	Offline    bool
@@ -139,6 +151,26 @@ var settings = []setting{
 		def: static("0"), apply: func(c *Config, v string) error { return parseInt(&c.Lanes, v, 0) }},
 	{name: "origins", help: "extra browser origins allowed by CORS (comma list; loopback pages and browser extensions are always allowed)",
 		def: static(""), apply: func(c *Config, v string) error { c.Origins = splitList(v); return nil }},
+	{name: "api-key", global: true, help: "key every request must send (Authorization: Bearer KEY or x-api-key); required when listening beyond loopback; the CLI sends it",
+		def: static(""), apply: func(c *Config, v string) error { c.APIKey = strings.TrimSpace(v); return nil }},
+	{name: "api-key-file", global: true, help: "file whose first line is the API key (instead of --api-key)",
+		def: static(""), apply: func(c *Config, v string) error { c.APIKeyFile = v; return nil }},
+	{name: "allowed-hosts", help: "host names the daemon answers to besides loopback names and addresses (comma list; a request with another Host header gets 403)",
+		def: static(""), apply: func(c *Config, v string) error { c.AllowedHosts = splitList(v); return nil }},
+	{name: "extensions", help: "browser extension ids allowed as origins (comma list; empty = every extension)",
+		def: static(""), apply: func(c *Config, v string) error { c.Extensions = splitList(v); return nil }},
+	{name: "stall-timeout", help: "a chat runner that gives no token and no answer this long while it has work is killed and reloaded",
+		def: static("60s"), apply: func(c *Config, v string) error { return parsePositiveDuration(&c.StallTimeout, v) }},
+	{name: "shutdown-grace", help: "on SIGTERM, how long live streams may finish before they are ended with an error event",
+		def: static("2s"), apply: func(c *Config, v string) error { return parseDuration(&c.ShutdownGrace, v, false) }},
+	{name: "allow-private-pull", boolean: true, help: "let pull fetch loopback, link-local and private network addresses (off: pull is not a proxy into the local network)",
+		def: static("false"), apply: func(c *Config, v string) error {
+			b, err := strconv.ParseBool(v)
+			c.AllowPrivatePull = b
+			return err
+		}},
+	{name: "max-download", help: "largest model file pull accepts (e.g. 64GiB; auto = bounded by free disk space only)",
+		def: static("auto"), apply: func(c *Config, v string) error { return parseSize(&c.MaxDownload, v) }},
 	{name: "probe-timeout", help: "how long the GPU probe may take before a backend is reported as timed out",
 		def: static("5s"), apply: func(c *Config, v string) error { return parseDuration(&c.ProbeTimeout, v, false) }},
 }
@@ -198,6 +230,13 @@ func loadConfig(fs *pflag.FlagSet, getenv func(string) string) (Config, error) {
 		}
 	}
 	c.HFToken = getenv("HF_TOKEN")
+	if c.APIKey == "" && c.APIKeyFile != "" {
+		key, err := readKeyFile(c.APIKeyFile)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("invalid api-key-file = %q: %w", c.APIKeyFile, err))
+		}
+		c.APIKey = key
+	}
 	return c, errors.Join(errs...)
 }
 
@@ -245,6 +284,32 @@ func parseListen(c *Config, v string) error {
 		return fmt.Errorf("host %q is not an IP address or localhost", host)
 	}
 	c.Listen = v
+	return nil
+}
+
+// readKeyFile reads an API key: the first line of the file, trimmed.
+func readKeyFile(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	key := strings.TrimSpace(line)
+	if key == "" {
+		return "", errors.New("the file's first line is empty")
+	}
+	return key, nil
+}
+
+func parsePositiveDuration(dst *time.Duration, v string) error {
+	var d time.Duration
+	if err := parseDuration(&d, v, false); err != nil {
+		return err
+	}
+	if d == 0 {
+		return errors.New("must be more than 0")
+	}
+	*dst = d
 	return nil
 }
 

@@ -64,6 +64,13 @@ type publicConfig struct {
 	HFToken      bool     `json:"hf_token_set"`
 	Offline      bool     `json:"offline"`
 	ProbeTimeout string   `json:"probe_timeout"`
+	APIKey       bool     `json:"api_key_set"`
+	AllowedHosts []string `json:"allowed_hosts"`
+	Extensions   []string `json:"extensions"`
+	StallTimeout string   `json:"stall_timeout"`
+	Grace        string   `json:"shutdown_grace"`
+	PrivatePull  bool     `json:"allow_private_pull"`
+	MaxDownload  int64    `json:"max_download_bytes"`
 }
 
 func (c Config) public() publicConfig {
@@ -73,6 +80,8 @@ func (c Config) public() publicConfig {
 		LoadWait: c.LoadWait.String(), ChatSlots: c.ChatSlots, ContextSize: c.ContextSize, Threads: c.Threads, BatchThreads: c.BatchThreads,
 		GPUTasks: c.GPUTasks, BatchTokens: c.BatchTokens, BatchWait: c.BatchWait.String(), Lanes: c.Lanes, Origins: c.Origins,
 		HFEndpoint: c.HFEndpoint, HFToken: c.HFToken != "", Offline: c.Offline, ProbeTimeout: c.ProbeTimeout.String(),
+		APIKey: c.APIKey != "", AllowedHosts: c.AllowedHosts, Extensions: c.Extensions, StallTimeout: c.StallTimeout.String(),
+		Grace: c.ShutdownGrace.String(), PrivatePull: c.AllowPrivatePull, MaxDownload: c.MaxDownload,
 	}
 }
 
