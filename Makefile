@@ -1,6 +1,6 @@
 # modeld — the two commands a fresh machine needs:
 #   make run    install the runtime libraries if needed, build, and serve
-#   make test   install the runtime libraries if needed, then gofmt, vet and race tests
+#   make test   install the runtime libraries if needed, then gofmt, go mod tidy -diff, vet and race tests
 GO        ?= go
 BIN       ?= bin/modeld
 # onnxruntime_go needs cgo; go-nvml's header marks old calls deprecated (harmless).
@@ -26,6 +26,7 @@ fmt:
 	@bad=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$bad" ]; then echo "gofmt needed:"; echo "$$bad"; exit 1; fi
 
 vet:
+	$(GO) mod tidy -diff
 	$(GO) vet ./...
 	GOOS=darwin CGO_ENABLED=0 $(GO) vet ./probe/...
 
