@@ -41,6 +41,10 @@ type RunnerOptions struct {
 	StopGrace time.Duration
 	// CallTimeout bounds a call other than Generate (default 60s).
 	CallTimeout time.Duration
+	// StallTimeout: a runner that makes no progress this long while it has
+	// work in flight is killed (see runner_watch.go; default 60s, negative:
+	// never).
+	StallTimeout time.Duration
 	// LogLevel is the runner's own log level.
 	LogLevel slog.Level
 	// Logger receives the runner's output, one record per line at debug
@@ -82,6 +86,9 @@ func (o RunnerOptions) withDefaults() (RunnerOptions, error) {
 	if o.CallTimeout <= 0 {
 		o.CallTimeout = DefaultCallTimeout
 	}
+	if o.StallTimeout == 0 {
+		o.StallTimeout = DefaultStallTimeout
+	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -93,13 +100,18 @@ func (o RunnerOptions) withDefaults() (RunnerOptions, error) {
 // both), over a unix socket. A crash of the runner costs only that model:
 // Done is closed, Err says why, calls fail with a *RunnerExitError, and a
 // stream in flight ends with an error event that carries the runner's
-// stderr tail. Its methods are safe for concurrent use.
+// stderr tail. A runner that stops making progress while it has work is
+// killed after RunnerOptions.StallTimeout, which ends the same way with a
+// *RunnerExitError that wraps ErrRunnerStalled. Its methods are safe for
+// concurrent use.
 type Runner struct {
 	opts   RunnerOptions
 	proc   *process
 	client *http.Client
 	info   Info
+	live   *liveness
 
+	unwatch   chan struct{} // closed by Close: the watchdog ends
 	closing   atomic.Bool
 	closeOnce sync.Once
 }
@@ -134,9 +146,12 @@ func StartRunner(ctx context.Context, opts RunnerOptions) (*Runner, error) {
 		_ = os.RemoveAll(dir)
 		return nil, err
 	}
-	r := &Runner{opts: opts, proc: proc, client: unixClient(cfg.Socket)}
+	r := &Runner{opts: opts, proc: proc, client: unixClient(cfg.Socket), live: newLiveness(), unwatch: make(chan struct{})}
 	if err := r.awaitReady(ctx); err != nil {
 		return nil, err
+	}
+	if opts.StallTimeout > 0 {
+		go r.watch()
 	}
 	info, err := r.fetchInfo()
 	if err != nil {
@@ -144,7 +159,7 @@ func StartRunner(ctx context.Context, opts RunnerOptions) (*Runner, error) {
 		return nil, fmt.Errorf("llama: runner for %s: %w", opts.ModelPath, err)
 	}
 	r.info = info
-	log.Info("llama: runner started", "pid", proc.pid, "socket", cfg.Socket)
+	log.Info("llama: runner started", "pid", proc.pid, "socket", cfg.Socket, "stall_timeout", opts.StallTimeout)
 	return r, nil
 }
 
@@ -267,6 +282,7 @@ func (r *Runner) RSS() (uint64, error) {
 func (r *Runner) Close() error {
 	r.closeOnce.Do(func() {
 		r.closing.Store(true)
+		close(r.unwatch)
 		if r.proc.stop(r.opts.StopGrace) {
 			r.opts.Logger.Warn("llama: runner ignored SIGTERM; killed", "model", r.opts.ModelPath, "pid", r.proc.pid)
 		}
@@ -307,7 +323,7 @@ func (r *Runner) brokenCall(ctx context.Context, err error) error {
 }
 
 // call makes a non-streaming call, bounded by ctx and CallTimeout, and
-// returns the reply body.
+// returns the reply body. It is work in flight for the stall watchdog.
 func (r *Runner) call(ctx context.Context, method, route string, q url.Values, body []byte) ([]byte, error) {
 	if err := r.alive(); err != nil {
 		return nil, err
@@ -315,9 +331,31 @@ func (r *Runner) call(ctx context.Context, method, route string, q url.Values, b
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	r.live.begin()
+	defer r.live.end()
 	ctx, cancel := context.WithTimeoutCause(ctx, r.opts.CallTimeout,
 		fmt.Errorf("llama: runner %d did not answer %s within %s: %w", r.proc.pid, route, r.opts.CallTimeout, context.DeadlineExceeded))
 	defer cancel()
+	b, err := r.roundTrip(ctx, method, route, q, body)
+	var tr *transportError
+	if errors.As(err, &tr) {
+		if ctx.Err() != nil {
+			return nil, context.Cause(ctx)
+		}
+		return nil, r.brokenCall(ctx, tr.err)
+	}
+	return b, err
+}
+
+// transportError is a call that got no complete answer.
+type transportError struct{ err error }
+
+func (e *transportError) Error() string { return e.err.Error() }
+func (e *transportError) Unwrap() error { return e.err }
+
+// roundTrip sends one request and returns the body of a 200 answer; a
+// failed answer is its decoded error, a broken exchange a *transportError.
+func (r *Runner) roundTrip(ctx context.Context, method, route string, q url.Values, body []byte) ([]byte, error) {
 	u := runnerBase + route
 	if len(q) > 0 {
 		u += "?" + q.Encode()
@@ -331,20 +369,18 @@ func (r *Runner) call(ctx context.Context, method, route string, q url.Values, b
 		return nil, fmt.Errorf("llama: runner call %s: %w", route, err)
 	}
 	resp, err := r.client.Do(req)
-	if err == nil {
-		defer resp.Body.Close()
-		var b []byte
-		if b, err = io.ReadAll(resp.Body); err == nil {
-			if resp.StatusCode != http.StatusOK {
-				return nil, replyError(resp.StatusCode, b)
-			}
-			return b, nil
-		}
+	if err != nil {
+		return nil, &transportError{err}
 	}
-	if ctx.Err() != nil {
-		return nil, context.Cause(ctx)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, &transportError{err}
 	}
-	return nil, r.brokenCall(ctx, err)
+	if resp.StatusCode != http.StatusOK {
+		return nil, replyError(resp.StatusCode, b)
+	}
+	return b, nil
 }
 
 // replyError decodes a failed call's wireError.

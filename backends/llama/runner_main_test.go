@@ -30,6 +30,9 @@ const (
 	envCrash = "MODELD_TEST_RUNNER_CRASH"
 	// envHang "1": the runner never gets ready.
 	envHang = "MODELD_TEST_RUNNER_HANG"
+	// envTokenDelay D (a duration): the runner's decode loop spends D after
+	// each token, a slow model that keeps making progress.
+	envTokenDelay = "MODELD_TEST_RUNNER_TOKEN_DELAY"
 	// envParentModel, envParentLibs: what the parent stand-in loads.
 	envParentModel = "MODELD_TEST_PARENT_MODEL"
 	envParentLibs  = "MODELD_TEST_PARENT_LIBS"
@@ -82,6 +85,15 @@ func testRunnerMain() int {
 			select {
 			case <-released:
 			case <-time.After(2 * time.Minute): // never hold a stray runner forever
+			}
+		}
+	}
+	if d, err := time.ParseDuration(os.Getenv(envTokenDelay)); err == nil && d > 0 {
+		next := sm.hooks.afterToken
+		sm.hooks.afterToken = func(slot, got int) {
+			time.Sleep(d) // the simulated cost of a token, in the runner process
+			if next != nil {
+				next(slot, got)
 			}
 		}
 	}

@@ -27,18 +27,30 @@ type RunnerExitError struct {
 	PID    int
 	Status string // "exit status 1", "signal: killed", ...
 	Stderr string // the last few KB the runner wrote to stderr
+	// Stalled is set when the stall watchdog killed the runner: the stall
+	// timeout it exceeded.
+	Stalled time.Duration
 }
 
 func (e *RunnerExitError) Error() string {
 	msg := fmt.Sprintf("llama: runner process %d exited (%s)", e.PID, e.Status)
+	if e.Stalled > 0 {
+		msg = fmt.Sprintf("llama: runner stalled: no progress for %s, killed (process %d, %s)", formatStall(e.Stalled), e.PID, e.Status)
+	}
 	if e.Stderr != "" {
 		msg += "; its stderr ended with:\n" + e.Stderr
 	}
 	return msg
 }
 
-// Unwrap makes errors.Is(err, ErrRunnerExited) true.
-func (e *RunnerExitError) Unwrap() error { return ErrRunnerExited }
+// Unwrap makes errors.Is(err, ErrRunnerExited) true, and
+// errors.Is(err, ErrRunnerStalled) for a stalled runner.
+func (e *RunnerExitError) Unwrap() []error {
+	if e.Stalled > 0 {
+		return []error{ErrRunnerExited, ErrRunnerStalled}
+	}
+	return []error{ErrRunnerExited}
+}
 
 // stderrTail is how much of a runner's output is kept for error messages.
 const stderrTail = 4096
@@ -55,7 +67,8 @@ type process struct {
 
 	status chan runnerStatus // the start line from stdout, buffered 1
 
-	stopping atomic.Bool // set by stop: the exit is expected
+	stopping atomic.Bool  // set by stop: the exit is expected
+	stalled  atomic.Int64 // set by killStalled: the stall timeout
 	done     chan struct{}
 	exitErr  error // set before done is closed
 }
@@ -135,7 +148,7 @@ func (p *process) describeExit(werr error) error {
 	} else if werr != nil {
 		status = werr.Error()
 	}
-	return &RunnerExitError{PID: p.pid, Status: status, Stderr: p.tail.String()}
+	return &RunnerExitError{PID: p.pid, Status: status, Stderr: p.tail.String(), Stalled: time.Duration(p.stalled.Load())}
 }
 
 // exited reports whether the process has ended.
@@ -168,6 +181,13 @@ func (p *process) stop(grace time.Duration) (killed bool) {
 	_ = p.cmd.Process.Kill()
 	<-p.done
 	return true
+}
+
+// killStalled kills a process that made no progress for timeout; its exit
+// error says so.
+func (p *process) killStalled(timeout time.Duration) {
+	p.stalled.Store(int64(timeout))
+	p.kill()
 }
 
 // kill ends the process at once and waits until it is reaped.

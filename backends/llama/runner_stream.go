@@ -49,11 +49,14 @@ func (r *Runner) Generate(ctx context.Context, req Request) (<-chan Event, error
 	if err != nil {
 		return nil, fmt.Errorf("llama: runner call %s: %w", routeGenerate, err)
 	}
+	r.live.begin() // the stream is work in flight until relay ends
 	resp, err := r.client.Do(hreq)
 	if err != nil {
+		r.live.end()
 		return nil, r.brokenCall(ctx, err)
 	}
 	if resp.StatusCode != http.StatusOK {
+		defer r.live.end()
 		defer resp.Body.Close()
 		b, err := io.ReadAll(io.LimitReader(resp.Body, maxCallBody))
 		if err != nil {
@@ -72,6 +75,7 @@ func (r *Runner) Generate(ctx context.Context, req Request) (<-chan Event, error
 func (r *Runner) relay(ctx context.Context, body io.ReadCloser, promptTokens int, out chan<- Event) {
 	defer close(out)
 	defer body.Close()
+	defer r.live.end()
 	dec := json.NewDecoder(body)
 	received := 0
 	for {
@@ -80,6 +84,7 @@ func (r *Runner) relay(ctx context.Context, body io.ReadCloser, promptTokens int
 			out <- r.brokenStream(ctx, err, Usage{PromptTokens: promptTokens, CompletionTokens: received})
 			return
 		}
+		r.live.progress()
 		ev := we.event()
 		if !ev.Done {
 			received++

@@ -1,0 +1,255 @@
+package llama
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/modeld/modeld/internal/ggufgen"
+)
+
+// stallRunner starts a test runner whose stall timeout is stall.
+func stallRunner(t *testing.T, stall time.Duration, env ...string) *Runner {
+	t.Helper()
+	path := genModel(t, ggufgen.Tiny(ggufgen.SPM))
+	opts := runnerOpts(t, path, Options{Slots: 1, ContextSize: 512}, env...)
+	opts.StallTimeout = stall
+	r, err := StartRunner(context.Background(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = syscall.Kill(r.PID(), syscall.SIGCONT) // a failed test may leave it stopped
+		_ = r.Close()
+		if processAlive(r.PID()) {
+			t.Errorf("runner %d still alive after Close", r.PID())
+		}
+	})
+	return r
+}
+
+// checkStalled checks that a stream ended because the watchdog killed its
+// runner, in time, and that the runner is gone.
+func checkStalled(t *testing.T, r *Runner, ch <-chan Event, stall time.Duration) {
+	t.Helper()
+	since := time.Now()
+	evs := collect(t, ch)
+	took := time.Since(since)
+	t.Logf("stall found and the stream ended %s after the runner stopped progressing (stall timeout %s)", took.Round(time.Millisecond), stall)
+	final := evs[len(evs)-1]
+	if final.Finish != FinishError || !errors.Is(final.Err, ErrRunnerStalled) || !errors.Is(final.Err, ErrRunnerExited) {
+		t.Fatalf("final event %+v, want an error wrapping ErrRunnerStalled and ErrRunnerExited", final)
+	}
+	want := "runner stalled: no progress for " + formatStall(stall) + ", killed"
+	if !strings.Contains(final.Err.Error(), want) || !strings.Contains(final.Err.Error(), "llama runner: ready") {
+		t.Errorf("error %q does not say %q with the stderr tail", final.Err, want)
+	}
+	// The watchdog looks every stall/4; 2s more covers a loaded machine.
+	if limit := stall + stall/4 + 2*time.Second; took > limit {
+		t.Errorf("the stream ended %s after the stall, want at most %s", took, limit)
+	}
+	<-r.Done()
+	if processAlive(r.PID()) {
+		t.Errorf("stalled runner %d still alive", r.PID())
+	}
+	var ee *RunnerExitError
+	if !errors.As(r.Err(), &ee) || ee.Stalled != stall || ee.Status != "signal: killed" {
+		t.Errorf("Err() = %#v, want a RunnerExitError of a stall killed by SIGKILL", r.Err())
+	}
+	if _, err := r.Tokenize("hello", true, false); !errors.Is(err, ErrRunnerStalled) {
+		t.Errorf("tokenize on the stalled runner: %v", err)
+	}
+}
+
+// TestRunnerStallStopped: a runner stopped mid-stream (SIGSTOP: it answers
+// nothing, not even pings) is killed after the stall timeout and its stream
+// ends with an error that names the stall.
+func TestRunnerStallStopped(t *testing.T) {
+	const stall = time.Second
+	r := stallRunner(t, stall, envTokenDelay+"=20ms")
+	prompt, _ := r.Tokenize("Hello world", true, false)
+	ch := mustGenerate(t, r, Request{Prompt: prompt, MaxTokens: 400}) // 8s of tokens
+	takeTokens(t, ch, 3)
+	if err := syscall.Kill(r.PID(), syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	checkStalled(t, r, ch, stall)
+}
+
+// TestRunnerStallWedgedLoop: a runner whose decode loop is stuck (here:
+// paused inside a token's hook) still answers pings from its HTTP
+// goroutines, but its decode steps stand still while it holds a request:
+// that is a stall too.
+func TestRunnerStallWedgedLoop(t *testing.T) {
+	const stall = time.Second
+	r := stallRunner(t, stall, envPauseAt+"=3")
+	prompt, _ := r.Tokenize("Hello world", true, false)
+	ch := mustGenerate(t, r, Request{Prompt: prompt, MaxTokens: 100})
+	takeTokens(t, ch, 3)
+	checkStalled(t, r, ch, stall)
+}
+
+// TestRunnerSlowIsNoStall: a runner slower than the stall timeout in total
+// but making progress all along is left alone.
+func TestRunnerSlowIsNoStall(t *testing.T) {
+	const stall = time.Second
+	r := stallRunner(t, stall, envTokenDelay+"=150ms")
+	prompt, _ := r.Tokenize("Hello world", true, false)
+	evs := collect(t, mustGenerate(t, r, Request{Prompt: prompt, MaxTokens: 20})) // 3s
+	if f := evs[len(evs)-1]; f.Finish != FinishLength || len(evs) != 21 {
+		t.Fatalf("slow stream ended with %+v after %d events, want 20 tokens and length", f, len(evs))
+	}
+	if err := r.Err(); err != nil {
+		t.Fatalf("slow runner: %v", err)
+	}
+}
+
+// fakeStats serves /stats on a unix socket with the answer reply gives, and
+// reports each ping on pings.
+func fakeStats(t *testing.T, reply func(ctx context.Context) (Stats, bool)) (socket string, pings <-chan struct{}) {
+	t.Helper()
+	socket = filepath.Join(t.TempDir(), "s.sock")
+	ln, err := net.Listen("unix", socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := make(chan struct{}, 1024)
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != routeStats {
+			http.NotFound(w, r)
+			return
+		}
+		ch <- struct{}{}
+		st, ok := reply(r.Context())
+		if ok {
+			writeJSON(w, st)
+		}
+	})}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return socket, ch
+}
+
+// watched starts the watchdog over a stand-in process (sleep) that answers
+// /stats as reply says, with one call in flight.
+func watched(t *testing.T, stall time.Duration, reply func(ctx context.Context) (Stats, bool)) (*Runner, <-chan struct{}) {
+	t.Helper()
+	socket, pings := fakeStats(t, reply)
+	log := slog.New(slog.DiscardHandler)
+	proc, err := startProcess([]string{"sleep", "600"}, nil, log, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &Runner{
+		opts: RunnerOptions{ModelPath: "stand-in", StallTimeout: stall, StopGrace: time.Second, Logger: log},
+		proc: proc, client: unixClient(socket), live: newLiveness(), unwatch: make(chan struct{}),
+	}
+	t.Cleanup(func() { _ = r.Close() })
+	r.live.begin()
+	go r.watch()
+	return r, pings
+}
+
+func waitPings(t *testing.T, r *Runner, pings <-chan struct{}, n int) {
+	t.Helper()
+	for i := 0; i < n; i++ {
+		select {
+		case <-pings:
+		case <-r.Done():
+			t.Fatalf("killed after %d pings: %v", i, r.Err())
+		case <-time.After(30 * time.Second):
+			t.Fatalf("no ping %d", i+1)
+		}
+	}
+}
+
+// TestWatchdogProgress: what the watchdog counts as progress from its pings
+// (decode steps moving on, an idle scheduler) keeps a runner alive for many
+// stall timeouts; a frozen step counter while requests are held, or pings
+// left unanswered, get it killed, not before the timeout.
+func TestWatchdogProgress(t *testing.T) {
+	const stall = 400 * time.Millisecond
+	pingsPerStall := int(stall / watchInterval(stall))
+	t.Run("steps advance", func(t *testing.T) {
+		var steps atomic.Uint64
+		r, pings := watched(t, stall, func(context.Context) (Stats, bool) {
+			return Stats{Slots: 1, Active: 1, DecodeCalls: steps.Add(1)}, true
+		})
+		waitPings(t, r, pings, 3*pingsPerStall)
+	})
+	t.Run("idle scheduler", func(t *testing.T) {
+		r, pings := watched(t, stall, func(context.Context) (Stats, bool) { return Stats{Slots: 1, DecodeCalls: 9}, true })
+		waitPings(t, r, pings, 3*pingsPerStall)
+	})
+	for name, reply := range map[string]func(context.Context) (Stats, bool){
+		"steps frozen": func(context.Context) (Stats, bool) {
+			return Stats{Slots: 1, Active: 1, Waiting: 2, DecodeCalls: 9}, true
+		},
+		"no answer": func(ctx context.Context) (Stats, bool) {
+			<-ctx.Done()
+			return Stats{}, false
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			start := time.Now()
+			r, _ := watched(t, stall, reply)
+			select {
+			case <-r.Done():
+			case <-time.After(30 * time.Second):
+				t.Fatal("not killed")
+			}
+			if took := time.Since(start); took < stall {
+				t.Errorf("killed after %s, before the stall timeout %s", took, stall)
+			}
+			if !errors.Is(r.Err(), ErrRunnerStalled) {
+				t.Errorf("Err() = %v, want ErrRunnerStalled", r.Err())
+			}
+		})
+	}
+}
+
+// TestWatchdogIdle: a silence longer than the timeout while nothing was in
+// flight is idle time, not a stall: the next call starts the clock afresh.
+func TestWatchdogIdle(t *testing.T) {
+	const stall = 200 * time.Millisecond
+	var steps atomic.Uint64
+	r, pings := watched(t, stall, func(context.Context) (Stats, bool) {
+		return Stats{Slots: 1, Active: 1, DecodeCalls: steps.Add(1)}, true
+	})
+	r.live.end()
+	r.live.last.Store(int64(-10 * stall)) // idle for ten timeouts
+	if r.live.busy() {
+		t.Fatal("busy with nothing in flight")
+	}
+	r.live.begin()
+	waitPings(t, r, pings, 2*int(stall/watchInterval(stall)))
+}
+
+func TestFormatStall(t *testing.T) {
+	for d, want := range map[time.Duration]string{
+		60 * time.Second: "60s", time.Second: "1s", 1500 * time.Millisecond: "1.5s",
+		2 * time.Minute: "2m", 90 * time.Second: "90s", 250 * time.Millisecond: "250ms",
+	} {
+		if got := formatStall(d); got != want {
+			t.Errorf("formatStall(%s) = %q, want %q", d, got, want)
+		}
+	}
+	e := &RunnerExitError{PID: 7, Status: "signal: killed", Stalled: time.Minute}
+	if got, want := e.Error(), "llama: runner stalled: no progress for 60s, killed (process 7, signal: killed)"; got != want {
+		t.Errorf("Error() = %q, want %q", got, want)
+	}
+	if !errors.Is(e, ErrRunnerExited) || !errors.Is(e, ErrRunnerStalled) {
+		t.Error("a stall error must wrap ErrRunnerExited and ErrRunnerStalled")
+	}
+	if errors.Is(&RunnerExitError{PID: 7, Status: "exit status 1"}, ErrRunnerStalled) {
+		t.Error("a crash is not a stall")
+	}
+}
