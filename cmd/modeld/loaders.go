@@ -105,11 +105,12 @@ func loadChat(ctx context.Context, cfg Config, log *slog.Logger, libs backends.L
 		opts.GPULayers = plan.gpuLayers
 	}
 	r, err := llama.StartRunner(ctx, llama.RunnerOptions{
-		ModelPath: plan.path,
-		LibRoot:   libs.Root,
-		Options:   opts,
-		Logger:    log.With("model", spec.ID),
-		LogLevel:  logLevel(cfg),
+		ModelPath:    plan.path,
+		LibRoot:      libs.Root,
+		Options:      opts,
+		Logger:       log.With("model", spec.ID),
+		LogLevel:     logLevel(cfg),
+		StallTimeout: cfg.StallTimeout,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("load %s: %w", spec.ID, err)
