@@ -93,7 +93,7 @@ func chatServer(t *testing.T, models map[string]cache.Instance) *Server {
 
 func post(t *testing.T, s *Server, path, body string) *httptest.ResponseRecorder {
 	t.Helper()
-	req := httptest.NewRequest("POST", path, strings.NewReader(body))
+	req := httptest.NewRequest("POST", "http://localhost"+path, strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	w := httptest.NewRecorder()
 	s.Handler().ServeHTTP(w, req)

@@ -74,7 +74,7 @@ func (notFoundError) HTTPStatus() int { return 404 }
 
 func pipePost(t *testing.T, s *Server, path, body string) *httptest.ResponseRecorder {
 	t.Helper()
-	req := httptest.NewRequest("POST", path, strings.NewReader(body))
+	req := httptest.NewRequest("POST", "http://localhost"+path, strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	w := httptest.NewRecorder()
 	s.Handler().ServeHTTP(w, req)

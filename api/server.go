@@ -7,7 +7,6 @@ package api
 import (
 	"log/slog"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -26,9 +25,21 @@ type Options struct {
 	Log     *slog.Logger
 	// Settings is the effective configuration shown by /v1/system (no secrets).
 	Settings any
-	// Origins are browser origins allowed by CORS in addition to loopback pages
-	// and browser extensions.
+	// Origins are browser origins allowed in addition to loopback pages and
+	// browser extensions ("*" allows every origin but "null").
 	Origins []string
+	// AllowedHosts are Host header names (or addresses, any port) served in
+	// addition to loopback names and addresses and the address a connection
+	// arrived on.
+	AllowedHosts []string
+	// Extensions restricts browser-extension origins to these ids (or full
+	// origins such as chrome-extension://ID); empty allows every extension.
+	Extensions []string
+	// APIKey, when set, is required on every route (access.go). It is kept only
+	// as a hash.
+	APIKey string
+	// Limits bound request bodies and slow peers; zero fields take defaults.
+	Limits Limits
 	// Cache finds or loads the model a request names.
 	Cache *cache.Cache
 	// Collectors are more metrics for GET /metrics.
@@ -40,6 +51,8 @@ type Server struct {
 	opt     Options
 	log     *slog.Logger
 	engine  *gin.Engine
+	access  *access
+	handler http.Handler // guard(engine)
 	started time.Time
 	// system collects sections that other parts add to GET /v1/system.
 	system map[string]func() any
@@ -52,9 +65,11 @@ func New(opt Options) *Server {
 	if opt.Log == nil {
 		opt.Log = slog.Default()
 	}
-	s := &Server{opt: opt, log: opt.Log, engine: gin.New(), started: time.Now(), system: map[string]func() any{}}
+	s := &Server{opt: opt, log: opt.Log, engine: gin.New(), started: time.Now(), system: map[string]func() any{}, access: newAccess(opt)}
+	s.opt.APIKey = ""
+	s.handler = s.guard(s.engine)
 	s.engine.HandleMethodNotAllowed = true
-	s.engine.Use(s.recoverer, s.logRequests, s.cors)
+	s.engine.Use(s.recoverer, s.logRequests)
 	s.engine.NoRoute(func(c *gin.Context) {
 		writeError(c, &Error{Status: http.StatusNotFound, Type: "invalid_request_error", Code: "not_found",
 			Message: "no route for " + c.Request.Method + " " + c.Request.URL.Path})
@@ -79,8 +94,8 @@ func New(opt Options) *Server {
 	return s
 }
 
-// Handler is the http.Handler to serve.
-func (s *Server) Handler() http.Handler { return s.engine }
+// Handler is the http.Handler to serve: the access rules, then the routes.
+func (s *Server) Handler() http.Handler { return s.handler }
 
 // AddSystemSection adds a key to GET /v1/system whose value f computes per request.
 func (s *Server) AddSystemSection(key string, f func() any) { s.system[key] = f }
@@ -125,54 +140,4 @@ func (s *Server) logRequests(c *gin.Context) {
 	}
 	s.log.Log(c.Request.Context(), level, "request", "method", c.Request.Method, "path", c.Request.URL.Path,
 		"status", c.Writer.Status(), "took", time.Since(start).Round(time.Microsecond))
-}
-
-// cors answers browser callers: pages on loopback, browser extensions, and the
-// configured extra origins. Other origins get no CORS headers, so browsers block them.
-func (s *Server) cors(c *gin.Context) {
-	origin := c.GetHeader("Origin")
-	if origin == "" || !s.originAllowed(origin) {
-		if c.Request.Method == http.MethodOptions && origin != "" {
-			c.AbortWithStatus(http.StatusForbidden)
-			return
-		}
-		c.Next()
-		return
-	}
-	h := c.Writer.Header()
-	h.Set("Access-Control-Allow-Origin", origin)
-	h.Add("Vary", "Origin")
-	h.Set("Access-Control-Expose-Headers", "X-Modeld-Device, X-Modeld-Truncated, Retry-After")
-	if c.Request.Method == http.MethodOptions {
-		h.Set("Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS")
-		h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type, OpenAI-Organization, OpenAI-Project, X-Stainless-Lang, X-Stainless-Package-Version, X-Stainless-OS, X-Stainless-Arch, X-Stainless-Runtime, X-Stainless-Runtime-Version, X-Stainless-Retry-Count, X-Stainless-Timeout")
-		h.Set("Access-Control-Max-Age", "600")
-		c.AbortWithStatus(http.StatusNoContent)
-		return
-	}
-	c.Next()
-}
-
-var extensionSchemes = []string{"chrome-extension://", "moz-extension://", "safari-web-extension://"}
-
-func (s *Server) originAllowed(origin string) bool {
-	for _, p := range extensionSchemes {
-		if strings.HasPrefix(origin, p) {
-			return true
-		}
-	}
-	for _, host := range []string{"localhost", "127.0.0.1", "[::1]"} {
-		for _, scheme := range []string{"http://", "https://"} {
-			base := scheme + host
-			if origin == base || strings.HasPrefix(origin, base+":") {
-				return true
-			}
-		}
-	}
-	for _, o := range s.opt.Origins {
-		if o == "*" || o == origin {
-			return true
-		}
-	}
-	return false
 }

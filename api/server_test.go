@@ -22,7 +22,7 @@ func newTestServer(t *testing.T) *Server {
 
 func do(t *testing.T, s *Server, method, path string, hdr map[string]string) *httptest.ResponseRecorder {
 	t.Helper()
-	req := httptest.NewRequest(method, path, nil)
+	req := httptest.NewRequest(method, "http://localhost"+path, nil)
 	for k, v := range hdr {
 		req.Header.Set(k, v)
 	}
