@@ -369,7 +369,8 @@ func (s *Server) generate(c *gin.Context, model ChatModel, name string, req llam
 			return
 		}
 		if last.Finish == llama.FinishCancelled {
-			return // the client is gone
+			writeCut(c, nil) // a 503 when the shutdown cut it; nothing when the client is gone
+			return
 		}
 		finish := string(last.Finish)
 		usage := toUsage(last.Usage)
@@ -413,6 +414,7 @@ func (s *Server) generate(c *gin.Context, model ChatModel, name string, req llam
 		}
 		switch {
 		case ev.Finish == llama.FinishCancelled:
+			writeCut(c, sse) // an error event when the shutdown cut it
 			return
 		case ev.Finish == llama.FinishError || ev.Err != nil:
 			sse.send(gin.H{"error": toAPIError(fmt.Errorf("generation failed: %w", ev.Err))})

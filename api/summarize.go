@@ -191,7 +191,8 @@ func (s *Server) summarizeStream(c *gin.Context, id string, sm Summarizer, text 
 	}
 	switch {
 	case err != nil && (ctx.Err() != nil || errors.Is(err, errClientGone)):
-		return // nobody is listening
+		writeCut(c, sse) // an error event when the shutdown cut it; else nobody is listening
+		return
 	case err != nil && !sse.started:
 		writeError(c, err)
 		return

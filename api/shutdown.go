@@ -1,0 +1,43 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"net/http"
+
+	"github.com/gin-gonic/gin"
+)
+
+// ErrShuttingDown is the cause with which the daemon cancels the requests
+// still running when its shutdown grace is over (the context every request
+// derives from is cancelled with it): a live stream then ends with it as an
+// error event, any other request gets it as a 503. A request its own client
+// left is cancelled without this cause and gets nothing.
+var ErrShuttingDown error = &Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "shutting_down",
+	Message: "modeld is shutting down; the request was ended before it finished"}
+
+// shutdownCause is ErrShuttingDown when the daemon's shutdown ended ctx,
+// else nil.
+func shutdownCause(ctx context.Context) error {
+	if cause := context.Cause(ctx); cause != nil && errors.Is(cause, ErrShuttingDown) {
+		return cause
+	}
+	return nil
+}
+
+// writeCut answers a request whose context ended: when the shutdown ended
+// it, an error event on a stream already started (sse may be nil), else a
+// 503. It reports whether it wrote anything; a client that left itself
+// gets nothing.
+func writeCut(c *gin.Context, sse *sseWriter) bool {
+	cut := shutdownCause(c.Request.Context())
+	if cut == nil {
+		return false
+	}
+	if sse != nil && sse.started {
+		sse.send(gin.H{"error": toAPIError(cut)})
+		return true
+	}
+	writeError(c, cut)
+	return true
+}
