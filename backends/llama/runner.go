@@ -429,9 +429,16 @@ func (r *Runner) Stats() Stats {
 
 // Tokenize is Model.Tokenize, in the runner.
 func (r *Runner) Tokenize(text string, addSpecial, parseSpecial bool) ([]int32, error) {
+	return r.TokenizeContext(context.Background(), text, addSpecial, parseSpecial)
+}
+
+// TokenizeContext is Tokenize bounded by ctx: when ctx ends the call returns
+// ctx's error and the connection closes, so the runner drops the request (a
+// tokenization already inside llama.cpp runs to its end, unseen).
+func (r *Runner) TokenizeContext(ctx context.Context, text string, addSpecial, parseSpecial bool) ([]int32, error) {
 	q := url.Values{"add_special": {strconv.FormatBool(addSpecial)}, "parse_special": {strconv.FormatBool(parseSpecial)}}
 	var out wireTokens
-	if err := r.callJSON(context.Background(), http.MethodPost, routeTokenize, q, []byte(text), &out); err != nil {
+	if err := r.callJSON(ctx, http.MethodPost, routeTokenize, q, []byte(text), &out); err != nil {
 		return nil, err
 	}
 	if out.Tokens == nil {
@@ -459,10 +466,16 @@ func (r *Runner) TokenPiece(id int32, renderSpecial bool) (string, error) {
 
 // ApplyChatTemplate is Model.ApplyChatTemplate, in the runner.
 func (r *Runner) ApplyChatTemplate(msgs []Message, addAssistant bool) (string, error) {
+	return r.ApplyChatTemplateContext(context.Background(), msgs, addAssistant)
+}
+
+// ApplyChatTemplateContext is ApplyChatTemplate bounded by ctx, as
+// TokenizeContext is.
+func (r *Runner) ApplyChatTemplateContext(ctx context.Context, msgs []Message, addAssistant bool) (string, error) {
 	body, err := json.Marshal(wireTemplate{Messages: msgs, AddAssistant: addAssistant})
 	if err != nil {
 		return "", fmt.Errorf("%w: messages cannot be encoded: %w", ErrInvalidRequest, err)
 	}
-	b, err := r.call(context.Background(), http.MethodPost, routeTemplate, nil, body)
+	b, err := r.call(ctx, http.MethodPost, routeTemplate, nil, body)
 	return string(b), err
 }

@@ -33,6 +33,9 @@ const (
 	// envTokenDelay D (a duration): the runner's decode loop spends D after
 	// each token, a slow model that keeps making progress.
 	envTokenDelay = "MODELD_TEST_RUNNER_TOKEN_DELAY"
+	// envHoldText "1": a /tokenize or /template request, once read, waits
+	// until its client goes away, saying so on stderr (textHeld, textGone).
+	envHoldText = "MODELD_TEST_RUNNER_HOLD_TEXT"
 	// envParentModel, envParentLibs: what the parent stand-in loads.
 	envParentModel = "MODELD_TEST_PARENT_MODEL"
 	envParentLibs  = "MODELD_TEST_PARENT_LIBS"
@@ -72,6 +75,16 @@ func testRunnerMain() int {
 		return 0
 	}
 	var sm runnerSeams
+	if os.Getenv(envHoldText) == "1" {
+		sm.beforeText = func(ctx context.Context) {
+			fmt.Fprintln(os.Stderr, textHeld)
+			select {
+			case <-ctx.Done():
+				fmt.Fprintln(os.Stderr, textGone)
+			case <-time.After(2 * time.Minute): // never hold a stray runner forever
+			}
+		}
+	}
 	if n, err := strconv.Atoi(os.Getenv(envPauseAt)); err == nil && n > 0 {
 		var once sync.Once
 		released := make(chan struct{})
@@ -119,3 +132,9 @@ func testParentMain() int {
 	_, _ = io.Copy(io.Discard, os.Stdin) // until killed (or the test closes stdin)
 	return 0
 }
+
+// What a runner with envHoldText writes to stderr.
+const (
+	textHeld = "test runner: text request held"
+	textGone = "test runner: text request's client went away"
+)

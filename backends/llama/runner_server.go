@@ -125,6 +125,9 @@ type runnerSeams struct {
 	// generateDone runs when a /generate request's context ends (the
 	// client went away, or the handler returned).
 	generateDone func()
+	// beforeText runs when a /tokenize or /template request has been
+	// read, before the model's work on it starts.
+	beforeText func(ctx context.Context)
 }
 
 func runRunner(ctx context.Context, cfg RunnerConfig, stdin io.Reader, stdout io.Writer, sm runnerSeams) error {
@@ -254,10 +257,26 @@ func (s *runnerServer) handler() http.Handler {
 	return mux
 }
 
+// clientGone reports whether the request's client went away before its
+// work started: then the work is skipped, as nobody would read the answer.
+func (s *runnerServer) clientGone(r *http.Request) bool {
+	if s.seams.beforeText != nil {
+		s.seams.beforeText(r.Context())
+	}
+	if err := r.Context().Err(); err != nil {
+		slog.Debug("llama runner: request dropped, its client is gone", "path", r.URL.Path, "err", err)
+		return true
+	}
+	return false
+}
+
 func (s *runnerServer) tokenize(w http.ResponseWriter, r *http.Request) {
 	body, err := readBody(r)
 	if err != nil {
 		writeError(w, err)
+		return
+	}
+	if s.clientGone(r) {
 		return
 	}
 	q := r.URL.Query()
@@ -294,6 +313,9 @@ func (s *runnerServer) template(w http.ResponseWriter, r *http.Request) {
 	var req wireTemplate
 	if err := decodeBody(r, &req); err != nil {
 		writeError(w, err)
+		return
+	}
+	if s.clientGone(r) {
 		return
 	}
 	text, err := s.m.ApplyChatTemplate(req.Messages, req.AddAssistant)

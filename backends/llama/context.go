@@ -1,0 +1,37 @@
+package llama
+
+import "context"
+
+// TokenizeContext is Tokenize for a caller with a context, so that an
+// in-process model and a Runner can be used alike. The tokenization is one
+// call into llama.cpp, which cannot be interrupted: ctx is checked before
+// it starts and after it ends.
+func (m *Model) TokenizeContext(ctx context.Context, text string, addSpecial, parseSpecial bool) ([]int32, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	ids, err := m.Tokenize(text, addSpecial, parseSpecial)
+	if err == nil {
+		err = ctx.Err()
+	}
+	if err != nil {
+		return nil, err
+	}
+	return ids, nil
+}
+
+// ApplyChatTemplateContext is ApplyChatTemplate for a caller with a context;
+// ctx is checked before the template renders and after.
+func (m *Model) ApplyChatTemplateContext(ctx context.Context, msgs []Message, addAssistant bool) (string, error) {
+	if err := ctx.Err(); err != nil {
+		return "", err
+	}
+	out, err := m.ApplyChatTemplate(msgs, addAssistant)
+	if err == nil {
+		err = ctx.Err()
+	}
+	if err != nil {
+		return "", err
+	}
+	return out, nil
+}
