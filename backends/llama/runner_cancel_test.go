@@ -16,8 +16,8 @@ import (
 type lineHandler struct{ lines chan string }
 
 func (h lineHandler) Enabled(context.Context, slog.Level) bool { return true }
-func (h lineHandler) WithAttrs([]slog.Attr) slog.Handler      { return h }
-func (h lineHandler) WithGroup(string) slog.Handler           { return h }
+func (h lineHandler) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h lineHandler) WithGroup(string) slog.Handler            { return h }
 func (h lineHandler) Handle(_ context.Context, r slog.Record) error {
 	r.Attrs(func(a slog.Attr) bool {
 		if a.Key == "line" {
