@@ -1,0 +1,174 @@
+package ggufscan
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	gguf "github.com/gpustack/gguf-parser-go"
+
+	"github.com/modeld/modeld/internal/ggufgen"
+)
+
+func scanBytes(b []byte, lim Limits) (*Header, error) {
+	return Scan(bytes.NewReader(b), int64(len(b)), lim)
+}
+
+func tinyModel(t testing.TB, v ggufgen.VocabKind) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := ggufgen.Write(&buf, ggufgen.Tiny(v)); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+func TestScanAcceptsRealLayouts(t *testing.T) {
+	for _, v := range []ggufgen.VocabKind{ggufgen.SPM, ggufgen.BPE} {
+		b := tinyModel(t, v)
+		h, err := scanBytes(b, DefaultLimits())
+		if err != nil {
+			t.Fatalf("%v: %v", v, err)
+		}
+		// The parser must agree on where the data starts.
+		path := filepath.Join(t.TempDir(), "m.gguf")
+		if err := os.WriteFile(path, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		f, err := gguf.ParseGGUFFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h.DataOffset != f.TensorDataStartOffset || h.TensorCount != uint64(len(f.TensorInfos)) || h.Version != 3 || h.Alignment != 32 {
+			t.Fatalf("%v: header %+v; parser: data at %d, %d tensors", v, h, f.TensorDataStartOffset, len(f.TensorInfos))
+		}
+		if h.DataOffset+h.DataBytes > int64(len(b)) || h.DataBytes == 0 {
+			t.Fatalf("%v: data %d+%d in a %d-byte file", v, h.DataOffset, h.DataBytes, len(b))
+		}
+	}
+	if _, err := scanBytes(ggufgen.ValidTiny(), DefaultLimits()); err != nil {
+		t.Fatalf("ValidTiny: %v", err)
+	}
+}
+
+func TestScanRefusesHostileFiles(t *testing.T) {
+	for _, h := range ggufgen.HostileFiles() {
+		t.Run(h.Name, func(t *testing.T) {
+			_, err := scanBytes(h.Data, DefaultLimits())
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			var se *Error
+			if !errors.As(err, &se) || !errors.Is(err, ErrInvalid) {
+				t.Fatalf("error %T %v is not an *Error wrapping ErrInvalid", err, err)
+			}
+			if !strings.Contains(err.Error(), h.Want) {
+				t.Fatalf("error %q does not say %q", err, h.Want)
+			}
+			if se.Offset < 0 || se.Offset > int64(len(h.Data)) {
+				t.Fatalf("offset %d outside the %d-byte file", se.Offset, len(h.Data))
+			}
+			if len(err.Error()) > 400 {
+				t.Fatalf("error of %d bytes", len(err.Error()))
+			}
+		})
+	}
+}
+
+// Every prefix of a valid file is refused with an *Error, never a panic.
+func TestScanRefusesEveryTruncation(t *testing.T) {
+	for _, b := range [][]byte{ggufgen.ValidTiny(), tinyModel(t, ggufgen.BPE)} {
+		h, err := scanBytes(b, DefaultLimits())
+		if err != nil {
+			t.Fatal(err)
+		}
+		end := h.DataOffset + h.DataBytes
+		step := max(1, int(end)/4000)
+		for n := 0; n < int(end); n += step {
+			_, err := scanBytes(b[:n], DefaultLimits())
+			var se *Error
+			if !errors.As(err, &se) {
+				t.Fatalf("prefix of %d bytes (of %d): %v", n, len(b), err)
+			}
+		}
+	}
+}
+
+// Nesting is walked with an explicit stack: a deeper limit accepts exactly
+// that depth, and a million levels cost no recursion.
+func TestScanNestingDepth(t *testing.T) {
+	lim := DefaultLimits()
+	lim.MaxDepth = 4
+	if _, err := scanBytes(ggufgen.NestedArrays(4), lim); err != nil {
+		t.Fatalf("depth 4 with MaxDepth 4: %v", err)
+	}
+	_, err := scanBytes(ggufgen.NestedArrays(5), lim)
+	if err == nil || !strings.Contains(err.Error(), "nested deeper than 4") {
+		t.Fatalf("depth 5 with MaxDepth 4: %v", err)
+	}
+	lim.MaxDepth = 2_000_000
+	if _, err := scanBytes(ggufgen.NestedArrays(1_000_000), lim); err != nil {
+		t.Fatalf("a million levels with a limit above them: %v", err)
+	}
+	if _, err := scanBytes(ggufgen.NestedArrays(1), DefaultLimits()); err != nil {
+		t.Fatalf("a plain array: %v", err)
+	}
+}
+
+func TestScanFile(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.gguf")
+	if err := os.WriteFile(good, ggufgen.ValidTiny(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ScanFile(good); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ScanFile(dir); err == nil || !strings.Contains(err.Error(), "not a regular file") {
+		t.Fatalf("directory: %v", err)
+	}
+	if _, err := ScanFile(filepath.Join(dir, "missing.gguf")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("missing file: %v", err)
+	}
+}
+
+// A skip longer than the read buffer repositions instead of reading through.
+func TestScanSkipsLargeValues(t *testing.T) {
+	r := new(ggufgen.Raw).Header(1, 2).KVString("general.architecture", "llama").
+		Str("tokenizer.ggml.scores").U32(9).U32(6).U64(1 << 18).Raw(make([]byte, 4<<18)).
+		TensorInfo("t", []uint64{8}, 0, 0).Pad(32).Raw(make([]byte, 32))
+	b := r.Bytes()
+	h, err := scanBytes(b, DefaultLimits())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.DataOffset+32 != int64(len(b)) {
+		t.Fatalf("data at %d in a %d-byte file", h.DataOffset, len(b))
+	}
+}
+
+func FuzzScan(f *testing.F) {
+	f.Add(ggufgen.ValidTiny())
+	f.Add(tinyModel(f, ggufgen.SPM)[:4096])
+	f.Add(ggufgen.NestedArrays(3))
+	for _, h := range ggufgen.HostileFiles() {
+		if len(h.Data) < 1<<16 {
+			f.Add(h.Data)
+		}
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		h, err := scanBytes(b, DefaultLimits())
+		if err != nil {
+			if !errors.Is(err, ErrInvalid) {
+				t.Fatalf("error %v does not wrap ErrInvalid", err)
+			}
+			return
+		}
+		if h.DataOffset < 0 || h.DataOffset%int64(h.Alignment) != 0 || (h.DataBytes > 0 && h.DataOffset+h.DataBytes > int64(len(b))) {
+			t.Fatalf("accepted with data %d+%d (alignment %d) in a %d-byte file", h.DataOffset, h.DataBytes, h.Alignment, len(b))
+		}
+	})
+}
