@@ -155,7 +155,7 @@ func HostileFiles() []Hostile {
 		{"removed tensor type Q4_2", "no longer supports", tinyWith(nil, []uint64{32}, 4, 0, 32)},
 		{"row not a multiple of the block", "not a multiple of the Q4_0 block size", tinyWith(nil, []uint64{31}, 2, 0, 32)},
 		{"offset not aligned", "not a multiple of the alignment", tinyWith(nil, []uint64{8}, ggmlF32, 7, 32)},
-		{"offset past the end", "past the end of the file", tinyWith(nil, []uint64{8}, ggmlF32, 1 << 40, 32)},
+		{"offset past the end", "past the end of the file", tinyWith(nil, []uint64{8}, ggmlF32, 1<<40, 32)},
 		{"offset wraps around", "past the end of the file", tinyWith(nil, []uint64{8}, ggmlF32, math.MaxUint64-31, 32)},
 		{"data cut short", "holds only 16 bytes", tinyWith(nil, []uint64{8}, ggmlF32, 0, 16)},
 		{"tensor larger than the file", "past the end of the file", tinyWith(nil, []uint64{1 << 20}, ggmlF32, 0, 32)},

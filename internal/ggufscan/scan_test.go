@@ -138,7 +138,7 @@ func TestScanFile(t *testing.T) {
 // A skip longer than the read buffer repositions instead of reading through.
 func TestScanSkipsLargeValues(t *testing.T) {
 	r := new(ggufgen.Raw).Header(1, 2).KVString("general.architecture", "llama").
-		Str("tokenizer.ggml.scores").U32(9).U32(6).U64(1 << 18).Raw(make([]byte, 4<<18)).
+		Str("tokenizer.ggml.scores").U32(9).U32(6).U64(1<<18).Raw(make([]byte, 4<<18)).
 		TensorInfo("t", []uint64{8}, 0, 0).Pad(32).Raw(make([]byte, 32))
 	b := r.Bytes()
 	h, err := scanBytes(b, DefaultLimits())
