@@ -25,7 +25,7 @@ func ParseScoring(s string) (Scoring, error) {
 	case "", ScoringSoftmax, ScoringSigmoid, ScoringNone:
 		return Scoring(s), nil
 	}
-	return "", fmt.Errorf("pipelines: unknown scoring function %q (want softmax, sigmoid or none): %w", s, ErrInvalidInput)
+	return "", fmt.Errorf("pipelines: unknown scoring function %s (want softmax, sigmoid or none): %w", quoteInput(s), ErrInvalidInput)
 }
 
 // ClassifyOptions adjust one Classify call.
@@ -99,6 +99,9 @@ func (c *Classifier) Labels() []string { return c.labels }
 // Classify scores each text against the model's labels.
 func (c *Classifier) Classify(ctx context.Context, texts []string, opts ClassifyOptions) (ClassifyResult, error) {
 	if err := checkTexts(texts); err != nil {
+		return ClassifyResult{}, err
+	}
+	if err := checkCount("input texts", len(texts), MaxClassifyInputs); err != nil {
 		return ClassifyResult{}, err
 	}
 	fn, err := ParseScoring(string(opts.Function))
@@ -246,6 +249,12 @@ func (z *ZeroShot) Classify(ctx context.Context, texts, candidateLabels []string
 	if len(candidateLabels) == 0 {
 		return ZeroShotResult{}, fmt.Errorf("pipelines: no candidate labels: %w", ErrInvalidInput)
 	}
+	if err := checkCount("candidate labels", len(candidateLabels), MaxCandidateLabels); err != nil {
+		return ZeroShotResult{}, err
+	}
+	if err := checkCount("text-label pairs", len(texts)*len(candidateLabels), MaxZeroShotPairs); err != nil {
+		return ZeroShotResult{}, err
+	}
 	for i, l := range candidateLabels {
 		if l == "" {
 			return ZeroShotResult{}, fmt.Errorf("pipelines: candidate label %d is empty: %w", i, ErrInvalidInput)
@@ -256,7 +265,7 @@ func (z *ZeroShot) Classify(ctx context.Context, texts, candidateLabels []string
 		tmpl = DefaultHypothesisTemplate
 	}
 	if !strings.Contains(tmpl, "{}") {
-		return ZeroShotResult{}, fmt.Errorf("pipelines: hypothesis template %q has no {} for the label: %w", tmpl, ErrInvalidInput)
+		return ZeroShotResult{}, fmt.Errorf("pipelines: hypothesis template %s has no {} for the label: %w", quoteInput(tmpl), ErrInvalidInput)
 	}
 	pairs := make([][2]string, 0, len(texts)*len(candidateLabels))
 	for _, t := range texts {

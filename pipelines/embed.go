@@ -35,7 +35,7 @@ func ParsePooling(s string) (Pooling, error) {
 	case "last_token", "eos", "lasttoken":
 		return PoolingLastToken, nil
 	}
-	return "", fmt.Errorf("pipelines: unknown pooling %q (want mean, cls or last_token): %w", s, ErrInvalidInput)
+	return "", fmt.Errorf("pipelines: unknown pooling %s (want mean, cls or last_token): %w", quoteInput(s), ErrInvalidInput)
 }
 
 // EmbedOptions adjust one Embed call; zero values take the model's defaults.
@@ -98,6 +98,9 @@ func LoadEmbedder(dir string, opts Options) (*Embedder, error) {
 // are truncated (Truncated counts them), not refused.
 func (e *Embedder) Embed(ctx context.Context, texts []string, opts EmbedOptions) (EmbedResult, error) {
 	if err := checkTexts(texts); err != nil {
+		return EmbedResult{}, err
+	}
+	if err := checkCount("input texts", len(texts), MaxEmbedInputs); err != nil {
 		return EmbedResult{}, err
 	}
 	pooling := opts.Pooling

@@ -62,6 +62,9 @@ func (r *Reranker) Rerank(ctx context.Context, query string, documents []string,
 	if err := checkTexts(documents); err != nil {
 		return RerankResult{}, err
 	}
+	if err := checkCount("documents", len(documents), MaxRerankDocuments); err != nil {
+		return RerankResult{}, err
+	}
 	pairs := make([][2]string, len(documents))
 	for i, d := range documents {
 		pairs[i] = [2]string{query, d}

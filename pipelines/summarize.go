@@ -137,6 +137,15 @@ func (s *Summarizer) settings(o SummarizeOptions) (*genSettings, error) {
 	if o.MaxNewTokens < 0 || o.NumBeams < 0 {
 		return nil, fmt.Errorf("max_new_tokens and num_beams must not be negative: %w", ErrInvalidInput)
 	}
+	if o.NumBeams > MaxNumBeams {
+		return nil, fmt.Errorf("num_beams %d is more than the %d allowed: %w", o.NumBeams, MaxNumBeams, ErrInvalidInput)
+	}
+	if o.MaxNewTokens > MaxNewTokens || (o.MinNewTokens != nil && *o.MinNewTokens > MaxNewTokens) {
+		return nil, fmt.Errorf("max_new_tokens and min_new_tokens must be at most the %d allowed: %w", MaxNewTokens, ErrInvalidInput)
+	}
+	// A model's own settings are held to the same bounds.
+	gs.numBeams = min(gs.numBeams, MaxNumBeams)
+	gs.maxLength = min(gs.maxLength, 1+MaxNewTokens)
 	if o.MaxNewTokens > 0 {
 		gs.maxLength = 1 + o.MaxNewTokens
 	}
@@ -175,34 +184,30 @@ func (s *Summarizer) settings(o SummarizeOptions) (*genSettings, error) {
 }
 
 // Summarize generates a summary of each text. The texts are encoded in one padded
-// batch and decoded together (texts × beams rows); texts longer than the model's
-// length are truncated, not refused.
+// batch and decoded together (texts × beams rows), in groups of texts when there
+// are more rows than MaxDecoderRows; texts longer than the model's length are
+// truncated, not refused.
 func (s *Summarizer) Summarize(ctx context.Context, texts []string, opts SummarizeOptions) (SummarizeResult, error) {
 	if err := checkTexts(texts); err != nil {
+		return SummarizeResult{}, err
+	}
+	if err := checkCount("input texts", len(texts), MaxSummarizeInputs); err != nil {
 		return SummarizeResult{}, err
 	}
 	gs, err := s.settings(opts)
 	if err != nil {
 		return SummarizeResult{}, fmt.Errorf("pipelines: %w", err)
 	}
-	encs := make([]*tokenizer.Encoding, len(texts))
+	group := max(1, MaxDecoderRows/gs.numBeams)
 	var u usage
-	for i, t := range texts {
-		encs[i] = s.m.files.tok.Encode(t, tokenizer.WithTruncation(s.m.files.maxTokens()))
-		u.add(encs[i])
-	}
-	hidden, mask, err := s.m.encode(ctx, encs)
-	if err != nil {
-		return SummarizeResult{}, err
-	}
-	var sums []Summary
-	if gs.numBeams == 1 {
-		sums, err = s.greedy(ctx, gs, hidden, mask, opts.OnToken)
-	} else {
-		sums, err = s.beam(ctx, gs, hidden, mask)
-	}
-	if err != nil {
-		return SummarizeResult{}, err
+	sums := make([]Summary, 0, len(texts))
+	for from := 0; from < len(texts); from += group {
+		to := min(from+group, len(texts))
+		part, err := s.summarizeGroup(ctx, gs, texts[from:to], from, opts.OnToken, &u)
+		if err != nil {
+			return SummarizeResult{}, err
+		}
+		sums = append(sums, part...)
 	}
 	res := SummarizeResult{Summaries: sums, InputTokens: u.tokens, Truncated: u.truncated, Device: s.Device()}
 	for i := range sums {
@@ -213,6 +218,31 @@ func (s *Summarizer) Summarize(ctx context.Context, texts []string, opts Summari
 		}
 	}
 	return res, nil
+}
+
+// summarizeGroup encodes and decodes texts together; first is the index of
+// texts[0] in the call, which token events carry.
+func (s *Summarizer) summarizeGroup(ctx context.Context, gs *genSettings, texts []string, first int, onToken func(TokenEvent) error, u *usage) ([]Summary, error) {
+	encs := make([]*tokenizer.Encoding, len(texts))
+	for i, t := range texts {
+		encs[i] = s.m.files.tok.Encode(t, tokenizer.WithTruncation(s.m.files.maxTokens()))
+		u.add(encs[i])
+	}
+	hidden, mask, err := s.m.encode(ctx, encs)
+	if err != nil {
+		return nil, err
+	}
+	if gs.numBeams > 1 {
+		return s.beam(ctx, gs, hidden, mask)
+	}
+	if onToken != nil && first > 0 {
+		inner := onToken
+		onToken = func(ev TokenEvent) error {
+			ev.Index += first
+			return inner(ev)
+		}
+	}
+	return s.greedy(ctx, gs, hidden, mask, onToken)
 }
 
 // finishedSummary builds the Summary of a finished decoder sequence.
