@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -24,8 +23,10 @@ func newServeCommand(a *app) *cobra.Command {
 		Use:   "serve",
 		Short: "Run the daemon (OpenAI-compatible HTTP API on loopback)",
 		Long: `Run the daemon. It starts with no model loaded and loads each model on its
-first request. Stop it with Ctrl-C or SIGTERM: in-flight requests get a few
-seconds to finish.
+first request. Stop it with Ctrl-C or SIGTERM: it takes no new requests, gives
+live ones --shutdown-grace to finish, ends the rest with an error, unloads every
+model and exits (a second Ctrl-C exits at once). One daemon serves a home at a
+time: a second one on the same home refuses to start and names the first.
 
 Settings (flag > MODELD_* environment > config file > default) are listed below;
 HF_TOKEN, when set, is sent to the model hub by pull.`,
@@ -33,6 +34,7 @@ HF_TOKEN, when set, is sent to the model hub by pull.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			context.AfterFunc(ctx, stop) // a second signal has its default effect
 			return a.serve(ctx)
 		},
 	}
@@ -87,6 +89,16 @@ func (c Config) public() publicConfig {
 
 func (a *app) serve(ctx context.Context) error {
 	cfg := a.cfg
+	home, err := lockHome(cfg.Home)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := home.release(); err != nil {
+			a.log.Warn("releasing the home lock", "err", err)
+		}
+		a.log.Info("stopped")
+	}()
 	libs := backends.Libs{Root: cfg.LibDir}
 	for _, st := range libs.Check() {
 		if !st.Installed {
@@ -142,7 +154,8 @@ func (a *app) serve(ctx context.Context) error {
 	if host, _, _ := net.SplitHostPort(cfg.Listen); host != "127.0.0.1" && host != "localhost" && host != "::1" {
 		a.log.Warn("listening beyond loopback: anyone who can reach this address can use the API", "listen", cfg.Listen)
 	}
-	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	reqs := newRequestBase()
+	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, BaseContext: reqs.base}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	a.log.Info("modeld listening", "addr", ln.Addr().String(), "version", modeldVersion(), "home", cfg.Home)
@@ -152,12 +165,7 @@ func (a *app) serve(ctx context.Context) error {
 		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
 	}
-	a.log.Info("shutting down")
-	shutCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := hs.Shutdown(shutCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		a.log.Warn("shutdown", "err", err)
-	}
-	a.log.Info("stopped")
-	return nil
+	a.log.Info("shutting down", "grace", cfg.ShutdownGrace)
+	drain(hs, reqs, cfg.ShutdownGrace, a.log)
+	return nil // the deferred calls unload the models, then release the home
 }
