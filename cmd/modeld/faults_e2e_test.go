@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -164,16 +165,36 @@ func runnersOf(home string) []int {
 	return pids
 }
 
-// TestDaemonShutdownLiveStreams: SIGTERM with four live streams: each ends
-// with an error event (no silent cut, no [DONE]) after the grace, the daemon
-// exits within 5s, and no runner is left.
+// TestDaemonShutdownLiveStreams: SIGTERM with four live streams and a
+// non-streaming request in flight: each stream ends with an error event (no
+// silent cut, no [DONE]) after the grace, the other request gets a 503, the
+// daemon exits within 5s, and no runner is left.
 func TestDaemonShutdownLiveStreams(t *testing.T) {
 	home := longChatHome(t)
-	daemon, base, logs := startDaemon(t, home, "--chat-slots", "4", "--context-size", "16384")
+	daemon, base, logs := startDaemon(t, home, "--chat-slots", "5", "--context-size", "16384")
+	type answer struct {
+		status int
+		body   string
+		err    error
+	}
+	plain := make(chan answer, 1)
+	go func() {
+		res, err := http.Post(base+"/v1/chat/completions", "application/json", strings.NewReader(
+			`{"model":"t/long","max_tokens":15000,"messages":[{"role":"user","content":"Tell me a long story."}]}`))
+		if err != nil {
+			plain <- answer{err: err}
+			return
+		}
+		defer res.Body.Close()
+		b, err := io.ReadAll(res.Body)
+		plain <- answer{res.StatusCode, string(b), err}
+	}()
 	var streams []*sseStream
 	for range 4 {
 		streams = append(streams, openStream(t, base, "t/long", 15000))
 	}
+	// All five hold a slot of the model.
+	waitMetric(t, base, `modeld_model_requests_total{model="t/long"} 5`)
 	if n := len(runnersOf(home)); n != 1 {
 		t.Fatalf("%d runners of the test home, want 1", n)
 	}
@@ -185,13 +206,16 @@ func TestDaemonShutdownLiveStreams(t *testing.T) {
 	go func() { exited <- daemon.Wait() }()
 	for i, s := range streams {
 		last, done := s.rest()
+		t.Logf("stream %d: %d events before the cut", i, len(s.data))
 		if done || !strings.HasPrefix(last, `{"error":`) || !strings.Contains(last, `"code":"shutting_down"`) {
 			t.Errorf("stream %d: last event %s (done %v), want the shutting_down error event", i, last, done)
 		}
-		t.Logf("stream %d: %d events before the cut", i, len(s.data))
 		if len(s.data) < 3 {
 			t.Errorf("stream %d: %d events; it was not live", i, len(s.data))
 		}
+	}
+	if a := <-plain; a.err != nil || a.status != http.StatusServiceUnavailable || !strings.Contains(a.body, `"code":"shutting_down"`) {
+		t.Errorf("non-streaming request in flight: %d %s %v, want a 503 shutting_down", a.status, a.body, a.err)
 	}
 	select {
 	case err := <-exited:
@@ -208,6 +232,33 @@ func TestDaemonShutdownLiveStreams(t *testing.T) {
 	}
 	if left := runnersOf(home); len(left) > 0 {
 		t.Fatalf("runners %v left after the daemon exited", left)
+	}
+}
+
+// waitMetric polls /metrics until it has the line want (bounded: the
+// daemon is another process).
+func waitMetric(t *testing.T, base, want string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		res, err := http.Get(base + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := io.ReadAll(res.Body)
+		res.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if line == want {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no %q in /metrics", want)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 
