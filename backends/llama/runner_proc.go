@@ -161,7 +161,8 @@ func (p *process) exited() bool {
 	}
 }
 
-// stop ends the process politely (stdin closed, SIGTERM), then with SIGKILL
+// stop ends the process politely (stdin closed, SIGTERM; SIGCONT, in case
+// it was stopped), then with SIGKILL
 // after grace, and waits until it is reaped. It reports whether the kill
 // was needed.
 func (p *process) stop(grace time.Duration) (killed bool) {
@@ -171,6 +172,7 @@ func (p *process) stop(grace time.Duration) (killed bool) {
 		return false
 	}
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	_ = p.cmd.Process.Signal(syscall.SIGCONT) // a stopped runner acts on it too
 	t := time.NewTimer(grace)
 	defer t.Stop()
 	select {

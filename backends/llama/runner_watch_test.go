@@ -253,3 +253,19 @@ func TestFormatStall(t *testing.T) {
 		t.Error("a crash is not a stall")
 	}
 }
+
+// TestRunnerCloseStopped: Close of a stopped runner (SIGSTOP) wakes it so it
+// shuts down on its SIGTERM like a running one, rather than waiting out the
+// grace for a SIGKILL.
+func TestRunnerCloseStopped(t *testing.T) {
+	r := stallRunner(t, -1) // no watchdog
+	if err := syscall.Kill(r.PID(), syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if st := r.proc.cmd.ProcessState; !st.Success() {
+		t.Errorf("stopped runner ended with %v, want a clean exit on SIGTERM", st)
+	}
+}
