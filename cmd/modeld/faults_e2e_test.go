@@ -171,6 +171,9 @@ func runnersOf(home string) []int {
 // daemon exits within 5s, and no runner is left.
 func TestDaemonShutdownLiveStreams(t *testing.T) {
 	home := longChatHome(t)
+	// Under -race each process sleeps 1s at exit (the race runtime's
+	// atexit_sleep_ms): not modeld's time, so not measured.
+	t.Setenv("GORACE", strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0"))
 	daemon, base, logs := startDaemon(t, home, "--chat-slots", "5", "--context-size", "16384")
 	type answer struct {
 		status int
