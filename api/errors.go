@@ -119,12 +119,7 @@ func toAPIError(err error) *Error {
 
 // writeError sends err as an OpenAI error object.
 func writeError(c *gin.Context, err error) {
-	if errors.Is(err, context.Canceled) {
-		if cut := shutdownCause(c.Request.Context()); cut != nil {
-			err = cut // not the client's doing: say so
-		}
-	}
-	e := toAPIError(err)
+	e := toAPIError(asCut(c, err))
 	if e.RetryAfter > 0 {
 		secs := int(e.RetryAfter.Round(time.Second) / time.Second)
 		if secs < 1 {

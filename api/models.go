@@ -190,7 +190,7 @@ func (h *modelHandlers) pull(c *gin.Context) {
 		}
 	})
 	if err != nil {
-		send(gin.H{"status": "error", "error": toAPIError(err)})
+		send(gin.H{"status": "error", "error": toAPIError(asCut(c, err))})
 		return
 	}
 	send(gin.H{"status": models.StatusSuccess, "model": m.ID})

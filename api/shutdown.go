@@ -25,6 +25,17 @@ func shutdownCause(ctx context.Context) error {
 	return nil
 }
 
+// asCut is err, or ErrShuttingDown when err is the cancellation that the
+// daemon's shutdown caused (not the client's doing: say so).
+func asCut(c *gin.Context, err error) error {
+	if errors.Is(err, context.Canceled) {
+		if cut := shutdownCause(c.Request.Context()); cut != nil {
+			return cut
+		}
+	}
+	return err
+}
+
 // writeCut answers a request whose context ended: when the shutdown ended
 // it, an error event on a stream already started (sse may be nil), else a
 // 503. It reports whether it wrote anything; a client that left itself
