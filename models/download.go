@@ -13,6 +13,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 )
 
 // remoteFile is one file a pull fetches.
@@ -122,6 +123,11 @@ func (p *Puller) fetch(ctx context.Context, rf remoteFile, em *emitter, pins *pi
 			s.removeLockFile(name)     // still held: a waiter retries on the new file
 			return h, n, nil
 		}
+		if errors.Is(err, ErrTooLarge) {
+			// Over the bound: nothing worth continuing, and it must not
+			// stay on the disk.
+			return "", 0, errors.Join(err, s.discardPartial(name))
+		}
 		if !errors.Is(err, ErrChecksum) {
 			return "", 0, err
 		}
@@ -163,7 +169,11 @@ func (p *Puller) fetchOnce(ctx context.Context, rf remoteFile, name string, em *
 	} else if meta.size >= 0 && meta.size != size {
 		return "", 0, fmt.Errorf("%s: the listing says %d bytes but the server %d", rf.Path, size, meta.size)
 	}
-	sc := &sidecar{Source: rf.URL, Size: size, ETag: meta.etag}
+	if err := p.checkRoom(rf.Path, size, name); err != nil {
+		return "", 0, err
+	}
+	// The sidecar is on disk: it names the URL without credentials or query.
+	sc := &sidecar{Source: redactURL(rf.URL), Size: size, ETag: meta.etag}
 	if rf.SHA256 != "" {
 		sc.Digest = digestPrefix + rf.SHA256
 	}
@@ -197,6 +207,72 @@ func (p *Puller) fetchOnce(ctx context.Context, rf remoteFile, name string, em *
 	}
 	h, err := v.check(rf, size)
 	return h, v.n, err
+}
+
+// checkRoom refuses, before any byte is fetched, a file of size bytes (-1:
+// unknown) larger than MaxDownload, or one that would leave less than
+// DiskMargin free on the store's file system (counting what the partial
+// already holds).
+func (p *Puller) checkRoom(file string, size int64, name string) error {
+	if size < 0 {
+		return nil // bounded while streaming (streamLimit)
+	}
+	if p.cfg.MaxDownload > 0 && size > p.cfg.MaxDownload {
+		return fmt.Errorf("%w: %s is %d bytes, more than %d", ErrTooLarge, file, size, p.cfg.MaxDownload)
+	}
+	free, err := p.cfg.freeSpace(p.store.root)
+	if err != nil || free < 0 {
+		p.store.log.Warn("models: free disk space unknown; the download is bounded by ENOSPC only", "err", err)
+		return nil
+	}
+	need := size - min(p.partialHas(name), size)
+	if need+p.cfg.DiskMargin > free {
+		return fmt.Errorf("%w: %s needs %d more bytes, %d are free in %s and %d must stay free", ErrNoSpace, file, need, free, p.store.root, p.cfg.DiskMargin)
+	}
+	return nil
+}
+
+// partialHas estimates the bytes of the partial of name already on disk: the
+// finished parts of a ranged download (its file is sparse), else its length.
+func (p *Puller) partialHas(name string) int64 {
+	if sc := p.store.readSidecar(name); sc != nil && len(sc.Chunks) > 0 {
+		var n int64
+		for _, c := range sc.Chunks {
+			n += c.Done
+		}
+		return n
+	}
+	fi, err := os.Stat(p.store.partialPath(name))
+	if err != nil {
+		return 0
+	}
+	return fi.Size()
+}
+
+// streamLimit is the most bytes a file of unknown size may have: MaxDownload
+// and the free space less DiskMargin (plus what the partial holds), -1 when
+// neither is known.
+func (p *Puller) streamLimit(have int64) int64 {
+	limit := int64(-1)
+	if p.cfg.MaxDownload > 0 {
+		limit = p.cfg.MaxDownload
+	}
+	if free, err := p.cfg.freeSpace(p.store.root); err == nil && free >= 0 {
+		room := max(free-p.cfg.DiskMargin, 0) + have
+		if limit < 0 || room < limit {
+			limit = room
+		}
+	}
+	return limit
+}
+
+// diskError turns a write that failed for lack of space into ErrNoSpace
+// (still errors.Is syscall.ENOSPC), with what to do about it.
+func (p *Puller) diskError(file string, err error) error {
+	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+		return fmt.Errorf("%w: writing %s under %s: %w (free some space and pull again: the download continues where it stopped)", ErrNoSpace, file, p.store.root, err)
+	}
+	return err
 }
 
 // hashInto feeds the file at path to v.
@@ -251,10 +327,14 @@ func (p *Puller) downloadStream(ctx context.Context, u, name string, sc *sidecar
 	}
 	prog.Completed = offset
 	em.emit(prog)
+	limit := int64(-1)
+	if sc.Size < 0 {
+		limit = p.streamLimit(offset)
+	}
 	b := backoff{cfg: &p.cfg}
 	for sc.Size < 0 || offset < sc.Size {
 		start := offset
-		done, rerr := p.streamOnce(ctx, u, f, &offset, sc.Size, v, em, prog)
+		done, rerr := p.streamOnce(ctx, u, f, &offset, sc.Size, limit, v, em, prog)
 		if rerr == nil && done {
 			break
 		}
@@ -285,8 +365,9 @@ var errRestart = errors.New("restart download")
 
 // streamOnce sends one GET from *offset and appends the body to f. It
 // returns done when the body ended where the file ends (or at EOF when the
-// size is unknown).
-func (p *Puller) streamOnce(ctx context.Context, u string, f *os.File, offset *int64, size int64, v *verifier, em *emitter, prog Progress) (bool, error) {
+// size is unknown). A file of unknown size is refused with ErrTooLarge when
+// its Content-Length or its bytes pass limit (-1: none).
+func (p *Puller) streamOnce(ctx context.Context, u string, f *os.File, offset *int64, size, limit int64, v *verifier, em *emitter, prog Progress) (bool, error) {
 	resp, err := p.getRange(ctx, u, *offset, -1)
 	if err != nil {
 		var se *statusError
@@ -321,18 +402,34 @@ func (p *Puller) streamOnce(ctx context.Context, u string, f *os.File, offset *i
 	if _, err := f.Seek(*offset, io.SeekStart); err != nil {
 		return false, err
 	}
+	tooLarge := func() error {
+		return fmt.Errorf("%w: %s has more than %d bytes (the bound: --max-download and the free disk space)", ErrTooLarge, prog.File, limit)
+	}
 	var body io.Reader = resp.Body
-	if size >= 0 {
+	switch {
+	case size >= 0:
 		body = io.LimitReader(resp.Body, size-*offset)
+	case limit >= 0:
+		if resp.ContentLength >= 0 && *offset+resp.ContentLength > limit {
+			return false, tooLarge()
+		}
+		body = io.LimitReader(resp.Body, limit-*offset+1) // one byte past the bound tells
+	}
+	var out io.Writer = f
+	if wrap := p.store.hooks.partialWriter; wrap != nil {
+		out = wrap(f)
 	}
 	base := *offset
-	_, err = copyCtx(ctx, io.MultiWriter(f, v), body, func(n int64) {
+	_, err = copyCtx(ctx, io.MultiWriter(out, v), body, func(n int64) {
 		*offset = base + n
 		prog.Completed = *offset
 		em.emit(prog)
 	})
 	if err != nil {
-		return false, err
+		return false, p.diskError(prog.File, err)
+	}
+	if size < 0 && limit >= 0 && *offset > limit {
+		return false, tooLarge()
 	}
 	return size < 0 || *offset == size, nil
 }

@@ -189,7 +189,7 @@ func (d *rangeDownload) fetchChunkOnce(ctx context.Context, i int, c chunk) erro
 		n, rerr := body.Read(buf)
 		if n > 0 {
 			if _, err := d.f.WriteAt(buf[:n], pos); err != nil {
-				return fmt.Errorf("write partial: %w", err)
+				return d.p.diskError(d.prog.File, fmt.Errorf("write partial: %w", err))
 			}
 			pos += int64(n)
 			d.advance(i, int64(n))

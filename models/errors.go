@@ -38,4 +38,20 @@ var (
 	// ErrChecksum: downloaded bytes did not match the published sha256, on
 	// every attempt.
 	ErrChecksum = &Error{"checksum mismatch", http.StatusBadGateway}
+	// ErrPrivateTarget: a pull would connect to a loopback, link-local,
+	// private, shared (CGNAT), multicast or unspecified address, and
+	// PullConfig.AllowPrivate is off.
+	ErrPrivateTarget = &Error{"pull refused: the target is a loopback, link-local or private network address (allow it with --allow-private-pull)", http.StatusForbidden}
+	// ErrTooLarge: a file of a pull is larger than PullConfig.MaxDownload.
+	ErrTooLarge = &Error{"download larger than the size bound (--max-download)", http.StatusUnprocessableEntity}
+	// ErrNoSpace: the store's file system has not enough free space (checked
+	// before a download, or ENOSPC while writing). It is never retried; the
+	// partial file stays and a later pull continues it.
+	ErrNoSpace = &Error{"not enough free disk space in the model store", http.StatusInsufficientStorage}
+	// ErrCorruptManifest: a manifest file that is not valid JSON or not a
+	// valid manifest. Remove and Prune delete it.
+	ErrCorruptManifest = &Error{"model manifest is corrupt", http.StatusInternalServerError}
+	// ErrCorruptBlob: a model file's bytes do not match its digest (found by
+	// Verify or before a load). Pull the model again, or remove it.
+	ErrCorruptBlob = &Error{"model file does not match its digest", http.StatusInternalServerError}
 )

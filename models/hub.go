@@ -6,11 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -31,7 +34,22 @@ type PullConfig struct {
 	Token   string
 	Offline bool // refuse every network access with ErrOffline
 
-	Client    *http.Client // default: no overall timeout, 60 s to response headers
+	// AllowPrivate lets pulls connect to loopback, link-local, private,
+	// shared (CGNAT), multicast and unspecified addresses. Off, such
+	// connections fail with ErrPrivateTarget (see netguard.go); the hub
+	// endpoint's own host:port is always allowed.
+	AllowPrivate bool
+	// MaxDownload is the largest file a pull accepts, in bytes, checked
+	// against the listing, the server's Content-Length and the bytes that
+	// arrive; 0: no fixed bound. Free disk space (less DiskMargin) bounds
+	// every download in any case.
+	MaxDownload int64
+	DiskMargin  int64 // free space a download must leave; default 256 MiB
+
+	// Client: default no overall timeout, 60 s to response headers, and the
+	// address check of every dial. A caller-supplied Client's transport is
+	// used as is: only literal addresses and redirects are checked then.
+	Client    *http.Client
 	UserAgent string       // default "modeld"
 
 	Parallel          int   // ranges fetched at once for a large file; default 4
@@ -45,6 +63,10 @@ type PullConfig struct {
 
 	ProgressStep int64 // bytes between two progress events of one file; default 1 MiB
 	SidecarEvery int64 // a ranged download records its progress at least every this many bytes per range; default 8 MiB
+
+	guard     *netGuard                        // set by withDefaults
+	checkAddr func(netip.AddrPort) error       // tests: the address rule instead of checkAddrPort
+	freeSpace func(dir string) (int64, error) // tests: free bytes instead of statfs
 }
 
 // withDefaults returns cfg with zero fields set to their defaults.
@@ -53,10 +75,19 @@ func (cfg PullConfig) withDefaults() PullConfig {
 		cfg.Endpoint = DefaultEndpoint
 	}
 	cfg.Endpoint = strings.TrimRight(cfg.Endpoint, "/")
+	cfg.guard = newNetGuard(&cfg)
 	if cfg.Client == nil {
 		t := http.DefaultTransport.(*http.Transport).Clone()
 		t.ResponseHeaderTimeout = 60 * time.Second
+		t.DialContext = cfg.guard.dialContext
+		t.Proxy = cfg.guard.proxyFor
 		cfg.Client = &http.Client{Transport: t}
+	}
+	if cfg.DiskMargin <= 0 {
+		cfg.DiskMargin = 256 << 20
+	}
+	if cfg.freeSpace == nil {
+		cfg.freeSpace = freeSpace
 	}
 	if cfg.UserAgent == "" {
 		cfg.UserAgent = "modeld"
@@ -103,11 +134,12 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// statusError is an HTTP answer the pull did not expect.
+// statusError is an HTTP answer the pull did not expect. Its message holds
+// the status and a fixed reason, never the remote body (a pull must not turn
+// into a way of reading another service's answers) nor the URL's query.
 type statusError struct {
 	Code int
 	URL  string
-	Msg  string // start of the body, for the message
 }
 
 func (e *statusError) Error() string {
@@ -117,9 +149,6 @@ func (e *statusError) Error() string {
 		msg += " (" + ErrUnauthorized.msg + ")"
 	case e.Is(ErrRemoteNotFound):
 		msg += " (" + ErrRemoteNotFound.msg + ")"
-	}
-	if e.Msg != "" {
-		msg += ": " + e.Msg
 	}
 	return msg
 }
@@ -147,43 +176,62 @@ func (e *statusError) retryable() bool {
 	return e.Code >= 500 || e.Code == http.StatusTooManyRequests || e.Code == http.StatusRequestTimeout
 }
 
-// newStatusError reads a little of the body for the message and closes it.
+// newStatusError closes the body unread and records the status.
 func newStatusError(resp *http.Response) error {
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10)) // lets the connection be reused
 	_ = resp.Body.Close()
-	msg := strings.TrimSpace(string(body))
-	var je struct {
-		Error string `json:"error"`
-	}
-	if json.Unmarshal(body, &je) == nil && je.Error != "" {
-		msg = je.Error
-	}
-	if len(msg) > 200 {
-		msg = msg[:200]
-	}
-	return &statusError{Code: resp.StatusCode, URL: resp.Request.URL.String(), Msg: msg}
+	return &statusError{Code: resp.StatusCode, URL: resp.Request.URL.String()}
 }
 
-// redactURL drops the query (pre-signed CDN URLs carry credentials there).
+// redactURL drops the user info (credentials), the query (pre-signed CDN
+// URLs carry credentials there) and the fragment: what errors, progress
+// events, logs and manifests may show of a URL.
 func redactURL(s string) string {
-	if i := strings.IndexByte(s, '?'); i >= 0 {
-		return s[:i] + "?…"
+	u, err := url.Parse(s)
+	if err != nil {
+		// Not a URL: keep what comes before any credentials or query.
+		if i := strings.IndexAny(s, "?#"); i >= 0 {
+			s = s[:i]
+		}
+		if i := strings.LastIndexByte(s, '@'); i >= 0 {
+			if j := strings.Index(s, "://"); j >= 0 && j < i {
+				s = s[:j+3] + s[i+1:]
+			}
+		}
+		return s
 	}
-	return s
+	hadQuery := u.RawQuery != "" || u.ForceQuery
+	u.User, u.RawQuery, u.ForceQuery, u.Fragment, u.RawFragment = nil, "", false, "", ""
+	out := u.String()
+	if hadQuery {
+		out += "?…"
+	}
+	return out
 }
 
 // retryable reports whether err may go away on retry: network errors,
-// truncated bodies, 5xx, 429, 408. Cancellation is not retryable.
+// truncated bodies, 5xx, 429, 408. Not retryable: cancellation, refused
+// targets, size bounds, and local file errors (ENOSPC above all: a full disk
+// is not fixed by downloading again).
 func retryable(err error) bool {
-	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, ErrPrivateTarget) || errors.Is(err, ErrTooLarge) || errors.Is(err, ErrNoSpace) || errors.Is(err, errRedirectRefused) ||
+		errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
 		return false
+	}
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return false // the local file system, not the network
 	}
 	var se *statusError
 	if errors.As(err, &se) {
 		return se.retryable()
 	}
-	var ne net.Error
-	return errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) || errors.As(err, &ne) ||
+	// syscall.Errno satisfies net.Error too: only errors of the network
+	// stack count as network errors.
+	var oe *net.OpError
+	var ue *url.Error
+	return errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) || errors.As(err, &oe) || errors.As(err, &ue) ||
 		errors.Is(err, errShortBody) || strings.Contains(err.Error(), "connection reset")
 }
 
@@ -257,20 +305,38 @@ func sameHost(a, b *url.URL) bool {
 	return strings.EqualFold(a.Scheme, b.Scheme) && strings.EqualFold(a.Host, b.Host)
 }
 
-// do sends req on a client that strips Authorization when a redirect leaves
-// the request's original host.
+// do sends req on a client that checks every redirect (checkRedirect) and
+// strips Authorization when a redirect leaves the request's original host.
+// Errors show the URL without credentials or query.
 func (h *hubClient) do(req *http.Request) (*http.Response, error) {
+	if err := h.cfg.guard.checkURL(req.URL); err != nil {
+		return nil, err
+	}
 	c := *h.cfg.Client
 	c.CheckRedirect = func(r *http.Request, via []*http.Request) error {
 		if len(via) >= 10 {
-			return errors.New("stopped after 10 redirects")
+			return fmt.Errorf("%w: stopped after 10 redirects", errRedirectRefused)
+		}
+		if err := checkRedirect(via[len(via)-1].URL, r.URL, h.cfg.guard); err != nil {
+			return err
 		}
 		if !sameHost(r.URL, via[0].URL) {
 			r.Header.Del("Authorization")
 		}
 		return nil
 	}
-	return c.Do(req)
+	resp, err := c.Do(req)
+	return resp, redactURLError(err)
+}
+
+// redactURLError rewrites the URL of a *url.Error (net/http puts the whole
+// URL, query included, in its errors).
+func redactURLError(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		ue.URL = redactURL(ue.URL)
+	}
+	return err
 }
 
 // getJSON fetches u into v, retrying transient failures. It returns the
@@ -420,9 +486,12 @@ func (h *hubClient) head(ctx context.Context, u string) (fileMeta, error) {
 			return fileMeta{}, err
 		}
 		req.Header.Set("Accept-Encoding", "identity")
+		if err := h.cfg.guard.checkURL(req.URL); err != nil {
+			return fileMeta{}, err
+		}
 		resp, err := c.Do(req)
 		if err != nil {
-			return fileMeta{}, err
+			return fileMeta{}, redactURLError(err)
 		}
 		_ = resp.Body.Close() // HEAD: no body
 		meta := fileMeta{location: cur, size: -1, commit: resp.Header.Get("X-Repo-Commit")}
@@ -444,6 +513,9 @@ func (h *hubClient) head(ctx context.Context, u string) (fileMeta, error) {
 			loc, err := resp.Location()
 			if err != nil {
 				return fileMeta{}, fmt.Errorf("HEAD %s: redirect without a usable Location: %w", redactURL(cur), err)
+			}
+			if err := checkRedirect(req.URL, loc, h.cfg.guard); err != nil {
+				return fileMeta{}, fmt.Errorf("HEAD %s: %w", redactURL(cur), err)
 			}
 			if sameHost(loc, req.URL) {
 				cur = loc.String()

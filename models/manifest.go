@@ -219,6 +219,12 @@ func decodeManifest(data []byte) (*Manifest, error) {
 	if err := m.validate(); err != nil {
 		return nil, fmt.Errorf("manifest of %q: %w", m.ID, err)
 	}
+	// Never show credentials a manifest written by an older modeld kept.
+	if m.Source.Kind != SourceImport {
+		m.Source.Ref = redactURL(m.Source.Ref)
+		m.Source.URL = redactURL(m.Source.URL)
+		m.Source.Endpoint = redactURL(m.Source.Endpoint)
+	}
 	return &m, nil
 }
 

@@ -84,7 +84,12 @@ func (p *Puller) prepare(ref string, opts PullOptions) (pullRef, ID, PullOptions
 		return r, ID{}, opts, err
 	}
 	if p.cfg.Offline {
-		return r, ID{}, opts, fmt.Errorf("%w: cannot pull %s (use modeld import for local files)", ErrOffline, ref)
+		return r, ID{}, opts, fmt.Errorf("%w: cannot pull %s (use modeld import for local files)", ErrOffline, redactURL(ref))
+	}
+	if r.kind == SourceURL {
+		if err := p.cfg.guard.checkURL(r.url); err != nil {
+			return r, ID{}, opts, fmt.Errorf("pull %s: %w", redactURL(ref), err)
+		}
 	}
 	return r, id, opts, nil
 }
@@ -175,7 +180,7 @@ func (p *Puller) run(ctx context.Context, r pullRef, id ID, opts PullOptions, em
 		// A blob vanished between download and manifest (removed by another
 		// process): fetch it again.
 		if !errors.Is(err, errBlobMissing) || attempt >= 2 {
-			return nil, fmt.Errorf("pull %s: %w", r.raw, err)
+			return nil, fmt.Errorf("pull %s: %w", redactURL(r.raw), err)
 		}
 	}
 }
@@ -229,7 +234,7 @@ func (p *Puller) pullHub(ctx context.Context, r pullRef, opts PullOptions, m *Ma
 	if err != nil {
 		return err
 	}
-	m.Source = Source{Kind: SourceHub, Ref: r.raw, Endpoint: p.cfg.Endpoint, Repo: r.repo, Revision: opts.Revision, Commit: commit}
+	m.Source = Source{Kind: SourceHub, Ref: r.raw, Endpoint: redactURL(p.cfg.Endpoint), Repo: r.repo, Revision: opts.Revision, Commit: commit}
 	byPath := make(map[string]hubEntry, len(entries))
 	paths := make([]string, 0, len(entries))
 	hasONNX, hasGGUF := false, false

@@ -45,7 +45,7 @@ func newPullEnv(t *testing.T, edit func(*PullConfig)) *pullEnv {
 	t.Helper()
 	e := &pullEnv{s: newTestStore(t), h: newFakeHub(t), sleeps: &sleepRec{}}
 	e.cfg = PullConfig{
-		Endpoint: e.h.hub.URL, ProgressStep: 1, SidecarEvery: 1,
+		Endpoint: e.h.hub.URL, AllowPrivate: true, ProgressStep: 1, SidecarEvery: 1,
 		BackoffBase: 10 * time.Millisecond, BackoffMax: 80 * time.Millisecond, Sleep: e.sleeps.sleep,
 		Parallel: 4, ParallelThreshold: 1 << 40,
 	}

@@ -23,7 +23,10 @@ type pullRef struct {
 //	https://host/path/x.gguf a GGUF file at a URL (http:// is accepted for local mirrors)
 func parseRef(s string) (pullRef, error) {
 	fail := func(format string, args ...any) (pullRef, error) {
-		return pullRef{}, fmt.Errorf("%w %q: %s", ErrInvalidRef, s, fmt.Sprintf(format, args...))
+		return pullRef{}, fmt.Errorf("%w %q: %s", ErrInvalidRef, shownRef(s), fmt.Sprintf(format, args...))
+	}
+	if len(s) > maxRefLength {
+		return fail("%d bytes long, the limit is %d", len(s), maxRefLength)
 	}
 	if rest, ok := strings.CutPrefix(s, "hf:"); ok {
 		repo, tag, _ := strings.Cut(rest, ":")
@@ -44,7 +47,7 @@ func parseRef(s string) (pullRef, error) {
 	if strings.HasPrefix(s, "https://") || strings.HasPrefix(s, "http://") {
 		u, err := url.Parse(s)
 		if err != nil {
-			return fail("%v", err)
+			return fail("not a valid URL") // url's error repeats the whole URL
 		}
 		if u.Host == "" {
 			return fail("the URL has no host")
@@ -55,6 +58,19 @@ func parseRef(s string) (pullRef, error) {
 		return pullRef{raw: s, kind: SourceURL, url: u}, nil
 	}
 	return fail("expected hf:owner/repo[:QUANT] or an https:// URL of a .gguf file")
+}
+
+// maxRefLength bounds a pull reference (URLs included).
+const maxRefLength = 4096
+
+// shownRef is what an error may show of a reference: without credentials or
+// query, and cut to 200 bytes.
+func shownRef(s string) string {
+	s = redactURL(s)
+	if len(s) > 200 {
+		s = s[:200] + "…"
+	}
+	return s
 }
 
 // checkRepoPart validates the owner or name of a hub repository.

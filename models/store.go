@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -54,6 +55,7 @@ type testHooks struct {
 	beforeManifestRename func(tmp string) error
 	flightJoined         func(key string)
 	partialWait          func(name string)
+	partialWriter        func(io.Writer) io.Writer // wraps a streamed download's partial file
 }
 
 // Open opens (creating if needed) the store rooted at root.

@@ -33,10 +33,13 @@ func (a *app) openStore() (*models.Store, error) {
 	return models.Open(storeRoot(a.cfg), models.Options{Logger: a.log})
 }
 
-// newPuller returns a Puller configured from MODELD_HF_ENDPOINT, HF_TOKEN and
-// MODELD_OFFLINE (through Config).
+// newPuller returns a Puller configured from MODELD_HF_ENDPOINT, HF_TOKEN,
+// MODELD_OFFLINE, MODELD_ALLOW_PRIVATE_PULL and MODELD_MAX_DOWNLOAD (through Config).
 func (a *app) newPuller(st *models.Store) (*models.Puller, error) {
-	return models.NewPuller(st, models.PullConfig{Endpoint: a.cfg.HFEndpoint, Token: a.cfg.HFToken, Offline: a.cfg.Offline})
+	return models.NewPuller(st, models.PullConfig{
+		Endpoint: a.cfg.HFEndpoint, Token: a.cfg.HFToken, Offline: a.cfg.Offline,
+		AllowPrivate: a.cfg.AllowPrivatePull, MaxDownload: a.cfg.MaxDownload,
+	})
 }
 
 // interruptible returns a context cancelled by Ctrl-C or SIGTERM.
@@ -66,7 +69,14 @@ func newPullCommand(a *app) *cobra.Command {
 An interrupted pull continues where it stopped when run again. Every file is
 checked against the hub's sha256 before it enters the store. The hub is
 --hf-endpoint (MODELD_HF_ENDPOINT); HF_TOKEN, when set, is sent to it (never to
-the CDN it redirects to). --offline (MODELD_OFFLINE) refuses to pull.`,
+the CDN it redirects to). --offline (MODELD_OFFLINE) refuses to pull.
+
+A pull connects only to public addresses: loopback, link-local, private,
+shared (CGNAT) and multicast addresses are refused, whatever name resolves to
+them and wherever a redirect points, unless --allow-private-pull (the hub
+endpoint itself is always allowed). Redirects from https to http are refused.
+A file larger than --max-download, or than the free disk space, is refused
+before it is fetched; one of unknown size stops at that bound.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Task = models.Task(task)
