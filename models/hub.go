@@ -50,7 +50,7 @@ type PullConfig struct {
 	// address check of every dial. A caller-supplied Client's transport is
 	// used as is: only literal addresses and redirects are checked then.
 	Client    *http.Client
-	UserAgent string       // default "modeld"
+	UserAgent string // default "modeld"
 
 	Parallel          int   // ranges fetched at once for a large file; default 4
 	ParallelThreshold int64 // files of at least this size are fetched in ranges; default 64 MiB
@@ -64,8 +64,8 @@ type PullConfig struct {
 	ProgressStep int64 // bytes between two progress events of one file; default 1 MiB
 	SidecarEvery int64 // a ranged download records its progress at least every this many bytes per range; default 8 MiB
 
-	guard     *netGuard                        // set by withDefaults
-	checkAddr func(netip.AddrPort) error       // tests: the address rule instead of checkAddrPort
+	guard     *netGuard                       // set by withDefaults
+	checkAddr func(netip.AddrPort) error      // tests: the address rule instead of checkAddrPort
 	freeSpace func(dir string) (int64, error) // tests: free bytes instead of statfs
 }
 
