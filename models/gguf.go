@@ -1,6 +1,7 @@
 package models
 
 import (
+	"errors"
 	"fmt"
 	"path"
 	"regexp"
@@ -8,15 +9,26 @@ import (
 	"strings"
 
 	gguf "github.com/gpustack/gguf-parser-go"
+
+	"github.com/modeld/modeld/internal/ggufscan"
 )
 
 // readGGUF parses the header and metadata of the GGUF file at filePath and
-// returns what the manifest records. A truncated or corrupt file is an
-// ErrInvalidModel with the parser's reason. name is the file's path inside
-// the model.
+// returns what the manifest records. A truncated, corrupt or hostile file is
+// an ErrInvalidModel saying what is wrong and at which byte. name is the
+// file's path inside the model. Import and pull both come here.
 func readGGUF(filePath, name string) (info *GGUFInfo, err error) {
 	if gguf.CompleteShardGGUFFilename(filePath) != nil {
 		return nil, fmt.Errorf("%w: %s is one part of a split GGUF; split models are not supported yet (merge them with llama-gguf-split --merge)", ErrInvalidModel, path.Base(name))
+	}
+	// The bounded scan first: the metadata parser below recurses into nested
+	// arrays and allocates what counts declare, and a stack overflow or an
+	// out-of-memory is fatal, not a panic.
+	if _, err := ggufscan.ScanFile(filePath); err != nil {
+		if errors.Is(err, ggufscan.ErrInvalid) {
+			return nil, fmt.Errorf("%w: %s is not a valid GGUF file: %w", ErrInvalidModel, name, err)
+		}
+		return nil, fmt.Errorf("read %s: %w", name, err)
 	}
 	// The parser panics on some malformed values (a string key holding a
 	// number); that is a corrupt file, not a crash.
@@ -25,7 +37,9 @@ func readGGUF(filePath, name string) (info *GGUFInfo, err error) {
 			info, err = nil, fmt.Errorf("%w: %s: malformed GGUF metadata: %v", ErrInvalidModel, name, r)
 		}
 	}()
-	gf, err := gguf.ParseGGUFFile(filePath)
+	// Large arrays (the vocabulary) are skipped, not held: only their length
+	// is recorded.
+	gf, err := gguf.ParseGGUFFile(filePath, gguf.SkipLargeMetadata())
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s is not a readable GGUF file (truncated or corrupt?): %w", ErrInvalidModel, name, err)
 	}

@@ -1,10 +1,13 @@
 package llama
 
 import (
+	"errors"
 	"fmt"
 	"os"
 
 	gguf "github.com/gpustack/gguf-parser-go"
+
+	"github.com/modeld/modeld/internal/ggufscan"
 )
 
 // fileFacts are what the GGUF header says, read in Go before llama.cpp sees
@@ -19,6 +22,8 @@ type fileFacts struct {
 // inspectFile checks that path is a complete GGUF file (magic, version,
 // metadata, tensor infos, and enough bytes for every tensor) before it is
 // handed to llama.cpp, which may abort the process on some corrupt files.
+// The bounded scan (internal/ggufscan) runs first: the metadata parser
+// recurses into nested arrays, and a stack overflow is fatal, not a panic.
 func inspectFile(path string) (facts fileFacts, err error) {
 	st, err := os.Stat(path)
 	if err != nil {
@@ -27,12 +32,18 @@ func inspectFile(path string) (facts fileFacts, err error) {
 	if st.IsDir() {
 		return facts, fmt.Errorf("%w: %s is a directory", ErrInvalidModel, path)
 	}
+	if _, err := ggufscan.ScanFile(path); err != nil {
+		if errors.Is(err, ggufscan.ErrInvalid) {
+			return facts, fmt.Errorf("%w: %s: %w", ErrInvalidModel, path, err)
+		}
+		return facts, fmt.Errorf("llama: open model: %w", err)
+	}
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("%w: %s: GGUF parser failed: %v", ErrInvalidModel, path, r)
 		}
 	}()
-	f, err := gguf.ParseGGUFFile(path)
+	f, err := gguf.ParseGGUFFile(path, gguf.SkipLargeMetadata())
 	if err != nil {
 		return facts, fmt.Errorf("%w: %s: %w", ErrInvalidModel, path, err)
 	}
