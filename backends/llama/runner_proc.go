@@ -98,9 +98,7 @@ func startProcess(argv, env []string, log *slog.Logger, onExit func()) (*process
 		logLine("stdout", l)
 	}}
 	cmd := exec.Command(argv[0], argv[1:]...)
-	if env != nil {
-		cmd.Env = append(os.Environ(), env...)
-	}
+	cmd.Env = append(runnerEnviron(os.Environ()), env...) // never HF_TOKEN and other secrets
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	cmd.SysProcAttr = runnerSysProcAttr()
 	cmd.WaitDelay = time.Second // a grandchild holding the pipes must not block Wait
