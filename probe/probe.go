@@ -59,8 +59,13 @@ type MemoryInfo struct {
 
 // GPU is one device seen by one backend kind.
 type GPU struct {
-	Kind              Kind   `json:"kind"`
-	Index             int    `json:"index"`
+	Kind  Kind `json:"kind"`
+	Index int  `json:"index"`
+	// NativeIndex is the device's position in its driver's own enumeration
+	// (NVML's index, vkEnumeratePhysicalDevices' order), which Index is not
+	// when the probe skipped a device; a runner is pointed at it.
+	NativeIndex       int    `json:"native_index"`
+	UUID              string `json:"uuid,omitempty"` // CUDA: NVML's "GPU-…" id
 	Name              string `json:"name"`
 	TotalBytes        uint64 `json:"total_bytes"`
 	FreeBytes         uint64 `json:"free_bytes,omitempty"`
@@ -265,3 +270,12 @@ func Once(src Sources, timeout time.Duration) func() Info {
 }
 
 func (d Duration) String() string { return time.Duration(d).String() }
+
+// FreeVRAM reads how many bytes GPU g has free right now (the probe's
+// FreeBytes is as old as the probe). ok is false when the device cannot say:
+// Vulkan and Metal here, whose callers count their own use against a budget
+// instead. Vulkan's free memory would need VK_EXT_memory_budget through
+// vkGetPhysicalDeviceMemoryProperties2 on a Vulkan 1.1 instance; that call
+// runs in the daemon's process, where a wrong structure layout is a crash,
+// so it is left out until it can be checked against a real driver.
+func FreeVRAM(g GPU) (free uint64, ok bool, err error) { return freeVRAM(g) }

@@ -38,8 +38,9 @@ func readNVML() GPUReading {
 			errs = append(errs, fmt.Errorf("device %d: %s", i, nvml.ErrorString(ret)))
 			continue
 		}
-		g := GPU{Driver: driver, Type: "discrete"}
+		g := GPU{Driver: driver, Type: "discrete", NativeIndex: i}
 		g.Name, _ = d.GetName()
+		g.UUID, _ = d.GetUUID()
 		if m, ret := d.GetMemoryInfo(); ret == nvml.SUCCESS {
 			g.TotalBytes, g.FreeBytes = m.Total, m.Free
 		}
@@ -52,4 +53,33 @@ func readNVML() GPUReading {
 		return GPUReading{Err: errors.Join(errs...)}
 	}
 	return GPUReading{Devices: devs}
+}
+
+// freeVRAM reads how much memory GPU g has free now. CUDA asks NVML (by UUID
+// when the probe saw one, else by index); other kinds cannot tell (see FreeVRAM).
+func freeVRAM(g GPU) (uint64, bool, error) {
+	if g.Kind != CUDA {
+		return 0, false, nil
+	}
+	if ret := nvml.Init(); ret != nvml.SUCCESS {
+		return 0, false, fmt.Errorf("nvml init: %s", nvml.ErrorString(ret))
+	}
+	defer nvml.Shutdown()
+	var (
+		d   nvml.Device
+		ret nvml.Return
+	)
+	if g.UUID != "" {
+		d, ret = nvml.DeviceGetHandleByUUID(g.UUID)
+	} else {
+		d, ret = nvml.DeviceGetHandleByIndex(g.NativeIndex)
+	}
+	if ret != nvml.SUCCESS {
+		return 0, false, fmt.Errorf("nvml device %s: %s", g.ID(), nvml.ErrorString(ret))
+	}
+	m, ret := d.GetMemoryInfo()
+	if ret != nvml.SUCCESS {
+		return 0, false, fmt.Errorf("nvml memory of %s: %s", g.ID(), nvml.ErrorString(ret))
+	}
+	return m.Free, true, nil
 }

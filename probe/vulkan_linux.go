@@ -74,12 +74,13 @@ func readVulkan() GPUReading {
 	}
 	var devs []GPU
 	var software []string
-	for _, h := range handles[:n] {
+	for i, h := range handles[:n] {
 		props := make([]byte, vkPropsSize)
 		getProps(h, unsafe.Pointer(&props[0]))
 		mem := make([]byte, vkMemPropsSize)
 		getMemProps(h, unsafe.Pointer(&mem[0]))
 		g := parseVulkanDevice(props, mem)
+		g.NativeIndex = i
 		if g.Type == "cpu" {
 			software = append(software, g.Name)
 			continue
