@@ -43,13 +43,18 @@ type Spec struct {
 	RAM      int64   // estimated bytes of RAM: file size plus context/KV size
 	VRAM     int64   // estimated bytes of VRAM on Device
 	Data     any     // opaque to the cache: passed from the Resolver to the Loader
+	// Estimate is how RAM and VRAM were estimated (weights, KV, compute...),
+	// opaque to the cache and shown as is in ModelStatus.
+	Estimate any
 }
 
 // Instance is a loaded model, as returned by a Loader.
 type Instance interface {
 	Close() error // unloads: frees memory, stops the runner process
-	Size() int64  // bytes of RAM in use after load; <= 0 keeps the estimate
-	Slots() int   // requests it serves in parallel; <= 0 means 1
+	// Size is the bytes of RAM the instance holds, read once right after
+	// the load; <= 0 keeps the estimate.
+	Size() int64
+	Slots() int // requests it serves in parallel; <= 0 means 1
 }
 
 // Mortal is implemented by instances that can die on their own (a runner process
@@ -64,7 +69,9 @@ type Placed interface {
 	Placement() Placement
 }
 
-// Placement is the real device, GPU layer share and VRAM of a loaded instance.
+// Placement is where a loaded instance really runs. Device "" keeps the
+// Spec's device. VRAM is a measurement of its VRAM (or a better estimate);
+// <= 0 keeps the Spec's estimate, except on the CPU, where VRAM is 0.
 type Placement struct {
 	Device   string
 	GPUShare float64

@@ -105,12 +105,19 @@ func (c *Cache) loadEntry(e *entry) {
 		if place.Device != "" {
 			e.device = place.Device
 		}
-		e.share, e.vram = place.GPUShare, place.VRAM
+		e.share = place.GPUShare
+		switch {
+		case e.device == "cpu":
+			e.vram, e.share = 0, 0 // a GPU load that fell back holds no VRAM
+		case place.VRAM > 0:
+			e.vram = place.VRAM
+		}
 	}
 	c.used.add(e, 1)
 	e.slots = max(slots, 1)
 	e.loadedAt = c.clock.Now()
-	c.log.Info("model loaded", "id", e.id, "device", e.device, "bytes", e.ram, "vram_bytes", e.vram, "slots", e.slots)
+	c.log.Info("model loaded", "id", e.id, "device", e.device, "bytes", e.ram, "vram_bytes", e.vram, "slots", e.slots,
+		"ram_used", c.used.ram, "vram_used", c.used.vram[e.device])
 	for e.queue.Len() > 0 && e.inUse < e.slots {
 		c.decideLocked(e, nil)
 	}

@@ -36,6 +36,7 @@ type ModelStatus struct {
 	LoadedAt   time.Time     `json:"loaded_at,omitzero"`
 	ExpiresAt  time.Time     `json:"expires_at,omitzero"` // zero while busy or when kept loaded
 	KeepAlive  time.Duration `json:"keep_alive_ns"`       // 0 = unload when idle, < 0 = keep loaded
+	Estimate   any           `json:"estimate,omitempty"`  // Spec.Estimate: how RAM and VRAM were estimated
 }
 
 // Snapshot returns the loaded, loading and unloading instances, sorted by id.
@@ -94,6 +95,7 @@ func (c *Cache) statusLocked(e *entry) ModelStatus {
 		Queue:      e.queue.Len(),
 		LoadedAt:   e.loadedAt,
 		KeepAlive:  e.keep,
+		Estimate:   e.spec.Estimate,
 	}
 	switch {
 	case e.loading:
@@ -104,4 +106,18 @@ func (c *Cache) statusLocked(e *entry) ModelStatus {
 		st.ExpiresAt = e.idle.Add(e.keep)
 	}
 	return st
+}
+
+// VRAMUsed returns the bytes of VRAM held per GPU id by loaded, loading and
+// unloading instances: what a placement adds its model to.
+func (c *Cache) VRAMUsed() map[string]int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make(map[string]int64, len(c.used.vram))
+	for dev, n := range c.used.vram {
+		if n != 0 {
+			out[dev] = n
+		}
+	}
+	return out
 }
