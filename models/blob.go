@@ -73,11 +73,12 @@ func (s *Store) hasBlob(hexDigest string, size int64) bool {
 }
 
 // commitBlob makes the verified file at src the blob hexDigest: fsync, make it
-// read-only, rename into blobs/, fsync blobs/. When the blob already exists,
-// src is removed instead.
+// read-only, rename into blobs/, fsync blobs/, record it as verified. When
+// the blob already exists and is unchanged since it was verified, src is
+// removed instead; an existing blob not known to be good is replaced.
 func (s *Store) commitBlob(src, hexDigest string) error {
 	dst := s.blobPath(hexDigest)
-	if _, err := os.Stat(dst); err == nil {
+	if s.stampTrusted(hexDigest) {
 		if err := os.Remove(src); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("remove duplicate of blob %s: %w", hexDigest, err)
 		}
@@ -98,7 +99,30 @@ func (s *Store) commitBlob(src, hexDigest string) error {
 	if err := os.Rename(src, dst); err != nil {
 		return fmt.Errorf("move verified file into blobs: %w", err)
 	}
-	return syncDir(filepath.Dir(dst))
+	if err := syncDir(filepath.Dir(dst)); err != nil {
+		return err
+	}
+	if fi, err := os.Stat(dst); err == nil {
+		s.recordStamp(hexDigest, fi, true, "")
+	}
+	return nil
+}
+
+// goodBlob reports whether blob hexDigest exists with size bytes (-1: any)
+// and its bytes match: unchanged since verified, or hashed now. A pull finds
+// a corrupt blob not present, fetches it again and replaces it.
+func (s *Store) goodBlob(ctx context.Context, hexDigest string, size int64) bool {
+	if !s.hasBlob(hexDigest, size) {
+		return false
+	}
+	if s.stampTrusted(hexDigest) {
+		return true
+	}
+	r := s.hashBlob(ctx, hexDigest, size)
+	if r.status == CheckCorrupt && r.err == nil {
+		s.log.Warn("models: blob does not match its digest; fetching it again", "digest", digestPrefix+hexDigest, "got", r.got)
+	}
+	return r.status == CheckOK
 }
 
 // hashingWriter hashes everything written through it.

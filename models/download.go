@@ -89,7 +89,7 @@ func (p *Puller) fetch(ctx context.Context, rf remoteFile, em *emitter, pins *pi
 		if rf.SHA256 == "" && rf.GitSHA1 != "" {
 			rf.SHA256 = s.findGitOID(rf.GitSHA1, rf.Size)
 		}
-		if rf.SHA256 == "" || !s.hasBlob(rf.SHA256, rf.Size) {
+		if rf.SHA256 == "" || !s.goodBlob(ctx, rf.SHA256, rf.Size) {
 			return false
 		}
 		pins.add(s.pin(rf.SHA256))

@@ -16,7 +16,7 @@ import (
 type Usage struct {
 	Models    []ModelUsage `json:"models"`
 	Blobs     int64        `json:"blobs"`     // blobs some manifest names, each counted once
-	Manifests int64        `json:"manifests"` // manifest files
+	Manifests int64        `json:"manifests"` // manifest files and blob verification records
 	Partials  []Entry      `json:"partials"`  // downloads and imports in progress or interrupted, with their sidecars and locks
 	Orphans   []Entry      `json:"orphans"`   // blobs no manifest names (Prune removes them)
 	Other     []Entry      `json:"other"`     // temporary files left by a crash, unreadable manifests, lock files, strays
@@ -99,7 +99,7 @@ func (s *Store) DiskUsage() (*Usage, error) {
 			} else {
 				u.Orphans = append(u.Orphans, e)
 			}
-		case top == dirManifests && manifestFiles[rel]:
+		case top == dirManifests && manifestFiles[rel], top == dirVerified && !strings.HasPrefix(rest, tmpPrefix):
 			u.Manifests += e.Size
 		case top == dirPartials:
 			u.Partials = append(u.Partials, e)

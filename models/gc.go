@@ -18,11 +18,16 @@ type RemoveReport struct {
 	ID    string   `json:"id"`
 	Freed int64    `json:"freed"`          // bytes of blobs removed
 	Kept  []string `json:"kept,omitempty"` // files kept because another model uses their blob
+	// CorruptManifest: the manifest could not be read; it was removed, and
+	// the blobs it named as far as could be read. Those it named unreadably
+	// are orphans now: Prune removes them.
+	CorruptManifest bool `json:"corrupt_manifest,omitempty"`
 }
 
 // Remove deletes the model id: its manifest first, then every blob of it no
 // other manifest names (and no pull or import in this process is adding).
-// It does not know about loaded models: the daemon unloads first.
+// A corrupt manifest (ErrCorruptManifest) is removed too. It does not know
+// about loaded models: the daemon unloads first.
 func (s *Store) Remove(ctx context.Context, id string) (*RemoveReport, error) {
 	pid, err := ParseID(id)
 	if err != nil {
@@ -37,7 +42,16 @@ func (s *Store) Remove(ctx context.Context, id string) (*RemoveReport, error) {
 	}
 	defer unlock()
 	m, err := s.get(pid)
-	if err != nil {
+	corrupt := errors.Is(err, ErrCorruptManifest)
+	if corrupt {
+		s.log.Warn("models: removing a corrupt manifest", "id", pid.String(), "err", err)
+		m = &Manifest{ID: pid.String()}
+		if data, rerr := readManifestFile(s.manifestPath(pid)); rerr == nil {
+			for _, h := range manifestDigests(data) {
+				m.Files = append(m.Files, File{Path: blobNamePrefix + h, Digest: digestPrefix + h})
+			}
+		}
+	} else if err != nil {
 		return nil, err
 	}
 	path := s.manifestPath(pid)
@@ -48,11 +62,13 @@ func (s *Store) Remove(ctx context.Context, id string) (*RemoveReport, error) {
 		return nil, err
 	}
 	removeEmptyParents(filepath.Dir(path), filepath.Join(s.root, dirManifests))
-	if err := os.RemoveAll(filepath.Join(s.root, dirLinks, linkKey(m))); err != nil {
-		s.log.Warn("models: remove model directory", "id", m.ID, "err", err)
+	if !corrupt { // a corrupt manifest's links directory goes with the next Prune
+		if err := os.RemoveAll(filepath.Join(s.root, dirLinks, linkKey(m))); err != nil {
+			s.log.Warn("models: remove model directory", "id", m.ID, "err", err)
+		}
 	}
 	freed, err := s.removeUnreferenced(m)
-	rep := &RemoveReport{ID: m.ID, Freed: freed}
+	rep := &RemoveReport{ID: m.ID, Freed: freed, CorruptManifest: corrupt}
 	for _, f := range m.Files {
 		if h, perr := parseDigest(f.Digest); perr == nil && s.hasBlob(h, -1) {
 			rep.Kept = append(rep.Kept, f.Path)
@@ -73,6 +89,8 @@ type PruneReport struct {
 	OrphansKept bool `json:"orphans_kept,omitempty"`
 	// PartialsInUse counts partial downloads skipped because a running pull holds them.
 	PartialsInUse int `json:"partials_in_use,omitempty"`
+	// CorruptManifests are the ids whose manifest could not be read and was removed.
+	CorruptManifests []string `json:"corrupt_manifests,omitempty"`
 }
 
 // Prune removes orphaned blobs (no manifest names them), partial downloads
@@ -106,12 +124,25 @@ func (s *Store) Prune(ctx context.Context) (*PruneReport, error) {
 	if lerr != nil {
 		errs = append(errs, fmt.Errorf("check for running pulls: %w", lerr))
 	}
-	ms, err := s.scanManifests()
+	ms, bad, err := s.scanAll()
 	if err != nil {
 		_ = act.Close()
 		return nil, err
 	}
+	// Corrupt manifests go (their blobs are orphans then); those of a newer
+	// modeld stay, with the blobs they name.
+	var kept []badManifest
+	for _, b := range bad {
+		if !b.corrupt() {
+			kept = append(kept, b)
+			continue
+		}
+		s.log.Warn("models: prune removes a corrupt manifest", "id", b.id, "err", b.err)
+		remove(b.path)
+		rep.CorruptManifests = append(rep.CorruptManifests, b.id)
+	}
 	refs := references(ms)
+	badReferences(refs, kept)
 	errs = append(errs, s.pruneLinks(ms))
 	blobs := filepath.Join(s.root, dirBlobs)
 	entries, err := os.ReadDir(blobs)
@@ -130,6 +161,7 @@ func (s *Store) Prune(ctx context.Context) (*PruneReport, error) {
 		case len(refs[h]) > 0 || s.pinned(h):
 		case idle:
 			remove(filepath.Join(blobs, name))
+			s.removeStamp(h)
 		default:
 			rep.OrphansKept = true
 		}
@@ -141,6 +173,9 @@ func (s *Store) Prune(ctx context.Context) (*PruneReport, error) {
 	if len(rep.Removed) > 0 {
 		errs = append(errs, syncDir(blobs))
 	}
+
+	// Verification records of blobs that are gone.
+	s.pruneStamps(remove)
 
 	// Temporary manifest files and empty manifest directories.
 	mdir := filepath.Join(s.root, dirManifests)

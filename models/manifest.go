@@ -210,14 +210,29 @@ func checkModelPath(p string) error {
 	return nil
 }
 
-// decodeManifest parses and validates manifest JSON.
+// maxManifestSize bounds a manifest file; a larger one is corrupt.
+const maxManifestSize = 16 << 20
+
+// errManifestTooNew: a manifest of a newer schema version than this modeld
+// reads. It is not corrupt: Prune keeps it and the blobs it names.
+var errManifestTooNew = errors.New("manifest written by a newer modeld")
+
+// decodeManifest parses and validates manifest JSON. Errors wrap
+// ErrCorruptManifest, or errManifestTooNew for a newer schema version.
 func decodeManifest(data []byte) (*Manifest, error) {
+	if len(data) > maxManifestSize {
+		return nil, fmt.Errorf("%w: %d bytes, more than %d", ErrCorruptManifest, len(data), maxManifestSize)
+	}
 	var m Manifest
 	if err := json.Unmarshal(data, &m); err != nil {
-		return nil, fmt.Errorf("decode manifest: %w", err)
+		return nil, fmt.Errorf("%w: not a valid manifest file: %w", ErrCorruptManifest, err)
+	}
+	if m.SchemaVersion > ManifestVersion {
+		return nil, fmt.Errorf("manifest of %q: %w: schema version %d, this modeld reads up to %d",
+			shortText(m.ID), errManifestTooNew, m.SchemaVersion, ManifestVersion)
 	}
 	if err := m.validate(); err != nil {
-		return nil, fmt.Errorf("manifest of %q: %w", m.ID, err)
+		return nil, fmt.Errorf("%w: manifest of %q: %w", ErrCorruptManifest, shortText(m.ID), err)
 	}
 	// Never show credentials a manifest written by an older modeld kept.
 	if m.Source.Kind != SourceImport {
@@ -226,6 +241,35 @@ func decodeManifest(data []byte) (*Manifest, error) {
 		m.Source.Endpoint = redactURL(m.Source.Endpoint)
 	}
 	return &m, nil
+}
+
+// shortText cuts s to 100 bytes for an error message.
+func shortText(s string) string {
+	if len(s) > 100 {
+		return s[:100] + "…"
+	}
+	return s
+}
+
+// manifestDigests reads what it can of the digests a manifest names, even
+// from one that does not decode as a whole (a newer schema, a damaged
+// field); nil when nothing is readable (truncated JSON, garbage).
+func manifestDigests(data []byte) []string {
+	var partial struct {
+		Files []struct {
+			Digest string `json:"digest"`
+		} `json:"files"`
+	}
+	if len(data) > maxManifestSize || json.Unmarshal(data, &partial) != nil {
+		return nil
+	}
+	var out []string
+	for _, f := range partial.Files {
+		if h, err := parseDigest(f.Digest); err == nil {
+			out = append(out, h)
+		}
+	}
+	return out
 }
 
 // encodeManifest validates and serialises a manifest.

@@ -256,7 +256,7 @@ func TestPullResumesAfterKill(t *testing.T) {
 	if m.Files[0].Digest != "sha256:"+sha256Hex(body) {
 		t.Errorf("digest %s", m.Files[0].Digest)
 	}
-	if left := contentFiles(t, e.s.Root()); len(left) != 2 { // the blob and the manifest
+	if left := contentFiles(t, e.s.Root()); len(left) != 3 { // the blob, its verification record and the manifest
 		t.Errorf("store holds %v", left)
 	}
 }

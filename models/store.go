@@ -170,27 +170,88 @@ func (s *Store) Get(id string) (*Manifest, error) {
 	return s.get(pid)
 }
 
+// get reads the manifest of id. A manifest that does not decode, or names
+// another id, is ErrCorruptManifest (Remove deletes it all the same).
 func (s *Store) get(id ID) (*Manifest, error) {
-	data, err := os.ReadFile(s.manifestPath(id))
+	data, err := readManifestFile(s.manifestPath(id))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("%w: %s", ErrNotFound, id)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read manifest of %s: %w", id, err)
 	}
-	return decodeManifest(data)
+	m, err := decodeManifest(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w (modeld rm %s removes it)", id, err, id)
+	}
+	if m.ID != id.String() {
+		return nil, fmt.Errorf("%w: the manifest of %s names %q (modeld rm %s removes it)", ErrCorruptManifest, id, shortText(m.ID), id)
+	}
+	return m, nil
+}
+
+// readManifestFile reads a manifest file of at most maxManifestSize bytes
+// (one byte more tells decodeManifest it is too large).
+func readManifestFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close() //nolint:errcheck // read-only
+	return io.ReadAll(io.LimitReader(f, maxManifestSize+1))
 }
 
 // List returns every model's manifest, sorted by id. A manifest that cannot
-// be read is logged and left out.
+// be read is logged and left out (Unreadable lists those).
 func (s *Store) List() ([]*Manifest, error) {
 	return s.scanManifests()
 }
 
-// scanManifests reads every manifest on disk.
+// UnreadableManifest is a manifest file List leaves out.
+type UnreadableManifest struct {
+	ID      string `json:"id"`
+	Path    string `json:"path"`    // relative to the store root
+	Corrupt bool   `json:"corrupt"` // Remove and Prune delete it; false: written by a newer modeld, kept
+	Error   string `json:"error"`
+}
+
+// Unreadable lists the manifests that List leaves out, and why.
+func (s *Store) Unreadable() ([]UnreadableManifest, error) {
+	_, bad, err := s.scanAll()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]UnreadableManifest, 0, len(bad))
+	for _, b := range bad {
+		rel, _ := filepath.Rel(s.root, b.path)
+		out = append(out, UnreadableManifest{ID: b.id, Path: filepath.ToSlash(rel), Corrupt: b.corrupt(), Error: b.err.Error()})
+	}
+	return out, nil
+}
+
+// badManifest is a manifest file that did not decode.
+type badManifest struct {
+	id      string
+	path    string
+	err     error
+	digests []string // what manifestDigests could read of it
+}
+
+// corrupt says whether Prune may delete it: not one of a newer modeld.
+func (b badManifest) corrupt() bool { return !errors.Is(b.err, errManifestTooNew) }
+
+// scanManifests reads every manifest on disk, leaving out (and logging) those
+// that do not decode.
 func (s *Store) scanManifests() ([]*Manifest, error) {
+	ms, _, err := s.scanAll()
+	return ms, err
+}
+
+// scanAll reads every manifest on disk: those that decode, and those that do not.
+func (s *Store) scanAll() ([]*Manifest, []badManifest, error) {
 	dir := filepath.Join(s.root, dirManifests)
 	var out []*Manifest
+	var bad []badManifest
 	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
@@ -209,7 +270,7 @@ func (s *Store) scanManifests() ([]*Manifest, error) {
 		if !ok {
 			return nil
 		}
-		data, err := os.ReadFile(path)
+		data, err := readManifestFile(path)
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil
 		}
@@ -218,20 +279,34 @@ func (s *Store) scanManifests() ([]*Manifest, error) {
 		}
 		m, err := decodeManifest(data)
 		if err == nil && m.ID != id.String() {
-			err = fmt.Errorf("manifest at %s names %q", rel, m.ID)
+			err = fmt.Errorf("%w: manifest at %s names %q", ErrCorruptManifest, rel, shortText(m.ID))
 		}
 		if err != nil {
 			s.log.Warn("models: skipping unreadable manifest", "path", path, "err", err)
+			bad = append(bad, badManifest{id: id.String(), path: path, err: err, digests: manifestDigests(data)})
 			return nil
 		}
 		out = append(out, m)
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("list manifests: %w", err)
+		return nil, nil, fmt.Errorf("list manifests: %w", err)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
-	return out, nil
+	sort.Slice(bad, func(i, j int) bool { return bad[i].id < bad[j].id })
+	return out, bad, nil
+}
+
+// badReferences adds to refs the blobs that unreadable manifests seem to
+// name, so that removing another model or pruning never takes them: a newer
+// modeld's model keeps its files, and a corrupt manifest's blobs go only
+// with it.
+func badReferences(refs map[string][]string, bad []badManifest) {
+	for _, b := range bad {
+		for _, h := range b.digests {
+			refs[h] = append(refs[h], b.id)
+		}
+	}
 }
 
 // references maps blob hex digests to the ids of the models that use them.
@@ -328,11 +403,12 @@ func (s *Store) commitManifest(m *Manifest, replace bool) error {
 // and no in-process operation pinned. Called with the store lock held, after
 // m's manifest was removed or replaced. It returns the bytes freed.
 func (s *Store) removeUnreferenced(m *Manifest) (int64, error) {
-	ms, err := s.scanManifests()
+	ms, bad, err := s.scanAll()
 	if err != nil {
 		return 0, err
 	}
 	refs := references(ms)
+	badReferences(refs, bad)
 	var freed int64
 	var errs []error
 	removed := false
@@ -350,6 +426,7 @@ func (s *Store) removeUnreferenced(m *Manifest) (int64, error) {
 			errs = append(errs, fmt.Errorf("remove blob %s: %w", h, err))
 			continue
 		}
+		s.removeStamp(h)
 		freed += fi.Size()
 		removed = true
 	}

@@ -185,5 +185,10 @@ func (r *runtime) load(ctx context.Context, spec cache.Spec) (cache.Instance, er
 			}
 		}
 	}
+	// A blob that changed since it was verified is hashed again; one that
+	// does not match its digest is never loaded.
+	if err := r.store.VerifyForLoad(ctx, plan.manifest); err != nil {
+		return nil, fmt.Errorf("load %s: %w", spec.ID, err)
+	}
 	return load(ctx, spec, plan)
 }
