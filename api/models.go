@@ -116,6 +116,10 @@ func (h *modelHandlers) remove(c *gin.Context) {
 	id := idParam(c)
 	force := c.Query("force") == "true" || c.Query("force") == "1"
 	m, err := h.o.Store.Get(id)
+	if errors.Is(err, models.ErrCorruptManifest) { // removed all the same
+		pid, _ := models.ParseID(id) // Get parsed it
+		m, err = &models.Manifest{ID: pid.String()}, nil
+	}
 	if err != nil {
 		writeError(c, err)
 		return
