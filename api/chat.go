@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -22,33 +23,54 @@ import (
 
 // ChatModel is a loaded GGUF model as the chat handlers use it: in the daemon a
 // runner process, in tests possibly the in-process engine.
+// Each call takes the request's context: when the client goes away, the call
+// (and the runner's work for it) stops.
 type ChatModel interface {
 	Info() llama.Info
-	Tokenize(text string, addSpecial, parseSpecial bool) ([]int32, error)
-	ApplyChatTemplate(msgs []llama.Message, addAssistant bool) (string, error)
+	TokenizeContext(ctx context.Context, text string, addSpecial, parseSpecial bool) ([]int32, error)
+	ApplyChatTemplateContext(ctx context.Context, msgs []llama.Message, addAssistant bool) (string, error)
 	Generate(ctx context.Context, req llama.Request) (<-chan llama.Event, error)
 }
+
+var (
+	_ ChatModel = (*llama.Runner)(nil)
+	_ ChatModel = (*llama.Model)(nil)
+)
 
 // DeviceHeader names the response header that says which device ran a request.
 const DeviceHeader = "X-Modeld-Device"
 
 var chatRoles = map[string]bool{"system": true, "developer": true, "user": true, "assistant": true, "tool": true}
 
-// decodeJSON reads the request body into v, refusing what is not one JSON object.
+// decodeJSON reads the request body into v, refusing what is not one JSON
+// object. The access rules (access.go) bound the body's size and time.
 func decodeJSON(c *gin.Context, v any) error {
-	body, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, 64<<20))
+	body, err := io.ReadAll(c.Request.Body)
 	if err != nil {
+		if e := bodyReadError(err); e != nil {
+			return e
+		}
 		return badRequest("", "cannot read the request body: %v", err)
 	}
-	if len(strings.TrimSpace(string(body))) == 0 {
+	return unmarshalBody(body, v)
+}
+
+// unmarshalBody decodes a request body into v. Its errors quote no more of
+// the body than a few bytes.
+func unmarshalBody(body []byte, v any) error {
+	if len(bytes.TrimSpace(body)) == 0 {
 		return badRequest("", "the request body is empty; send a JSON object")
 	}
 	if err := json.Unmarshal(body, v); err != nil {
 		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) && te.Field != "" {
-			return badRequest(te.Field, "invalid value for %q: want %s", te.Field, te.Type)
+		if errors.As(err, &te) {
+			if te.Field != "" {
+				f := clip(te.Field)
+				return badRequest(f, "invalid value for %s: want %s", quote(te.Field), te.Type)
+			}
+			return badRequest("", "the request body must be a JSON object, not %s", clip(te.Value))
 		}
-		return badRequest("", "the request body is not valid JSON: %v", err)
+		return badRequest("", "the request body is not valid JSON: %s", clip(err.Error()))
 	}
 	return nil
 }
@@ -83,7 +105,7 @@ func (s *Server) acquireChat(c *gin.Context, id string, ka KeepAlive) (*cache.Ha
 	cm, ok := h.Instance().(ChatModel)
 	if !ok {
 		h.Release()
-		return nil, nil, badRequest("model", "model %q does not serve chat or completions (it is not a GGUF chat model)", id)
+		return nil, nil, badRequest("model", "model %s does not serve chat or completions (it is not a GGUF chat model)", quote(id))
 	}
 	return h, cm, nil
 }
@@ -97,8 +119,10 @@ func setDevice(c *gin.Context, inst any) {
 	c.Header(DeviceHeader, dev)
 }
 
-// sampling validates the shared sampling fields and returns the engine request.
-func (f *samplingFields) request(maxTokens *int) (llama.Request, error) {
+// request validates the shared sampling fields and returns the engine
+// request. maxParam names the field maxTokens came from; contextCap is the
+// largest context any model gets, which a completion budget must leave room in.
+func (f *samplingFields) request(maxParam string, maxTokens *int, contextCap int) (llama.Request, error) {
 	var errs []error
 	bad := func(param, format string, args ...any) { errs = append(errs, badRequest(param, format, args...)) }
 	r := llama.Request{Stop: f.Stop}
@@ -146,12 +170,14 @@ func (f *samplingFields) request(maxTokens *int) (llama.Request, error) {
 		s.FrequencyPenalty = float32(*f.FrequencyPenalty)
 	}
 	s.Seed = f.Seed
-	if len(f.LogitBias) > 0 {
+	if n := len(f.LogitBias); n > MaxLogitBias {
+		errs = append(errs, tooMany("logit_bias", n, MaxLogitBias, "entries"))
+	} else if n > 0 {
 		s.LogitBias = map[int32]float32{}
 		for k, v := range f.LogitBias {
 			id, err := strconv.ParseInt(k, 10, 32)
 			if err != nil || id < 0 {
-				bad("logit_bias", "logit_bias key %q is not a token id", k)
+				bad("logit_bias", "logit_bias key %s is not a token id", quote(k))
 				continue
 			}
 			if v < -100 || v > 100 {
@@ -160,17 +186,23 @@ func (f *samplingFields) request(maxTokens *int) (llama.Request, error) {
 			s.LogitBias[int32(id)] = float32(v)
 		}
 	}
-	if len(f.Stop) > 4 {
-		bad("stop", "at most 4 stop sequences are allowed, got %d", len(f.Stop))
-	}
-	for _, st := range f.Stop {
-		if st == "" {
-			bad("stop", "stop sequences must not be empty")
+	if n := len(f.Stop); n > MaxStopSequences {
+		errs = append(errs, tooMany("stop", n, MaxStopSequences, "sequences"))
+	} else {
+		for i, st := range f.Stop {
+			switch {
+			case st == "":
+				bad("stop", "stop sequences must not be empty")
+			case len(st) > MaxStopBytes:
+				bad("stop", "stop[%d] has %d bytes, more than the %d allowed", i, len(st), MaxStopBytes)
+			}
 		}
 	}
 	if maxTokens != nil {
 		if *maxTokens < 1 {
-			bad("max_tokens", "max_tokens must be at least 1, got %d", *maxTokens)
+			bad(maxParam, "%s must be at least 1, got %d", maxParam, *maxTokens)
+		} else if err := checkMaxTokens(maxParam, *maxTokens, contextCap); err != nil {
+			errs = append(errs, err)
 		}
 		r.MaxTokens = *maxTokens
 	}
@@ -186,7 +218,8 @@ func (f *samplingFields) request(maxTokens *int) (llama.Request, error) {
 	return r, joinBadRequests(errs)
 }
 
-// joinBadRequests merges several 400s into one that lists every problem.
+// joinBadRequests merges several 400s into one that lists the problems (the
+// first maxListedProblems of them, then how many more there are).
 func joinBadRequests(errs []error) error {
 	switch len(errs) {
 	case 0:
@@ -194,40 +227,53 @@ func joinBadRequests(errs []error) error {
 	case 1:
 		return errs[0]
 	}
-	msgs := make([]string, len(errs))
-	for i, e := range errs {
-		msgs[i] = e.Error()
+	msgs := make([]string, 0, min(len(errs), maxListedProblems)+1)
+	for _, e := range errs[:min(len(errs), maxListedProblems)] {
+		msgs = append(msgs, e.Error())
+	}
+	if more := len(errs) - maxListedProblems; more > 0 {
+		msgs = append(msgs, fmt.Sprintf("and %d more problems", more))
 	}
 	first := errs[0].(*Error)
-	return &Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Param: first.Param, Message: strings.Join(msgs, "; ")}
+	return &Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Param: first.Param, Code: first.Code, Message: strings.Join(msgs, "; ")}
 }
 
-func (s *Server) chatCompletions(c *gin.Context) {
-	var req ChatCompletionRequest
-	if err := decodeJSON(c, &req); err != nil {
-		writeError(c, err)
-		return
-	}
-	maxTokens := req.MaxCompletionTokens
+// chatPlan is a validated chat completion request.
+type chatPlan struct {
+	gen  llama.Request
+	msgs []llama.Message
+	// bytes is the text the messages give the chat template, which a
+	// rendered prompt holds at least.
+	bytes int
+}
+
+// plan validates a chat request without a model: every field, every cap, and
+// the prompt's size against the largest context a model gets.
+func (req *ChatCompletionRequest) plan(contextCap int) (*chatPlan, error) {
+	maxTokens, maxParam := req.MaxCompletionTokens, "max_completion_tokens"
 	if maxTokens == nil {
-		maxTokens = req.MaxTokens
+		maxTokens, maxParam = req.MaxTokens, "max_tokens"
 	}
-	gen, err := req.request(maxTokens)
+	gen, err := req.request(maxParam, maxTokens, contextCap)
 	var errs []error
 	if err != nil {
 		errs = append(errs, err)
 	}
-	if len(req.Messages) == 0 {
+	switch n := len(req.Messages); {
+	case n == 0:
 		errs = append(errs, badRequest("messages", "messages must not be empty"))
+	case n > MaxChatMessages:
+		return nil, joinBadRequests(append(errs, tooMany("messages", n, MaxChatMessages, "messages")))
 	}
-	msgs := make([]llama.Message, 0, len(req.Messages))
+	p := &chatPlan{msgs: make([]llama.Message, 0, len(req.Messages))}
 	for i, m := range req.Messages {
 		if !chatRoles[m.Role] {
-			errs = append(errs, badRequest(fmt.Sprintf("messages[%d].role", i), "messages[%d].role %q is not one of system, developer, user, assistant, tool", i, m.Role))
+			errs = append(errs, badRequest(fmt.Sprintf("messages[%d].role", i), "messages[%d].role %s is not one of system, developer, user, assistant, tool", i, quote(m.Role)))
 		}
 		if len(m.Content.NonText) > 0 {
-			errs = append(errs, badRequest(fmt.Sprintf("messages[%d].content", i), "messages[%d] has content parts of type %s; only text is supported", i, strings.Join(m.Content.NonText, ", ")))
+			errs = append(errs, badRequest(fmt.Sprintf("messages[%d].content", i), "messages[%d] has content parts of type %s; only text is supported", i, clip(strings.Join(m.Content.NonText, ", "))))
 		}
+		p.bytes += len(m.Role) + len(m.Content.Text) + len(m.Name) + len(m.ToolCallID) + len(m.ToolCalls)
 		role := m.Role
 		if role == "developer" {
 			role = "system"
@@ -248,31 +294,57 @@ func (s *Server) chatCompletions(c *gin.Context) {
 				}
 			}
 		}
-		msgs = append(msgs, lm)
+		p.msgs = append(p.msgs, lm)
 	}
 	if len(req.Tools) > 0 && string(req.Tools) != "null" && string(req.Tools) != "[]" && strings.Trim(string(req.ToolChoice), `"`) != "none" {
 		errs = append(errs, badRequest("tools", "tools are not supported yet; send the request without tools or with tool_choice \"none\""))
 	}
 	if rf := req.ResponseFormat; rf != nil && rf.Type != "" && rf.Type != "text" {
-		errs = append(errs, badRequest("response_format", "response_format %q is not supported yet", rf.Type))
+		errs = append(errs, badRequest("response_format", "response_format %s is not supported yet", quote(rf.Type)))
 	}
 	if err := joinBadRequests(errs); err != nil {
+		return nil, err
+	}
+	if err := checkPromptBytes("messages", p.bytes, gen.MaxTokens, contextCap); err != nil {
+		return nil, err
+	}
+	p.gen = gen
+	return p, nil
+}
+
+func (s *Server) chatCompletions(c *gin.Context) {
+	var req ChatCompletionRequest
+	if err := decodeJSON(c, &req); err != nil {
 		writeError(c, err)
 		return
 	}
-
+	plan, err := req.plan(s.contextCap())
+	if err != nil {
+		writeError(c, err)
+		return
+	}
 	h, model, err := s.acquireChat(c, req.Model, req.KeepAlive)
 	if err != nil {
 		writeError(c, err)
 		return
 	}
 	defer h.Release()
-	prompt, err := model.ApplyChatTemplate(msgs, true)
+	ctx := c.Request.Context()
+	gen := plan.gen
+	if err := checkPromptBytes("messages", plan.bytes, gen.MaxTokens, model.Info().ContextSize); err != nil {
+		writeError(c, err)
+		return
+	}
+	prompt, err := model.ApplyChatTemplateContext(ctx, plan.msgs, true)
 	if err != nil {
 		writeError(c, err)
 		return
 	}
-	gen.Prompt, err = model.Tokenize(prompt, true, true)
+	if err := checkPromptBytes("messages", len(prompt), gen.MaxTokens, model.Info().ContextSize); err != nil {
+		writeError(c, err)
+		return
+	}
+	gen.Prompt, err = model.TokenizeContext(ctx, prompt, true, true)
 	if err != nil {
 		writeError(c, fmt.Errorf("tokenize the prompt: %w", err))
 		return
@@ -280,13 +352,15 @@ func (s *Server) chatCompletions(c *gin.Context) {
 	s.generate(c, model, req.Model, gen, req.Stream, req.StreamOptions, true)
 }
 
-func (s *Server) completions(c *gin.Context) {
-	var req CompletionRequest
-	if err := decodeJSON(c, &req); err != nil {
-		writeError(c, err)
-		return
-	}
-	gen, err := req.request(req.MaxTokens)
+// completionPlan is a validated completions request.
+type completionPlan struct {
+	gen    llama.Request
+	prompt string
+}
+
+// plan validates a completions request without a model.
+func (req *CompletionRequest) plan(contextCap int) (*completionPlan, error) {
+	gen, err := req.request("max_tokens", req.MaxTokens, contextCap)
 	var errs []error
 	if err != nil {
 		errs = append(errs, err)
@@ -307,6 +381,22 @@ func (s *Server) completions(c *gin.Context) {
 		errs = append(errs, badRequest("best_of", "only best_of=1 is supported"))
 	}
 	if err := joinBadRequests(errs); err != nil {
+		return nil, err
+	}
+	if err := checkPromptBytes("prompt", len(prompt[0]), gen.MaxTokens, contextCap); err != nil {
+		return nil, err
+	}
+	return &completionPlan{gen: gen, prompt: prompt[0]}, nil
+}
+
+func (s *Server) completions(c *gin.Context) {
+	var req CompletionRequest
+	if err := decodeJSON(c, &req); err != nil {
+		writeError(c, err)
+		return
+	}
+	plan, err := req.plan(s.contextCap())
+	if err != nil {
 		writeError(c, err)
 		return
 	}
@@ -316,7 +406,12 @@ func (s *Server) completions(c *gin.Context) {
 		return
 	}
 	defer h.Release()
-	gen.Prompt, err = model.Tokenize(prompt[0], true, false)
+	gen := plan.gen
+	if err := checkPromptBytes("prompt", len(plan.prompt), gen.MaxTokens, model.Info().ContextSize); err != nil {
+		writeError(c, err)
+		return
+	}
+	gen.Prompt, err = model.TokenizeContext(c.Request.Context(), plan.prompt, true, false)
 	if err != nil {
 		writeError(c, fmt.Errorf("tokenize the prompt: %w", err))
 		return

@@ -22,22 +22,34 @@ type fakeChat struct {
 	failWith error // sent as the last event
 	template bool
 	gotReq   chan llama.Request
+	// tokenizeStarted, when set, is closed when tokenizing starts, which
+	// then lasts until the request's context ends.
+	tokenizeStarted chan struct{}
+	ctxSize         int // the context Info gives; 0: 64
 }
 
 func (f *fakeChat) Close() error { return nil }
 func (f *fakeChat) Size() int64  { return 1 }
 func (f *fakeChat) Slots() int   { return 4 }
 func (f *fakeChat) Info() llama.Info {
+	if f.ctxSize > 0 {
+		return llama.Info{ContextSize: f.ctxSize}
+	}
 	return llama.Info{ContextSize: 64}
 }
-func (f *fakeChat) Tokenize(text string, _, _ bool) ([]int32, error) {
+func (f *fakeChat) TokenizeContext(ctx context.Context, text string, _, _ bool) ([]int32, error) {
+	if f.tokenizeStarted != nil {
+		close(f.tokenizeStarted)
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
 	out := make([]int32, len(text))
 	for i := range text {
 		out[i] = int32(text[i])
 	}
 	return out, nil
 }
-func (f *fakeChat) ApplyChatTemplate(msgs []llama.Message, _ bool) (string, error) {
+func (f *fakeChat) ApplyChatTemplateContext(_ context.Context, msgs []llama.Message, _ bool) (string, error) {
 	if !f.template {
 		return "", llama.ErrNoChatTemplate
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/gin-gonic/gin"
 
@@ -88,7 +89,7 @@ type classifyPlan struct {
 func (r *ClassifyRequest) plan() (*classifyPlan, error) {
 	var errs []error
 	p := &classifyPlan{zeroShot: r.CandidateLabels != nil}
-	texts, err := parseTexts("input", r.Input)
+	texts, err := parseTexts("input", r.Input, MaxClassifyInputs)
 	if err != nil {
 		errs = append(errs, err)
 	}
@@ -104,7 +105,7 @@ func (r *ClassifyRequest) plan() (*classifyPlan, error) {
 	default:
 		var k int
 		if err := json.Unmarshal(r.TopK, &k); err != nil || k == 0 || k < -1 {
-			errs = append(errs, badRequest("top_k", "top_k must be a positive integer, or -1 or null for all labels; got %s", s))
+			errs = append(errs, badRequest("top_k", "top_k must be a positive integer, or -1 or null for all labels; got %s", clip(s)))
 		} else if k > 0 {
 			p.topK = k
 		} else {
@@ -113,8 +114,14 @@ func (r *ClassifyRequest) plan() (*classifyPlan, error) {
 	}
 	if p.zeroShot {
 		p.labels = *r.CandidateLabels
-		if len(p.labels) == 0 {
+		switch n := len(p.labels); {
+		case n == 0:
 			errs = append(errs, badRequest("candidate_labels", "candidate_labels is empty; give at least one label"))
+		case n > MaxCandidateLabels:
+			errs = append(errs, tooMany("candidate_labels", n, MaxCandidateLabels, "labels"))
+		case len(texts)*n > MaxZeroShotPairs:
+			errs = append(errs, badRequest("candidate_labels", "%d texts × %d candidate_labels is %d text-label pairs, more than the %d allowed; send fewer texts or labels per request",
+				len(texts), n, len(texts)*n, MaxZeroShotPairs))
 		}
 		for i, l := range p.labels {
 			if l == "" {
@@ -128,6 +135,8 @@ func (r *ClassifyRequest) plan() (*classifyPlan, error) {
 			p.zsOpts.HypothesisTemplate = *r.HypothesisTemplate
 			if *r.HypothesisTemplate == "" {
 				errs = append(errs, badRequest("hypothesis_template", "hypothesis_template is empty; it needs {} where the label goes, e.g. %q", pipelines.DefaultHypothesisTemplate))
+			} else if !strings.Contains(*r.HypothesisTemplate, "{}") {
+				errs = append(errs, badRequest("hypothesis_template", "hypothesis_template %s has no {} where the label goes, e.g. %q", quote(*r.HypothesisTemplate), pipelines.DefaultHypothesisTemplate))
 			}
 		}
 		if r.MultiLabel != nil {
@@ -139,7 +148,7 @@ func (r *ClassifyRequest) plan() (*classifyPlan, error) {
 		errs = append(errs, badRequest("candidate_labels", "hypothesis_template and multi_label need candidate_labels (zero-shot classification)"))
 	}
 	if p.opts.Function, err = pipelines.ParseScoring(r.FunctionToApply); err != nil {
-		errs = append(errs, badRequest("function_to_apply", "function_to_apply %q is not one of softmax, sigmoid, none", r.FunctionToApply))
+		errs = append(errs, badRequest("function_to_apply", "function_to_apply %s is not one of softmax, sigmoid, none", quote(r.FunctionToApply)))
 	}
 	p.opts.TopK = p.topK
 	return p, joinBadRequests(errs)
@@ -189,7 +198,7 @@ func classifyTexts(ctx context.Context, id string, p any, plan *classifyPlan) (*
 	cl, ok := p.(Classifier)
 	if !ok {
 		if _, zs := p.(ZeroShotClassifier); zs {
-			return nil, 0, badRequest("candidate_labels", "model %q is a zero-shot classifier: give candidate_labels", id)
+			return nil, 0, badRequest("candidate_labels", "model %s is a zero-shot classifier: give candidate_labels", quote(id))
 		}
 		return nil, 0, wrongModel(id, p, "text classification")
 	}
@@ -218,11 +227,11 @@ func zeroShot(ctx context.Context, id string, p any, plan *classifyPlan) (*Class
 		z, err := nli.ZeroShot()
 		if err != nil {
 			if errors.Is(err, pipelines.ErrWrongModel) {
-				e := badRequest("candidate_labels", "model %q cannot do zero-shot classification (it needs an NLI model whose labels include entailment and contradiction); drop candidate_labels to use its own labels: %v", id, err)
+				e := badRequest("candidate_labels", "model %s cannot do zero-shot classification (it needs an NLI model whose labels include entailment and contradiction); drop candidate_labels to use its own labels: %v", quote(id), err)
 				e.Code = "wrong_model_type"
 				return nil, 0, e
 			}
-			return nil, 0, fmt.Errorf("zero-shot view of %q: %w", id, err)
+			return nil, 0, fmt.Errorf("zero-shot view of %s: %w", quote(id), err)
 		}
 		zs = z
 	}

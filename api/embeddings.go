@@ -58,14 +58,14 @@ type EmbeddingList struct {
 // embedOptions validates the request and returns the texts and pipeline options.
 func (r *EmbeddingRequest) embedOptions() ([]string, pipelines.EmbedOptions, error) {
 	var errs []error
-	texts, err := parseTexts("input", r.Input)
+	texts, err := parseTexts("input", r.Input, MaxEmbeddingInputs)
 	if err != nil {
 		errs = append(errs, err)
 	}
 	switch r.EncodingFormat {
 	case "", "float", "base64":
 	default:
-		errs = append(errs, badRequest("encoding_format", "encoding_format %q is not one of float, base64", r.EncodingFormat))
+		errs = append(errs, badRequest("encoding_format", "encoding_format %s is not one of float, base64", quote(r.EncodingFormat)))
 	}
 	opts := pipelines.EmbedOptions{Normalize: r.Normalize}
 	if opts.Normalize == nil {
@@ -79,7 +79,7 @@ func (r *EmbeddingRequest) embedOptions() ([]string, pipelines.EmbedOptions, err
 		opts.Dimensions = *d
 	}
 	if opts.Pooling, err = pipelines.ParsePooling(r.Pooling); err != nil {
-		errs = append(errs, badRequest("pooling", "pooling %q is not one of mean, cls, last_token", r.Pooling))
+		errs = append(errs, badRequest("pooling", "pooling %s is not one of mean, cls, last_token", quote(r.Pooling)))
 	}
 	return texts, opts, joinBadRequests(errs)
 }
@@ -101,7 +101,7 @@ func (s *Server) embeddings(c *gin.Context) {
 	}
 	defer h.Release()
 	if dim := e.Dimensions(); dim > 0 && opts.Dimensions > dim {
-		writeError(c, badRequest("dimensions", "dimensions %d exceeds the %d dimensions of model %q", opts.Dimensions, dim, req.Model))
+		writeError(c, badRequest("dimensions", "dimensions %d exceeds the %d dimensions of model %s", opts.Dimensions, dim, quote(req.Model)))
 		return
 	}
 	res, err := e.Embed(c.Request.Context(), texts, opts)

@@ -51,8 +51,19 @@ func badRequest(param, format string, args ...any) *Error {
 	return e
 }
 
-// toAPIError maps any error to its API form: the one place that decides status codes.
+// toAPIError maps any error to its API form: the one place that decides status
+// codes. The message is bounded (clipMessage), so no error echoes a huge input.
 func toAPIError(err error) *Error {
+	e := mapError(err)
+	if len(e.Message) > maxErrorMessage {
+		c := *e
+		c.Message = clipMessage(e.Message)
+		e = &c
+	}
+	return e
+}
+
+func mapError(err error) *Error {
 	var ae *Error
 	if errors.As(err, &ae) {
 		return ae

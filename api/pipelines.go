@@ -71,7 +71,7 @@ func acquireAs[T any](s *Server, c *gin.Context, id string, ka KeepAlive, what s
 // wrongModel refuses a request whose model does not serve the endpoint's task,
 // naming what the model does serve and where.
 func wrongModel(id string, p any, want string) *Error {
-	e := badRequest("model", "model %q serves %s, not %s", id, servedBy(p), want)
+	e := badRequest("model", "model %s serves %s, not %s", quote(id), servedBy(p), want)
 	e.Code = "wrong_model_type"
 	return e
 }
@@ -99,10 +99,11 @@ func servedBy(p any) string {
 	return "another task"
 }
 
-// parseTexts reads a JSON string or array of strings (param names the field in
-// errors). Every text must be non-empty. Arrays of token ids, which OpenAI's
-// embeddings API also accepts, are refused: modeld tokenizes itself.
-func parseTexts(param string, raw json.RawMessage) ([]string, error) {
+// parseTexts reads a JSON string or array of at most limit strings (param
+// names the field in errors). Every text must be non-empty. Arrays of token
+// ids, which OpenAI's embeddings API also accepts, are refused: modeld
+// tokenizes itself.
+func parseTexts(param string, raw json.RawMessage, limit int) ([]string, error) {
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil, badRequest(param, "%s is required: a string or an array of strings", param)
 	}
@@ -119,6 +120,9 @@ func parseTexts(param string, raw json.RawMessage) ([]string, error) {
 	}
 	if len(items) == 0 {
 		return nil, badRequest(param, "%s is an empty array; send at least one text", param)
+	}
+	if len(items) > limit {
+		return nil, tooMany(param, len(items), limit, "texts")
 	}
 	texts := make([]string, len(items))
 	var errs []error
@@ -157,7 +161,7 @@ func setTruncated(c *gin.Context, n int) { c.Header(TruncatedHeader, strconv.Ito
 // weights), which JSON cannot carry.
 func nonFinite(id string) *Error {
 	return &Error{Status: http.StatusInternalServerError, Type: "server_error", Code: "model_output_invalid",
-		Message: fmt.Sprintf("model %q produced non-finite values (NaN or infinity); its weights may be corrupt", id)}
+		Message: fmt.Sprintf("model %s produced non-finite values (NaN or infinity); its weights may be corrupt", quote(id))}
 }
 
 func finite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }

@@ -233,7 +233,7 @@ func TestParseTexts(t *testing.T) {
 		{`[[1,2],[3]]`, nil, "token ids"},
 		{`{"text":"a"}`, nil, "must be a string or an array of strings"},
 	} {
-		got, err := parseTexts("input", json.RawMessage(c.raw))
+		got, err := parseTexts("input", json.RawMessage(c.raw), 8)
 		if c.msg == "" {
 			if err != nil || strings.Join(got, "|") != strings.Join(c.want, "|") {
 				t.Errorf("%s: %q, %v", c.raw, got, err)

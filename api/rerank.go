@@ -62,8 +62,11 @@ func (r *RerankRequest) validate() (string, []string, pipelines.RerankOptions, e
 	default:
 		query = *r.Query
 	}
-	if len(r.Documents) == 0 {
+	switch n := len(r.Documents); {
+	case n == 0:
 		errs = append(errs, badRequest("documents", "documents is required: an array of at least one string"))
+	case n > MaxRerankDocuments:
+		return "", nil, opts, joinBadRequests(append(errs, tooMany("documents", n, MaxRerankDocuments, "documents")))
 	}
 	docs := make([]string, len(r.Documents))
 	for i, raw := range r.Documents {

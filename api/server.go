@@ -40,6 +40,10 @@ type Options struct {
 	APIKey string
 	// Limits bound request bodies and slow peers; zero fields take defaults.
 	Limits Limits
+	// ContextCap is the largest context in tokens that a chat model gets
+	// (--context-size; 0: llama.DefaultContextCap). Chat requests that cannot
+	// fit in it are refused before any model is loaded (limits.go).
+	ContextCap int
 	// Cache finds or loads the model a request names.
 	Cache *cache.Cache
 	// Collectors are more metrics for GET /metrics.

@@ -65,19 +65,23 @@ type SummaryChunk struct {
 func (r *SummarizeRequest) options() ([]string, pipelines.SummarizeOptions, error) {
 	var errs []error
 	var o pipelines.SummarizeOptions
-	texts, err := parseTexts("input", r.Input)
+	texts, err := parseTexts("input", r.Input, MaxSummarizeInputs)
 	if err != nil {
 		errs = append(errs, err)
 	}
 	if v := r.MaxNewTokens; v != nil {
 		if *v < 1 {
 			errs = append(errs, badRequest("max_new_tokens", "max_new_tokens must be at least 1, got %d", *v))
+		} else if *v > MaxNewTokens {
+			errs = append(errs, badRequest("max_new_tokens", "max_new_tokens %d is more than the %d allowed", *v, MaxNewTokens))
 		}
 		o.MaxNewTokens = *v
 	}
 	if v := r.MinNewTokens; v != nil {
 		if *v < 0 {
 			errs = append(errs, badRequest("min_new_tokens", "min_new_tokens must not be negative, got %d", *v))
+		} else if *v > MaxNewTokens {
+			errs = append(errs, badRequest("min_new_tokens", "min_new_tokens %d is more than the %d allowed", *v, MaxNewTokens))
 		}
 		if r.MaxNewTokens != nil && *v > *r.MaxNewTokens {
 			errs = append(errs, badRequest("min_new_tokens", "min_new_tokens %d exceeds max_new_tokens %d", *v, *r.MaxNewTokens))
@@ -87,6 +91,8 @@ func (r *SummarizeRequest) options() ([]string, pipelines.SummarizeOptions, erro
 	if v := r.NumBeams; v != nil {
 		if *v < 1 {
 			errs = append(errs, badRequest("num_beams", "num_beams must be at least 1, got %d", *v))
+		} else if *v > MaxNumBeams {
+			errs = append(errs, badRequest("num_beams", "num_beams %d is more than the %d allowed", *v, MaxNumBeams))
 		}
 		o.NumBeams = *v
 	}
@@ -114,7 +120,7 @@ func (r *SummarizeRequest) options() ([]string, pipelines.SummarizeOptions, erro
 		case json.Unmarshal(r.EarlyStopping, &s) == nil && s == "never":
 			o.EarlyStopping = pipelines.EarlyStoppingNever
 		default:
-			errs = append(errs, badRequest("early_stopping", "early_stopping must be true, false or \"never\", got %s", es))
+			errs = append(errs, badRequest("early_stopping", "early_stopping must be true, false or \"never\", got %s", clip(es)))
 		}
 	}
 	if r.Stream {

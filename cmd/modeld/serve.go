@@ -143,6 +143,7 @@ func (a *app) serve(ctx context.Context) error {
 		Origins:    cfg.Origins,
 		Cache:      loaded,
 		Collectors: metrics.collectors(),
+		ContextCap: cfg.ContextSize,
 	})
 	srv.AddSystemSection("gpu_fallbacks", fallbacks.snapshot)
 	srv.RegisterModels(api.ModelsOptions{Store: store, Puller: puller, Unloader: loaded, ContextCap: uint64(cfg.ContextSize)})

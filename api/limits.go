@@ -1,0 +1,149 @@
+package api
+
+import (
+	"fmt"
+	"strconv"
+	"unicode/utf8"
+
+	"github.com/modeld/modeld/backends/llama"
+	"github.com/modeld/modeld/pipelines"
+)
+
+// Request limits. Each is checked when the request is decoded, before the
+// model is acquired (so before it is loaded) and before anything is
+// tokenized; a request over one is a 400 whose param names the field.
+// docs/API.md lists them under "Limits". The task pipelines enforce their
+// own bounds for every caller (pipelines/limits.go); the values here are
+// those bounds, so the API refuses what the pipeline would, earlier and
+// with the field named.
+const (
+	// MaxChatMessages bounds messages per chat request: a conversation of
+	// more turns than this does not fit any context modeld gives anyway.
+	MaxChatMessages = 4096
+	// MaxStopSequences bounds stop strings per request (OpenAI allows 4,
+	// llama.cpp's server any number), and MaxStopBytes the length of each:
+	// every generated token is matched against each of them.
+	MaxStopSequences = 16
+	MaxStopBytes     = 256
+	// MaxLogitBias bounds logit_bias entries.
+	MaxLogitBias = 1024
+	// MaxEmbeddingInputs bounds inputs per embeddings request (OpenAI's own
+	// limit), MaxClassifyInputs those per classification request.
+	MaxEmbeddingInputs = pipelines.MaxEmbedInputs
+	MaxClassifyInputs  = pipelines.MaxClassifyInputs
+	// MaxCandidateLabels bounds zero-shot labels, and MaxZeroShotPairs the
+	// texts × labels pairs one request runs through the model.
+	MaxCandidateLabels = pipelines.MaxCandidateLabels
+	MaxZeroShotPairs   = pipelines.MaxZeroShotPairs
+	// MaxRerankDocuments bounds documents per rerank request.
+	MaxRerankDocuments = pipelines.MaxRerankDocuments
+	// MaxSummarizeInputs bounds texts per summarize request, MaxNumBeams
+	// num_beams and MaxNewTokens max_new_tokens (and min_new_tokens). The
+	// summarizer decodes at most pipelines.MaxDecoderRows texts × beams at
+	// once and runs larger requests group by group.
+	MaxSummarizeInputs = pipelines.MaxSummarizeInputs
+	MaxNumBeams        = pipelines.MaxNumBeams
+	MaxNewTokens       = pipelines.MaxNewTokens
+
+	// MaxBytesPerToken is the most bytes of text one token is assumed to
+	// stand for. A prompt of more than contextTokens × MaxBytesPerToken bytes
+	// cannot fit in the context, whatever the vocabulary, so it is refused
+	// (context_length_exceeded) without tokenizing it. Real vocabularies'
+	// longest tokens (runs of spaces or punctuation) are far shorter, so a
+	// prompt that might fit is never refused by this bound; the exact token
+	// count decides.
+	MaxBytesPerToken = 256
+
+	// maxQuoted bounds user input quoted in an error message (a model id, a
+	// role, a label); longer input is cut and ends with "…".
+	maxQuoted = 96
+	// maxErrorMessage bounds any error message the API sends: longer ones
+	// keep their start and end around "…", so an error that quotes input
+	// from elsewhere still stays small.
+	maxErrorMessage = 2048
+	// maxListedProblems bounds the problems one 400 lists; the rest are
+	// counted.
+	maxListedProblems = 8
+)
+
+// clip cuts s to at most maxQuoted bytes on a character boundary, marking
+// the cut with "…".
+func clip(s string) string {
+	if len(s) <= maxQuoted {
+		return s
+	}
+	cut := maxQuoted
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}
+
+// quote is %q of user input, clipped.
+func quote(s string) string { return strconv.Quote(clip(s)) }
+
+// clipMessage bounds an error message to maxErrorMessage bytes, keeping its
+// start and end.
+func clipMessage(msg string) string {
+	if len(msg) <= maxErrorMessage {
+		return msg
+	}
+	head, tail := maxErrorMessage/2, maxErrorMessage/2
+	for head > 0 && !utf8.RuneStart(msg[head]) {
+		head--
+	}
+	start := len(msg) - tail
+	for start < len(msg) && !utf8.RuneStart(msg[start]) {
+		start++
+	}
+	return msg[:head] + " … " + msg[start:]
+}
+
+// contextCap is the largest context, in tokens, that any chat model of this
+// daemon gets (a model's own trained context is used when smaller).
+func (s *Server) contextCap() int {
+	if s.opt.ContextCap > 0 {
+		return s.opt.ContextCap
+	}
+	return llama.DefaultContextCap
+}
+
+// minPromptTokens is the fewest tokens n bytes of prompt text can be.
+func minPromptTokens(n int) int { return (n + MaxBytesPerToken - 1) / MaxBytesPerToken }
+
+// checkPromptBytes refuses, without tokenizing, a prompt of n bytes that
+// cannot fit with a completion of maxTokens (0: at least one token) in a
+// context of ctx tokens. param names the field that holds the prompt.
+func checkPromptBytes(param string, n, maxTokens, ctx int) error {
+	if ctx <= 0 {
+		return nil
+	}
+	least := minPromptTokens(n)
+	if least+max(maxTokens, 1) <= ctx {
+		return nil
+	}
+	e := badRequest(param, "the prompt has %d bytes, so at least %d tokens (a token is at most %d bytes here), which with max_tokens %d is more than the context of %d tokens; shorten it",
+		n, least, MaxBytesPerToken, maxTokens, ctx)
+	if maxTokens == 0 {
+		e.Message = fmt.Sprintf("the prompt has %d bytes, so at least %d tokens (a token is at most %d bytes here), which leaves no room for a completion in the context of %d tokens; shorten it",
+			n, least, MaxBytesPerToken, ctx)
+	}
+	e.Code = "context_length_exceeded"
+	return e
+}
+
+// checkMaxTokens refuses a completion budget that leaves no room for a
+// prompt in a context of ctx tokens.
+func checkMaxTokens(param string, maxTokens, ctx int) error {
+	if ctx > 0 && maxTokens >= ctx {
+		e := badRequest(param, "%s %d leaves no room for a prompt in the context of %d tokens", param, maxTokens, ctx)
+		e.Code = "context_length_exceeded"
+		return e
+	}
+	return nil
+}
+
+// tooMany is the 400 for a list over its cap.
+func tooMany(param string, n, limit int, what string) *Error {
+	return badRequest(param, "%s has %d %s, more than the %d allowed", param, n, what, limit)
+}
