@@ -56,6 +56,8 @@ type testHooks struct {
 	flightJoined         func(key string)
 	partialWait          func(name string)
 	partialWriter        func(io.Writer) io.Writer // wraps a streamed download's partial file
+	cheapHash            int64                     // instead of cheapHash when not 0
+	blobHashed           func(hexDigest string)    // after a stored blob was hashed again
 }
 
 // Open opens (creating if needed) the store rooted at root.
