@@ -32,7 +32,13 @@ func parseAddedTokens(raw json.RawMessage) ([]addedToken, error) {
 	if err := json.Unmarshal(raw, &list); err != nil {
 		return nil, fmt.Errorf("added_tokens: %w", err)
 	}
+	if len(list) > MaxAddedTokens {
+		return nil, fmt.Errorf("added_tokens: %d tokens, more than %d", len(list), MaxAddedTokens)
+	}
 	for i, a := range list {
+		if len(a.Content) > MaxAddedTokenBytes {
+			return nil, fmt.Errorf("added_tokens[%d]: content of %d bytes, more than %d", i, len(a.Content), MaxAddedTokenBytes)
+		}
 		if a.Content == "" {
 			return nil, fmt.Errorf("added_tokens[%d]: empty content", i)
 		}
@@ -81,13 +87,14 @@ func newSplitter(contents []string) *splitter {
 }
 
 // split returns text cut into plain pieces and matched contents, in order.
-func (s *splitter) split(text string) []string {
+func (s *splitter) split(ru *run, text string) []string {
 	if len(s.nodes) == 1 {
 		return []string{text}
 	}
 	var out []string
 	start := 0
 	for i := 0; i < len(text); {
+		ru.tick(1)
 		if !s.first[text[i]] {
 			i++
 			continue

@@ -49,6 +49,9 @@ func newBPE(raw json.RawMessage) (model, *vocab, error) {
 	if err := json.Unmarshal(raw, &c); err != nil {
 		return nil, nil, fmt.Errorf("BPE: %w", err)
 	}
+	if len(c.Vocab) > MaxVocab {
+		return nil, nil, fmt.Errorf("BPE: %d vocabulary entries, more than %d", len(c.Vocab), MaxVocab)
+	}
 	v := vocabFromMap(c.Vocab, c.Unk)
 	m := &bpe{
 		v:            v,
@@ -63,6 +66,9 @@ func newBPE(raw json.RawMessage) (model, *vocab, error) {
 		m.continuingSubwordSuffix = *c.ContinuingSubwordSuffix
 	}
 	merges, err := parseMerges(c.Merges)
+	if err == nil && len(merges) > MaxMerges {
+		err = fmt.Errorf("%d merges, more than %d", len(merges), MaxMerges)
+	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("BPE: %w", err)
 	}
@@ -118,9 +124,10 @@ func (m *bpe) intern(s string) int32 {
 	return id
 }
 
-func (m *bpe) tokenize(words []string) []string {
+func (m *bpe) tokenize(ru *run, words []string) []string {
 	var out []string
 	for _, w := range words {
+		ru.tick(1 + len(w)/16)
 		if m.ignoreMerges {
 			if _, ok := m.v.ids[w]; ok {
 				out = append(out, w)

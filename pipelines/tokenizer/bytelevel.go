@@ -40,7 +40,7 @@ type byteLevelPre struct {
 	useRegex       bool
 }
 
-func (b byteLevelPre) preTokenize(words []string, _ int) []string {
+func (b byteLevelPre) preTokenize(ru *run, words []string, _ int) []string {
 	return eachWord(words, func(w string) []string {
 		if b.addPrefixSpace && !strings.HasPrefix(w, " ") {
 			w = " " + w

@@ -215,7 +215,7 @@ type replaceDec struct {
 func (d replaceDec) decodeChain(toks []string) []string {
 	out := make([]string, len(toks))
 	for i, t := range toks {
-		out[i] = d.p.replaceAll(t, d.content)
+		out[i] = d.p.replaceAll(nil, t, d.content)
 	}
 	return out
 }

@@ -23,10 +23,23 @@
 // Usage:
 //
 //	tok, err := tokenizer.Load(modelDir)
-//	enc := tok.Encode(text, tokenizer.WithTruncation(0))        // model_max_length
-//	pair := tok.EncodePair(query, doc, tokenizer.WithTruncation(512))
-//	batch := tok.EncodeBatch(texts, tokenizer.WithTruncation(0), tokenizer.WithPadding(tokenizer.PadLongest))
+//	enc, err := tok.EncodeContext(ctx, text, tokenizer.WithTruncation(0)) // model_max_length
+//	pair, err := tok.EncodePairContext(ctx, query, doc, tokenizer.WithTruncation(512))
+//	batch, err := tok.EncodeBatchContext(ctx, texts, tokenizer.WithTruncation(0), tokenizer.WithPadding(tokenizer.PadLongest))
 //	text := tok.Decode(enc.IDs, true)
+//
+// # Hostile files
+//
+// A model's tokenizer files are untrusted input. Load refuses files over
+// MaxTokenizerBytes (also after gunzipping) and MaxConfigBytes, vocabularies,
+// merges and added tokens over MaxVocab, MaxMerges and MaxAddedTokens,
+// patterns longer than MaxPatternRunes or nested deeper than MaxPatternDepth.
+// Every compiled pattern has a MatchTimeout: a catastrophically backtracking
+// one ends the encode call with a *RegexTimeoutError (the model's fault, an
+// HTTP 500) instead of holding a core for ever. The Encode*Context calls stop
+// with the context's error when it ends, checked between texts, pieces and
+// regex matches; Encode, EncodePair, EncodeBatch and EncodePairBatch are for
+// trusted tokenizers and panic on such an error.
 //
 // # Matching transformers.js
 //

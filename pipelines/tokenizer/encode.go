@@ -1,6 +1,7 @@
 package tokenizer
 
 import (
+	"context"
 	"strings"
 	"unicode/utf8"
 )
@@ -56,39 +57,87 @@ func WithTruncation(maxLen int) Option {
 // WithPadding pads encodings with the pad token on PaddingSide.
 func WithPadding(p Padding) Option { return func(o *encodeOptions) { o.padding = p } }
 
-// Encode tokenizes one text.
-func (t *Tokenizer) Encode(text string, opts ...Option) *Encoding {
-	return t.EncodeBatch([]string{text}, opts...)[0]
+// EncodeContext tokenizes one text. It stops with ctx's error when ctx ends
+// (checked between pieces of the text and between regex matches), and with
+// a *RegexTimeoutError when one of the tokenizer's patterns runs past
+// MatchTimeout.
+func (t *Tokenizer) EncodeContext(ctx context.Context, text string, opts ...Option) (*Encoding, error) {
+	encs, err := t.EncodeBatchContext(ctx, []string{text}, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return encs[0], nil
 }
 
-// EncodePair tokenizes a text pair, e.g. a query and a document for a
+// EncodePairContext tokenizes a text pair, e.g. a query and a document for a
 // cross-encoder or a premise and hypothesis for NLI. An empty b encodes a
-// alone, as transformers.js does.
-func (t *Tokenizer) EncodePair(a, b string, opts ...Option) *Encoding {
-	return t.EncodePairBatch([][2]string{{a, b}}, opts...)[0]
+// alone, as transformers.js does. It stops as EncodeContext does.
+func (t *Tokenizer) EncodePairContext(ctx context.Context, a, b string, opts ...Option) (*Encoding, error) {
+	encs, err := t.EncodePairBatchContext(ctx, [][2]string{{a, b}}, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return encs[0], nil
 }
 
-// EncodeBatch tokenizes several texts, applying truncation and padding
-// across the batch.
-func (t *Tokenizer) EncodeBatch(texts []string, opts ...Option) []*Encoding {
+// EncodeBatchContext tokenizes several texts, applying truncation and
+// padding across the batch. It stops as EncodeContext does.
+func (t *Tokenizer) EncodeBatchContext(ctx context.Context, texts []string, opts ...Option) (out []*Encoding, err error) {
+	defer catch(&err)
+	ru := &run{ctx: ctx}
 	o := t.options(opts)
-	out := make([]*Encoding, len(texts))
+	out = make([]*Encoding, len(texts))
 	for i, s := range texts {
-		out[i] = t.encode(s, "", false, o)
+		ru.check()
+		out[i] = t.encode(ru, s, "", false, o)
 	}
 	t.finish(out, o)
-	return out
+	return out, nil
 }
 
-// EncodePairBatch tokenizes several text pairs.
-func (t *Tokenizer) EncodePairBatch(pairs [][2]string, opts ...Option) []*Encoding {
+// EncodePairBatchContext tokenizes several text pairs. It stops as
+// EncodeContext does.
+func (t *Tokenizer) EncodePairBatchContext(ctx context.Context, pairs [][2]string, opts ...Option) (out []*Encoding, err error) {
+	defer catch(&err)
+	ru := &run{ctx: ctx}
 	o := t.options(opts)
-	out := make([]*Encoding, len(pairs))
+	out = make([]*Encoding, len(pairs))
 	for i, p := range pairs {
-		out[i] = t.encode(p[0], p[1], p[1] != "", o)
+		ru.check()
+		out[i] = t.encode(ru, p[0], p[1], p[1] != "", o)
 	}
 	t.finish(out, o)
-	return out
+	return out, nil
+}
+
+// Encode is EncodeContext without a context, for tokenizers the caller
+// trusts (tests, tools): it panics when a pattern times out. Code that
+// serves requests uses EncodeContext.
+func (t *Tokenizer) Encode(text string, opts ...Option) *Encoding {
+	return must(t.EncodeContext(context.Background(), text, opts...))
+}
+
+// EncodePair is EncodePairContext without a context; it panics as Encode does.
+func (t *Tokenizer) EncodePair(a, b string, opts ...Option) *Encoding {
+	return must(t.EncodePairContext(context.Background(), a, b, opts...))
+}
+
+// EncodeBatch is EncodeBatchContext without a context; it panics as Encode does.
+func (t *Tokenizer) EncodeBatch(texts []string, opts ...Option) []*Encoding {
+	return must(t.EncodeBatchContext(context.Background(), texts, opts...))
+}
+
+// EncodePairBatch is EncodePairBatchContext without a context; it panics as
+// Encode does.
+func (t *Tokenizer) EncodePairBatch(pairs [][2]string, opts ...Option) []*Encoding {
+	return must(t.EncodePairBatchContext(context.Background(), pairs, opts...))
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
 }
 
 func (t *Tokenizer) options(opts []Option) encodeOptions {
@@ -99,11 +148,11 @@ func (t *Tokenizer) options(opts []Option) encodeOptions {
 	return o
 }
 
-func (t *Tokenizer) encode(a, b string, pair bool, o encodeOptions) *Encoding {
-	ta := t.encodeText(a)
+func (t *Tokenizer) encode(ru *run, a, b string, pair bool, o encodeOptions) *Encoding {
+	ta := t.encodeText(ru, a)
 	var tb []string
 	if pair {
-		tb = t.encodeText(b)
+		tb = t.encodeText(ru, b)
 		if tb == nil {
 			tb = []string{}
 		}
@@ -213,17 +262,18 @@ func repeat(s string, n int) []string {
 // encodeText turns one text into tokens: added tokens are cut out first,
 // the rest is normalized, cut again at normalized added tokens,
 // pre-tokenized and run through the model.
-func (t *Tokenizer) encodeText(text string) []string {
+func (t *Tokenizer) encodeText(ru *run, text string) []string {
 	if !utf8.ValidString(text) {
 		text = strings.ToValidUTF8(text, "\uFFFD")
 	}
-	sections := t.splitRaw.split(text)
+	sections := t.splitRaw.split(ru, text)
 	t.stripAround(sections)
 	var out []string
 	for si, sec := range sections {
 		if sec == "" {
 			continue
 		}
+		ru.check()
 		if _, ok := t.added[sec]; ok {
 			out = append(out, sec)
 			continue
@@ -235,12 +285,12 @@ func (t *Tokenizer) encodeText(text string) []string {
 			sec = removeMarks(jsLower(sec), false)
 		}
 		if t.norm != nil {
-			sec = t.norm.normalize(sec)
+			sec = t.norm.normalize(ru, sec)
 		}
 		if sec == "" {
 			continue
 		}
-		subs := t.splitNorm.split(sec)
+		subs := t.splitNorm.split(ru, sec)
 		t.stripAround(subs)
 		for _, sub := range subs {
 			if sub == "" {
@@ -252,9 +302,10 @@ func (t *Tokenizer) encodeText(text string) []string {
 			}
 			words := []string{sub}
 			if t.pre != nil {
-				words = t.pre.preTokenize(words, si)
+				words = t.pre.preTokenize(ru, words, si)
 			}
-			out = append(out, t.model.tokenize(words)...)
+			ru.check()
+			out = append(out, t.model.tokenize(ru, words)...)
 		}
 	}
 	return out

@@ -115,21 +115,27 @@ type regexTranslator struct {
 func translateRegex(pattern string) (string, error) {
 	t := &regexTranslator{src: []rune(pattern)}
 	if err := t.run(); err != nil {
-		return "", fmt.Errorf("regex %q: %w", pattern, err)
+		return "", fmt.Errorf("regex %q: %w", clipPattern(pattern), err)
 	}
 	return t.out.String(), nil
 }
 
-// compileRegex translates and compiles a tokenizer.json regex.
+// compileRegex translates and compiles a tokenizer.json regex of at most
+// MaxPatternRunes characters and MaxPatternDepth nested groups; matches of
+// the result time out after MatchTimeout.
 func compileRegex(pattern string) (*regexp2.Regexp, error) {
+	if n := len([]rune(pattern)); n > MaxPatternRunes {
+		return nil, fmt.Errorf("regex %q: %d characters (limit %d)", clipPattern(pattern), n, MaxPatternRunes)
+	}
 	tr, err := translateRegex(pattern)
 	if err != nil {
 		return nil, err
 	}
 	re, err := regexp2.Compile(tr, regexp2.None)
 	if err != nil {
-		return nil, fmt.Errorf("regex %q: %w", pattern, err)
+		return nil, fmt.Errorf("regex %q: %w", clipPattern(pattern), err)
 	}
+	re.MatchTimeout = MatchTimeout
 	return re, nil
 }
 
@@ -181,6 +187,9 @@ func (t *regexTranslator) run() error {
 			i++
 		case '(':
 			prefix, outPrefix, foldNext := t.groupPrefix(i, fold)
+			if len(groups) == MaxPatternDepth {
+				return fmt.Errorf("groups nested more than %d deep", MaxPatternDepth)
+			}
 			groups = append(groups, group{t.out.Len(), fold})
 			fold = foldNext
 			t.out.WriteString(outPrefix)

@@ -194,6 +194,7 @@ func classLiteral(c rune) string {
 func (t *regexTranslator) finishClass(op *classOperand, negated, fold bool) string {
 	if fold {
 		if re, err := regexp2.Compile(`^`+op.atom()+`$`, regexp2.None); err == nil {
+			re.MatchTimeout = MatchTimeout
 			var add strings.Builder
 			for c := 'A'; c <= 'Z'; c++ {
 				lc := c + 'a' - 'A'

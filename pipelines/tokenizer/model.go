@@ -38,7 +38,7 @@ func (v *vocab) lookup(tok string) int64 {
 
 // model turns pre-tokenized words into tokens.
 type model interface {
-	tokenize(words []string) []string
+	tokenize(ru *run, words []string) []string
 }
 
 // newModel builds the model and its vocabulary from tokenizer.json "model".
@@ -138,19 +138,26 @@ func newWordPiece(raw json.RawMessage) (model, *vocab, error) {
 	if err := json.Unmarshal(raw, &c); err != nil {
 		return nil, nil, fmt.Errorf("WordPiece: %w", err)
 	}
+	if len(c.Vocab) > MaxVocab {
+		return nil, nil, fmt.Errorf("WordPiece: %d vocabulary entries, more than %d", len(c.Vocab), MaxVocab)
+	}
 	v := vocabFromMap(c.Vocab, c.Unk)
 	m := &wordPiece{v: v, prefix: c.Prefix, maxChars: 100, fuseUnk: c.FuseUnk}
 	if c.MaxChars != nil {
 		m.maxChars = *c.MaxChars
 	}
+	if m.maxChars > MaxWordPieceChars {
+		return nil, nil, fmt.Errorf("WordPiece: max_input_chars_per_word %d is more than %d", m.maxChars, MaxWordPieceChars)
+	}
 	return m, v, nil
 }
 
-func (m *wordPiece) tokenize(words []string) []string {
+func (m *wordPiece) tokenize(ru *run, words []string) []string {
 	var out []string
 	var buf []byte
 	var starts []int
 	for _, w := range words {
+		ru.tick(1 + len(w)/16)
 		starts = starts[:0]
 		for i := range w {
 			starts = append(starts, i)

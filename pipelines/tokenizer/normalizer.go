@@ -12,7 +12,7 @@ import (
 
 // normalizer rewrites a text section before pre-tokenization.
 type normalizer interface {
-	normalize(s string) string
+	normalize(ru *run, s string) string
 }
 
 type typed struct {
@@ -127,9 +127,9 @@ func newNormalizer(raw json.RawMessage) (normalizer, error) {
 
 type normSequence []normalizer
 
-func (s normSequence) normalize(x string) string {
+func (s normSequence) normalize(ru *run, x string) string {
 	for _, n := range s {
-		x = n.normalize(x)
+		x = n.normalize(ru, x)
 	}
 	return x
 }
@@ -155,7 +155,7 @@ func isBertControl(r rune) bool {
 	return unicode.In(r, unicode.Cc, unicode.Cf, unicode.Co, unicode.Cs)
 }
 
-func (b *bertNormalizer) normalize(s string) string {
+func (b *bertNormalizer) normalize(ru *run, s string) string {
 	if b.clean {
 		var sb strings.Builder
 		sb.Grow(len(s))
@@ -199,7 +199,7 @@ func (b *bertNormalizer) normalize(s string) string {
 // runs split at U+FF5E, which NFKC would otherwise turn into "~").
 type precompiled struct{}
 
-func (precompiled) normalize(s string) string {
+func (precompiled) normalize(ru *run, s string) string {
 	s = strings.Map(func(r rune) rune {
 		switch {
 		case (r >= 0x01 && r <= 0x08) || r == 0x0B || (r >= 0x0E && r <= 0x1F) || r == 0x7F || r == 0x8F || r == 0x9F:
@@ -226,15 +226,15 @@ type replaceNorm struct {
 	content string
 }
 
-func (r replaceNorm) normalize(s string) string { return r.p.replaceAll(s, r.content) }
+func (r replaceNorm) normalize(ru *run, s string) string { return r.p.replaceAll(ru, s, r.content) }
 
 type unicodeNorm struct{ f norm.Form }
 
-func (u unicodeNorm) normalize(s string) string { return u.f.String(s) }
+func (u unicodeNorm) normalize(ru *run, s string) string { return u.f.String(s) }
 
 type stripNorm struct{ left, right bool }
 
-func (n stripNorm) normalize(s string) string {
+func (n stripNorm) normalize(ru *run, s string) string {
 	if n.left {
 		s = jsTrimStart(s)
 	}
@@ -248,12 +248,12 @@ func (n stripNorm) normalize(s string) string {
 // decomposing, as the reference StripAccents normalizer does.
 type stripAccents struct{}
 
-func (stripAccents) normalize(s string) string { return removeMarks(s, false) }
+func (stripAccents) normalize(ru *run, s string) string { return removeMarks(s, false) }
 
 type lowercase struct{}
 
-func (lowercase) normalize(s string) string { return jsLower(s) }
+func (lowercase) normalize(ru *run, s string) string { return jsLower(s) }
 
 type prepend string
 
-func (p prepend) normalize(s string) string { return string(p) + s }
+func (p prepend) normalize(ru *run, s string) string { return string(p) + s }

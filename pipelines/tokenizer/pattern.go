@@ -11,7 +11,8 @@ import (
 // pattern is a tokenizer.json {"String": ...} or {"Regex": ...} pattern,
 // compiled once.
 type pattern struct {
-	re *regexp2.Regexp
+	re  *regexp2.Regexp
+	src string // as written in tokenizer.json, for errors
 	// literal is set for String patterns; replace uses it directly.
 	literal string
 	isLit   bool
@@ -39,17 +40,21 @@ func newPattern(raw json.RawMessage, capture bool) (*pattern, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &pattern{re: re}, nil
+		return &pattern{re: re, src: *pj.Regex}, nil
 	case pj.String != nil:
+		if n := len([]rune(*pj.String)); n > MaxPatternRunes {
+			return nil, fmt.Errorf("string pattern of %d characters (limit %d)", n, MaxPatternRunes)
+		}
 		expr := regexp2.Escape(*pj.String)
 		if capture {
 			expr = "(" + expr + ")"
 		}
 		re, err := regexp2.Compile(expr, regexp2.None)
 		if err != nil {
-			return nil, fmt.Errorf("pattern %q: %w", *pj.String, err)
+			return nil, fmt.Errorf("pattern %q: %w", clipPattern(*pj.String), err)
 		}
-		return &pattern{re: re, literal: *pj.String, isLit: true}, nil
+		re.MatchTimeout = MatchTimeout
+		return &pattern{re: re, src: *pj.String, literal: *pj.String, isLit: true}, nil
 	}
 	return nil, fmt.Errorf("pattern needs String or Regex: %s", raw)
 }
@@ -61,9 +66,11 @@ type match struct {
 }
 
 // findAll returns every match in r, left to right, as String.prototype.matchAll
-// with the "gu" flags would.
-func (p *pattern) findAll(r []rune, withGroups bool) []match {
+// with the "gu" flags would. It checks ru's context between matches and ends
+// ru with a *RegexTimeoutError when one match runs past MatchTimeout.
+func (p *pattern) findAll(ru *run, r []rune, withGroups bool) []match {
 	var out []match
+	ru.check()
 	m, err := p.re.FindRunesMatch(r)
 	for m != nil && err == nil {
 		mm := match{start: m.Index, end: m.Index + m.Length}
@@ -73,17 +80,21 @@ func (p *pattern) findAll(r []rune, withGroups bool) []match {
 			}
 		}
 		out = append(out, mm)
+		ru.tick(1)
 		m, err = p.re.FindNextMatch(m)
 	}
-	// regexp2 only fails on a match timeout, which is never set here.
+	if err != nil {
+		// regexp2 fails only on a timeout; its message holds the whole text.
+		ru.fail(&RegexTimeoutError{Pattern: clipPattern(p.src), Runes: len(r)})
+	}
 	return out
 }
 
 // matchOnly keeps the non-empty matches (String.prototype.match with "g").
-func (p *pattern) matchOnly(s string) []string {
+func (p *pattern) matchOnly(ru *run, s string) []string {
 	r := []rune(s)
 	var out []string
-	for _, m := range p.findAll(r, false) {
+	for _, m := range p.findAll(ru, r, false) {
 		if m.end > m.start {
 			out = append(out, string(r[m.start:m.end]))
 		}
@@ -93,11 +104,11 @@ func (p *pattern) matchOnly(s string) []string {
 
 // isolate splits s into the matches and the text between them, dropping
 // empty pieces.
-func (p *pattern) isolate(s string) []string {
+func (p *pattern) isolate(ru *run, s string) []string {
 	r := []rune(s)
 	var out []string
 	prev := 0
-	for _, m := range p.findAll(r, false) {
+	for _, m := range p.findAll(ru, r, false) {
 		if prev < m.start {
 			out = append(out, string(r[prev:m.start]))
 		}
@@ -114,7 +125,7 @@ func (p *pattern) isolate(s string) []string {
 
 // split is String.prototype.split(regex) followed by dropping empty pieces:
 // the text between matches plus each match's capture groups.
-func (p *pattern) split(s string) []string {
+func (p *pattern) split(ru *run, s string) []string {
 	r := []rune(s)
 	var out []string
 	add := func(x string) {
@@ -123,7 +134,7 @@ func (p *pattern) split(s string) []string {
 		}
 	}
 	prev := 0
-	for _, m := range p.findAll(r, true) {
+	for _, m := range p.findAll(ru, r, true) {
 		if m.start >= len(r) {
 			break
 		}
@@ -140,13 +151,19 @@ func (p *pattern) split(s string) []string {
 	return out
 }
 
-// replaceAll is String.prototype.replaceAll(pattern, content).
-func (p *pattern) replaceAll(s, content string) string {
+// replaceAll is String.prototype.replaceAll(pattern, content). A match that
+// runs past MatchTimeout ends ru with a *RegexTimeoutError; with no run (the
+// decoders) the text is returned unchanged.
+func (p *pattern) replaceAll(ru *run, s, content string) string {
 	if p.isLit {
 		return strings.ReplaceAll(s, p.literal, content)
 	}
+	ru.check()
 	out, err := p.re.Replace(s, content, -1, -1)
 	if err != nil {
+		if ru != nil {
+			ru.fail(&RegexTimeoutError{Pattern: clipPattern(p.src), Runes: len([]rune(s))})
+		}
 		return s
 	}
 	return out

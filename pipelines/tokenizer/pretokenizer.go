@@ -11,7 +11,7 @@ import (
 // section is the index of the section (text between added tokens) in the
 // input, which Metaspace's prepend_scheme "first" looks at.
 type preTokenizer interface {
-	preTokenize(words []string, section int) []string
+	preTokenize(ru *run, words []string, section int) []string
 }
 
 // eachWord applies f to every word and concatenates the results.
@@ -148,9 +148,9 @@ func newPreTokenizer(raw json.RawMessage) (preTokenizer, error) {
 
 type preSequence []preTokenizer
 
-func (s preSequence) preTokenize(words []string, section int) []string {
+func (s preSequence) preTokenize(ru *run, words []string, section int) []string {
 	for _, p := range s {
-		words = p.preTokenize(words, section)
+		words = p.preTokenize(ru, words, section)
 	}
 	return words
 }
@@ -168,7 +168,7 @@ func isBertPunct(r rune) bool {
 // single punctuation characters; whitespace separates.
 type bertPre struct{}
 
-func (bertPre) preTokenize(words []string, _ int) []string {
+func (bertPre) preTokenize(ru *run, words []string, _ int) []string {
 	return eachWord(words, func(w string) []string {
 		w = jsTrim(w)
 		var out []string
@@ -230,7 +230,7 @@ func isASCIIWord(r rune) bool {
 // whitespacePre is /\w+|[^\w\s]+/g with ASCII \w (no "u" flag).
 type whitespacePre struct{}
 
-func (whitespacePre) preTokenize(words []string, _ int) []string {
+func (whitespacePre) preTokenize(ru *run, words []string, _ int) []string {
 	return eachWord(words, func(w string) []string {
 		return runs(w, func(r rune) int {
 			switch {
@@ -247,7 +247,7 @@ func (whitespacePre) preTokenize(words []string, _ int) []string {
 // whitespaceSplit is /\S+/g.
 type whitespaceSplit struct{}
 
-func (whitespaceSplit) preTokenize(words []string, _ int) []string {
+func (whitespaceSplit) preTokenize(ru *run, words []string, _ int) []string {
 	return eachWord(words, func(w string) []string {
 		return runs(w, func(r rune) int {
 			if isJSSpace(r) {
@@ -262,7 +262,7 @@ func (whitespaceSplit) preTokenize(words []string, _ int) []string {
 // (the configured behavior is not consulted, as in the reference).
 type punctuationPre struct{}
 
-func (punctuationPre) preTokenize(words []string, _ int) []string {
+func (punctuationPre) preTokenize(ru *run, words []string, _ int) []string {
 	return eachWord(words, func(w string) []string {
 		return runs(w, func(r rune) int {
 			if isBertPunct(r) {
@@ -277,7 +277,7 @@ func (punctuationPre) preTokenize(words []string, _ int) []string {
 // ASCII 0-9.
 type digitsPre struct{ individual bool }
 
-func (d digitsPre) preTokenize(words []string, _ int) []string {
+func (d digitsPre) preTokenize(ru *run, words []string, _ int) []string {
 	return eachWord(words, func(w string) []string {
 		if !d.individual {
 			return runs(w, func(r rune) int {
@@ -313,7 +313,7 @@ type metaspacePre struct {
 	replacement, strRep, scheme string
 }
 
-func (m metaspacePre) preTokenize(words []string, section int) []string {
+func (m metaspacePre) preTokenize(ru *run, words []string, section int) []string {
 	out := make([]string, len(words))
 	for i, w := range words {
 		w = strings.ReplaceAll(w, " ", m.strRep)
@@ -334,15 +334,15 @@ type splitPre struct {
 	removed bool
 }
 
-func (s splitPre) preTokenize(words []string, _ int) []string {
+func (s splitPre) preTokenize(ru *run, words []string, _ int) []string {
 	return eachWord(words, func(w string) []string {
 		switch {
 		case s.invert:
-			return s.p.matchOnly(w)
+			return s.p.matchOnly(ru, w)
 		case s.removed:
-			return s.p.split(w)
+			return s.p.split(ru, w)
 		}
-		return s.p.isolate(w)
+		return s.p.isolate(ru, w)
 	})
 }
 
@@ -351,10 +351,10 @@ type replacePre struct {
 	content string
 }
 
-func (r replacePre) preTokenize(words []string, _ int) []string {
+func (r replacePre) preTokenize(ru *run, words []string, _ int) []string {
 	out := make([]string, len(words))
 	for i, w := range words {
-		out[i] = r.p.replaceAll(w, r.content)
+		out[i] = r.p.replaceAll(ru, w, r.content)
 	}
 	return out
 }

@@ -2,11 +2,10 @@ package tokenizer
 
 import (
 	"bytes"
-	"compress/gzip"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"math"
 	"os"
@@ -46,17 +45,18 @@ const (
 )
 
 // Load reads dir/tokenizer.json (or dir/tokenizer.json.gz) and, when
-// present, dir/tokenizer_config.json.
+// present, dir/tokenizer_config.json. Files over MaxTokenizerBytes and
+// MaxConfigBytes are refused.
 func Load(dir string) (*Tokenizer, error) {
 	path := filepath.Join(dir, tokenizerFile)
 	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
 		path = filepath.Join(dir, tokenizerGzFile)
 	}
-	tj, err := readMaybeGzip(path)
+	tj, err := readCapped(path, MaxTokenizerBytes)
 	if err != nil {
 		return nil, fmt.Errorf("tokenizer: %w", err)
 	}
-	cj, err := os.ReadFile(filepath.Join(dir, configFile))
+	cj, err := readCapped(filepath.Join(dir, configFile), MaxConfigBytes)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("tokenizer: %w", err)
 	}
@@ -70,7 +70,7 @@ func Load(dir string) (*Tokenizer, error) {
 // FromFile reads one tokenizer.json (gzip-compressed when it starts with the
 // gzip magic bytes) without a tokenizer_config.json.
 func FromFile(path string) (*Tokenizer, error) {
-	tj, err := readMaybeGzip(path)
+	tj, err := readCapped(path, MaxTokenizerBytes)
 	if err != nil {
 		return nil, fmt.Errorf("tokenizer: %w", err)
 	}
@@ -79,25 +79,6 @@ func FromFile(path string) (*Tokenizer, error) {
 		return nil, fmt.Errorf("tokenizer %s: %w", path, err)
 	}
 	return t, nil
-}
-
-func readMaybeGzip(path string) ([]byte, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	if len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
-		return b, nil
-	}
-	zr, err := gzip.NewReader(bytes.NewReader(b))
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	out, err := io.ReadAll(zr)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return out, zr.Close()
 }
 
 type tokenizerJSON struct {
@@ -112,7 +93,16 @@ type tokenizerJSON struct {
 // New builds a tokenizer from the bytes of tokenizer.json and of
 // tokenizer_config.json (nil or empty when there is none). Every component
 // type is checked: an unknown one is an error, never a silent default.
-func New(tokenizerJSONBytes, configJSON []byte) (*Tokenizer, error) {
+func New(tokenizerJSONBytes, configJSON []byte) (t *Tokenizer, err error) {
+	if len(tokenizerJSONBytes) > MaxTokenizerBytes {
+		return nil, fmt.Errorf("tokenizer.json is %d bytes, more than %d", len(tokenizerJSONBytes), MaxTokenizerBytes)
+	}
+	if len(configJSON) > MaxConfigBytes {
+		return nil, fmt.Errorf("tokenizer_config.json is %d bytes, more than %d", len(configJSON), MaxConfigBytes)
+	}
+	// Normalizing the added tokens runs the model's patterns already.
+	defer catch(&err)
+	load := &run{ctx: context.Background()}
 	var tj tokenizerJSON
 	if err := json.Unmarshal(tokenizerJSONBytes, &tj); err != nil {
 		return nil, fmt.Errorf("parse tokenizer.json: %w", err)
@@ -121,7 +111,7 @@ func New(tokenizerJSONBytes, configJSON []byte) (*Tokenizer, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := &Tokenizer{
+	t = &Tokenizer{
 		added:        map[string]addedToken{},
 		special:      map[string]bool{},
 		paddingSide:  cfg.paddingSide,
@@ -167,7 +157,7 @@ func New(tokenizerJSONBytes, configJSON []byte) (*Tokenizer, error) {
 		}
 		t.added[a.Content] = a
 		if a.normalizedFlag() && t.norm != nil {
-			n := t.norm.normalize(a.Content)
+			n := t.norm.normalize(load, a.Content)
 			normed = append(normed, n)
 			t.added[n] = a
 		} else {

@@ -151,7 +151,7 @@ func TestRegexTranslation(t *testing.T) {
 			t.Errorf("%s: %v", tc.pattern, err)
 			continue
 		}
-		if got := p.matchOnly(tc.text); !slices.Equal(got, tc.want) {
+		if got := p.matchOnly(nil, tc.text); !slices.Equal(got, tc.want) {
 			t.Errorf("%s on %q: %q, want %q", tc.pattern, tc.text, got, tc.want)
 		}
 	}
@@ -167,13 +167,13 @@ func TestSplitModes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := captured.split("a-b--c"), []string{"a", "-", "b", "-", "-", "c"}; !slices.Equal(got, want) {
+	if got, want := captured.split(nil, "a-b--c"), []string{"a", "-", "b", "-", "-", "c"}; !slices.Equal(got, want) {
 		t.Errorf("captured split %q, want %q", got, want)
 	}
-	if got, want := plain.split("a-b--c"), []string{"a", "b", "c"}; !slices.Equal(got, want) {
+	if got, want := plain.split(nil, "a-b--c"), []string{"a", "b", "c"}; !slices.Equal(got, want) {
 		t.Errorf("plain split %q, want %q", got, want)
 	}
-	if got, want := plain.isolate("-a-b-"), []string{"-", "a", "-", "b", "-"}; !slices.Equal(got, want) {
+	if got, want := plain.isolate(nil, "-a-b-"), []string{"-", "a", "-", "b", "-"}; !slices.Equal(got, want) {
 		t.Errorf("isolate %q, want %q", got, want)
 	}
 }

@@ -29,6 +29,9 @@ func newUnigram(raw json.RawMessage) (model, *vocab, error) {
 	if len(c.Vocab) == 0 {
 		return nil, nil, fmt.Errorf("Unigram: empty vocab")
 	}
+	if len(c.Vocab) > MaxVocab {
+		return nil, nil, fmt.Errorf("Unigram: %d vocabulary entries, more than %d", len(c.Vocab), MaxVocab)
+	}
 	v := &vocab{ids: make(map[string]int64, len(c.Vocab)), unkID: undefinedID}
 	m := &unigram{v: v, scores: make([]float64, len(c.Vocab))}
 	minScore := math.Inf(1)
@@ -83,9 +86,10 @@ type latticeNode struct {
 	nextEnd  int32
 }
 
-func (m *unigram) tokenize(words []string) []string {
+func (m *unigram) tokenize(ru *run, words []string) []string {
 	var out []string
 	for _, w := range words {
+		ru.tick(1 + len(w)/16)
 		out = append(out, m.segment(w)...)
 	}
 	return fuseUnknown(out, m.v)
