@@ -22,7 +22,7 @@ import (
 func init() {
 	extraCommands = append(extraCommands,
 		newPullCommand, newImportCommand, newListCommand, newShowCommand,
-		newDUCommand, newRemoveCommand, newPruneCommand)
+		newDUCommand, newRemoveCommand, newPruneCommand, newVerifyCommand)
 }
 
 // storeRoot is the model store's directory: $MODELD_HOME/models.
@@ -180,6 +180,7 @@ func newListCommand(a *app) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			warnUnreadable(a.stderr, st)
 			if asJSON {
 				out := make([]listEntry, 0, len(ms))
 				for _, m := range ms {
@@ -370,12 +371,104 @@ func newPruneCommand(a *app) *cobra.Command {
 				if rep.PartialsInUse > 0 {
 					fmt.Fprintf(a.stdout, "%d partial downloads kept: in use by a running pull\n", rep.PartialsInUse)
 				}
+				for _, id := range rep.CorruptManifests {
+					fmt.Fprintf(a.stdout, "removed the corrupt manifest of %s\n", id)
+				}
 			}
 			return err
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
+}
+
+// warnUnreadable tells the user about manifests the listing leaves out.
+func warnUnreadable(w io.Writer, st *models.Store) {
+	un, err := st.Unreadable()
+	if err != nil {
+		return // the listing itself reported what it could read
+	}
+	for _, u := range un {
+		if u.Corrupt {
+			fmt.Fprintf(w, "warning: the manifest of %s is corrupt (%s); `modeld rm %s` or `modeld prune` removes it\n", u.ID, u.Error, u.ID)
+		} else {
+			fmt.Fprintf(w, "warning: %s left out: %s\n", u.ID, u.Error)
+		}
+	}
+}
+
+func newVerifyCommand(a *app) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "verify [ID]",
+		Short: "Hash the files of a model, or of every model, again and report each as ok, corrupt or missing",
+		Long: `Hash every file of the model ID (or of every model in the store) again and
+compare it with the sha256 digest in its manifest. Each file is reported as ok,
+CORRUPT (with the digest its bytes have) or MISSING; manifests that cannot be
+read are reported too. The command exits non-zero when anything does not
+match. The daemon refuses to load a file found corrupt; pull or import the model
+again to repair it, or remove it.`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			st, err := a.openStore()
+			if err != nil {
+				return err
+			}
+			ctx, stop := interruptible(cmd)
+			defer stop()
+			id := ""
+			if len(args) == 1 {
+				id = args[0]
+			}
+			rep, err := st.Verify(ctx, id)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				if err := writeJSON(a.stdout, rep); err != nil {
+					return err
+				}
+			} else {
+				printVerify(a.stdout, rep)
+			}
+			bad := 0
+			for _, c := range rep.Checks {
+				if c.Status != models.CheckOK {
+					bad++
+				}
+			}
+			if bad > 0 {
+				return fmt.Errorf("verify: %d of %d checks failed; pull or import those models again, or remove them", bad, len(rep.Checks))
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func printVerify(w io.Writer, rep *models.VerifyReport) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "STATUS\tMODEL\tFILE\tDIGEST\tFOUND")
+	for _, c := range rep.Checks {
+		found := "-"
+		switch c.Status {
+		case models.CheckCorrupt:
+			found = fmt.Sprintf("%s (%s)", orDash(c.Got), humanBytes(c.GotSize))
+		case models.CheckMissing:
+			found = "no blob file"
+		}
+		if c.Error != "" {
+			found = c.Error
+		}
+		status := c.Status
+		if status != models.CheckOK {
+			status = strings.ToUpper(status)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", status, c.Model, orDash(c.Path), orDash(c.Digest), found)
+	}
+	_ = tw.Flush() // writes to the command's output
+	fmt.Fprintf(w, "%d checks, %s hashed\n", len(rep.Checks), humanBytes(rep.Bytes))
 }
 
 func writeJSON(w io.Writer, v any) error {

@@ -62,6 +62,9 @@ func (a *app) removeOne(ctx context.Context, st *models.Store, id string, force 
 		return err
 	}
 	fmt.Fprintf(a.stdout, "deleted %s (freed %s%s)\n", rep.ID, humanBytes(rep.Freed), keptNote(len(rep.Kept)))
+	if rep.CorruptManifest {
+		fmt.Fprintln(a.stdout, "its manifest was corrupt; `modeld prune` frees the files it no longer names")
+	}
 	return nil
 }
 
