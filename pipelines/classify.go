@@ -111,7 +111,10 @@ func (c *Classifier) Classify(ctx context.Context, texts []string, opts Classify
 	if fn == "" {
 		fn = c.scoring
 	}
-	encs, u := c.enc.preprocess(texts)
+	encs, u, err := c.enc.preprocess(ctx, texts)
+	if err != nil {
+		return ClassifyResult{}, err
+	}
 	outs, err := c.enc.forward(ctx, encs)
 	if err != nil {
 		return ClassifyResult{}, err
@@ -273,7 +276,10 @@ func (z *ZeroShot) Classify(ctx context.Context, texts, candidateLabels []string
 			pairs = append(pairs, [2]string{t, strings.Replace(tmpl, "{}", l, 1)})
 		}
 	}
-	encs, u := z.c.enc.preprocessPairs(pairs)
+	encs, u, err := z.c.enc.preprocessPairs(ctx, pairs)
+	if err != nil {
+		return ZeroShotResult{}, err
+	}
 	outs, err := z.c.enc.forward(ctx, encs)
 	if err != nil {
 		return ZeroShotResult{}, err

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -127,12 +128,26 @@ type modelConfig struct {
 	NumDecoderLayers      int               `json:"num_decoder_layers"`
 }
 
+// MaxConfigBytes bounds a model's config.json: real ones are a few KB (up
+// to ~100 KB with a large id2label); the file is untrusted input. Its
+// nesting is bounded by encoding/json (10000 levels).
+const MaxConfigBytes = 16 << 20
+
 // readConfig reads dir/config.json.
 func readConfig(dir string) (modelConfig, error) {
 	var c modelConfig
-	b, err := os.ReadFile(filepath.Join(dir, "config.json"))
+	path := filepath.Join(dir, "config.json")
+	f, err := os.Open(path)
 	if err != nil {
 		return c, fmt.Errorf("pipelines: %w", err)
+	}
+	defer f.Close() //nolint:errcheck // read-only
+	b, err := io.ReadAll(io.LimitReader(f, MaxConfigBytes+1))
+	if err != nil {
+		return c, fmt.Errorf("pipelines: %w", err)
+	}
+	if len(b) > MaxConfigBytes {
+		return c, fmt.Errorf("pipelines: %s is more than %d bytes, too large for a model config", path, MaxConfigBytes)
 	}
 	if err := json.Unmarshal(b, &c); err != nil {
 		return c, fmt.Errorf("pipelines: %s/config.json: %w", dir, err)

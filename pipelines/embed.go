@@ -120,7 +120,10 @@ func (e *Embedder) Embed(ctx context.Context, texts []string, opts EmbedOptions)
 	if opts.Dimensions > 0 && opts.Normalize == nil {
 		normalize = true
 	}
-	encs, usage := e.enc.preprocess(texts)
+	encs, usage, err := e.enc.preprocess(ctx, texts)
+	if err != nil {
+		return EmbedResult{}, err
+	}
 	outs, err := e.enc.forward(ctx, encs)
 	if err != nil {
 		return EmbedResult{}, err

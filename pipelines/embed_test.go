@@ -361,7 +361,10 @@ func TestEmbedLanesError(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer closeP(t, e)
-	encs, _ := e.enc.preprocess([]string{"a", "b c", "d e f", "g h i j", "k l m n o"})
+	encs, _, err := e.enc.preprocess(context.Background(), []string{"a", "b c", "d e f", "g h i j", "k l m n o"})
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if _, _, err := e.enc.runSorted(ctx, encs); !errors.Is(err, context.Canceled) {

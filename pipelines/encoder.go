@@ -361,25 +361,32 @@ func (u *usage) add(e *tokenizer.Encoding) {
 	}
 }
 
-// preprocess tokenizes texts, truncated to the model's length.
-func (m *encoderModel) preprocess(texts []string) ([]*tokenizer.Encoding, usage) {
+// preprocess tokenizes texts, truncated to the model's length. It stops
+// when ctx ends or a pattern of the model's tokenizer times out.
+func (m *encoderModel) preprocess(ctx context.Context, texts []string) ([]*tokenizer.Encoding, usage, error) {
 	var u usage
 	encs := make([]*tokenizer.Encoding, len(texts))
 	for i, t := range texts {
-		encs[i] = m.files.tok.Encode(t, tokenizer.WithTruncation(m.files.maxTokens()))
+		var err error
+		if encs[i], err = m.files.tok.EncodeContext(ctx, t, tokenizer.WithTruncation(m.files.maxTokens())); err != nil {
+			return nil, u, fmt.Errorf("pipelines: %w", err)
+		}
 		u.add(encs[i])
 	}
-	return encs, u
+	return encs, u, nil
 }
 
 // preprocessPairs tokenizes text pairs (premise/hypothesis, query/document),
 // truncated to the model's length.
-func (m *encoderModel) preprocessPairs(pairs [][2]string) ([]*tokenizer.Encoding, usage) {
+func (m *encoderModel) preprocessPairs(ctx context.Context, pairs [][2]string) ([]*tokenizer.Encoding, usage, error) {
 	var u usage
 	encs := make([]*tokenizer.Encoding, len(pairs))
 	for i, p := range pairs {
-		encs[i] = m.files.tok.EncodePair(p[0], p[1], tokenizer.WithTruncation(m.files.maxTokens()))
+		var err error
+		if encs[i], err = m.files.tok.EncodePairContext(ctx, p[0], p[1], tokenizer.WithTruncation(m.files.maxTokens())); err != nil {
+			return nil, u, fmt.Errorf("pipelines: %w", err)
+		}
 		u.add(encs[i])
 	}
-	return encs, u
+	return encs, u, nil
 }

@@ -69,7 +69,10 @@ func (r *Reranker) Rerank(ctx context.Context, query string, documents []string,
 	for i, d := range documents {
 		pairs[i] = [2]string{query, d}
 	}
-	encs, u := r.c.enc.preprocessPairs(pairs)
+	encs, u, err := r.c.enc.preprocessPairs(ctx, pairs)
+	if err != nil {
+		return RerankResult{}, err
+	}
 	outs, err := r.c.enc.forward(ctx, encs)
 	if err != nil {
 		return RerankResult{}, err

@@ -225,7 +225,10 @@ func (s *Summarizer) Summarize(ctx context.Context, texts []string, opts Summari
 func (s *Summarizer) summarizeGroup(ctx context.Context, gs *genSettings, texts []string, first int, onToken func(TokenEvent) error, u *usage) ([]Summary, error) {
 	encs := make([]*tokenizer.Encoding, len(texts))
 	for i, t := range texts {
-		encs[i] = s.m.files.tok.Encode(t, tokenizer.WithTruncation(s.m.files.maxTokens()))
+		var err error
+		if encs[i], err = s.m.files.tok.EncodeContext(ctx, t, tokenizer.WithTruncation(s.m.files.maxTokens())); err != nil {
+			return nil, fmt.Errorf("pipelines: %w", err)
+		}
 		u.add(encs[i])
 	}
 	hidden, mask, err := s.m.encode(ctx, encs)
