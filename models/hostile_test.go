@@ -1,7 +1,9 @@
 package models
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"os"
 	"path/filepath"
@@ -115,6 +117,92 @@ func FuzzReadGGUF(f *testing.F) {
 		}
 		if info.Architecture == "" {
 			t.Fatal("accepted without an architecture")
+		}
+	})
+}
+
+// Hostile JSON files and graphs of an ONNX folder are refused by import with
+// the file and the fault named, and nothing is added. The huge files are
+// sparse: their size is refused before they are read.
+func TestImportRefusesHostileONNX(t *testing.T) {
+	deep := []byte(strings.Repeat("[", 1_000_000) + strings.Repeat("]", 1_000_000))
+	graph := func(fields ...[]byte) []byte { return bytes.Join(fields, nil) }
+	for _, tc := range []struct {
+		name   string
+		edit   func(dir string)
+		reason string
+	}{
+		{"config.json nested 10^6 deep", func(dir string) { writeFile(t, filepath.Join(dir, "config.json"), deep) }, "exceeded max depth"},
+		{"config.json too large", func(dir string) { sparse(t, filepath.Join(dir, "config.json"), maxConfigJSONBytes+1) }, "too large for a model config"},
+		{"tokenizer.json nested 10^6 deep", func(dir string) { writeFile(t, filepath.Join(dir, "tokenizer.json"), deep) }, "exceeded max depth"},
+		{"tokenizer.json too large", func(dir string) { sparse(t, filepath.Join(dir, "tokenizer.json"), maxTokenizerJSONBytes+1) }, "more than the 134217728"},
+		{"tokenizer_config.json too large", func(dir string) { sparse(t, filepath.Join(dir, "tokenizer_config.json"), maxConfigJSONBytes+1) }, "more than the 16777216"},
+		{"graph length past the end", func(dir string) {
+			writeFile(t, filepath.Join(dir, "onnx/model.onnx"), graph([]byte{0x08, 0x08, 0x3a}, binary.AppendUvarint(nil, 1<<62)))
+		}, "claims 4611686018427387904 bytes"},
+		{"graph varint endless", func(dir string) {
+			writeFile(t, filepath.Join(dir, "onnx/model.onnx"), graph([]byte{0x08}, bytes.Repeat([]byte{0xff}, 64)))
+		}, "bad varint"},
+		{"graph of only strings", func(dir string) {
+			writeFile(t, filepath.Join(dir, "onnx/model.onnx"), bytes.Repeat([]byte{0x12, 0x00}, 1000))
+		}, "no graph found"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newTestStore(t)
+			dir := writeONNXFolder(t, onnxFiles(t, kindClassify))
+			tc.edit(dir)
+			_, err := s.Import(context.Background(), dir, ImportOptions{Name: "evil/onnx"}, nil)
+			if !errors.Is(err, ErrInvalidModel) || !strings.Contains(err.Error(), tc.reason) || len(err.Error()) > 1000 {
+				t.Fatalf("import = %v; want a short ErrInvalidModel saying %q", err, tc.reason)
+			}
+			if files := contentFiles(t, s.Root()); len(files) != 0 {
+				t.Errorf("store holds %v after a refused import", files)
+			}
+		})
+	}
+}
+
+func sparse(t *testing.T, path string, size int64) {
+	t.Helper()
+	if err := os.Truncate(path, size); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func FuzzCheckONNXFile(f *testing.F) {
+	f.Add(fakeONNX(1, 100))
+	f.Add([]byte{0x08, 0x08, 0x3a, 0xff, 0xff, 0xff, 0xff, 0x0f})
+	f.Add([]byte("PK\x03\x04 zip"))
+	f.Add(bytes.Repeat([]byte{0x12, 0x00}, 70))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		err := checkONNXFile(bytes.NewReader(b), int64(len(b)), "m.onnx")
+		if err != nil && !errors.Is(err, ErrInvalidModel) {
+			t.Fatalf("error %v is not ErrInvalidModel", err)
+		}
+	})
+}
+
+func FuzzPlanONNX(f *testing.F) {
+	f.Add([]byte(`{"architectures":["BertForSequenceClassification"],"id2label":{"0":"a","1":"b"},"max_position_embeddings":512}`), "")
+	f.Add([]byte(`{"is_encoder_decoder":true,"model_type":"bart"}`), "summarize")
+	f.Add([]byte(`{"id2label":{"x":"a"}}`), "classify")
+	f.Add([]byte(`{"num_labels":1,"id2label":{"0":"LABEL_0"}}`), "rerank")
+	f.Add([]byte(`[[[[`), "")
+	paths := []string{"config.json", "tokenizer.json", "tokenizer_config.json", "onnx/model.onnx", "onnx/model_quantized.onnx",
+		"onnx/encoder_model.onnx", "onnx/decoder_model_merged.onnx", "onnx/model.onnx_data"}
+	f.Fuzz(func(t *testing.T, cfg []byte, task string) {
+		plan, err := planONNX(paths, cfg, "", Task(task))
+		if err != nil {
+			if !errors.Is(err, ErrInvalidModel) {
+				t.Fatalf("error %v is not ErrInvalidModel", err)
+			}
+			return
+		}
+		if len(plan.files) < 4 || len(plan.tasks) == 0 {
+			t.Fatalf("plan %+v", plan)
+		}
+		if err := checkJSONFile(bytes.NewReader(cfg), int64(len(cfg)), onnxConfig); err != nil {
+			t.Fatalf("planned from a config that is not JSON: %v", err)
 		}
 	})
 }

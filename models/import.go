@@ -2,7 +2,6 @@ package models
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -131,7 +130,7 @@ func (s *Store) importONNX(ctx context.Context, dir string, opts ImportOptions, 
 	if err != nil {
 		return nil, fmt.Errorf("read folder: %w", err)
 	}
-	cfg, err := os.ReadFile(filepath.Join(dir, onnxConfig))
+	cfg, err := readConfigJSON(filepath.Join(dir, onnxConfig))
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("read config.json: %w", err)
 	}
@@ -177,11 +176,7 @@ func validateONNXFiles(plan *onnxPlan, open func(path string) (*os.File, error))
 			if isGraph {
 				return checkONNXFile(f, fi.Size(), p)
 			}
-			var v any
-			if err := json.NewDecoder(f).Decode(&v); err != nil {
-				return fmt.Errorf("%w: %s is not valid JSON: %w", ErrInvalidModel, p, err)
-			}
-			return nil
+			return checkJSONFile(f, fi.Size(), p)
 		}()
 		if err != nil {
 			errs = append(errs, err)

@@ -1,9 +1,12 @@
 package models
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path"
 	"slices"
 	"strings"
 )
@@ -15,6 +18,62 @@ const (
 	onnxTokenizerConfig = "tokenizer_config.json"
 	onnxDir             = "onnx/"
 )
+
+// Bounds on the JSON files of an ONNX folder, which are untrusted input: real
+// tokenizer.json files are up to ~35 MB, the others a few KB (config.json up
+// to ~100 KB with a large id2label). Nesting is bounded by encoding/json
+// (10000 levels).
+const (
+	maxTokenizerJSONBytes = 128 << 20
+	maxConfigJSONBytes    = 16 << 20
+)
+
+// maxJSONBytes is the bound for the JSON file at path p in the model.
+func maxJSONBytes(p string) int64 {
+	if p == onnxTokenizer {
+		return maxTokenizerJSONBytes
+	}
+	return maxConfigJSONBytes
+}
+
+// readConfigJSON reads the config.json at path, refusing one larger than
+// maxConfigJSONBytes without reading it.
+func readConfigJSON(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close() //nolint:errcheck // read-only
+	b, err := io.ReadAll(io.LimitReader(f, maxConfigJSONBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > maxConfigJSONBytes {
+		return nil, fmt.Errorf("%w: %s is more than %d bytes, too large for a model config", ErrInvalidModel, onnxConfig, maxConfigJSONBytes)
+	}
+	return b, nil
+}
+
+// checkJSONFile checks that r (size bytes), the file at path p of the model,
+// holds one valid JSON value within its size bound.
+func checkJSONFile(r io.Reader, size int64, p string) error {
+	limit := maxJSONBytes(p)
+	if size > limit {
+		return fmt.Errorf("%w: %s is %d bytes, more than the %d a model's %s may have", ErrInvalidModel, p, size, limit, path.Base(p))
+	}
+	b, err := io.ReadAll(io.LimitReader(r, limit+1))
+	if err != nil {
+		return fmt.Errorf("read %s: %w", p, err)
+	}
+	if int64(len(b)) > limit {
+		return fmt.Errorf("%w: %s is more than %d bytes", ErrInvalidModel, p, limit)
+	}
+	var v json.RawMessage
+	if err := json.Unmarshal(b, &v); err != nil {
+		return fmt.Errorf("%w: %s is not valid JSON: %w", ErrInvalidModel, p, err)
+	}
+	return nil
+}
 
 // onnxOptionalFiles are copied or fetched when present.
 var onnxOptionalFiles = []string{
@@ -49,6 +108,9 @@ func planONNX(paths []string, configJSON []byte, variant string, task Task) (*on
 	}
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("%w: not an ONNX model folder: %w", ErrInvalidModel, errors.Join(errs...))
+	}
+	if len(configJSON) > maxConfigJSONBytes {
+		return nil, fmt.Errorf("%w: %s is %d bytes, too large for a model config", ErrInvalidModel, onnxConfig, len(configJSON))
 	}
 	cfg, err := parseHFConfig(configJSON)
 	if err != nil {
