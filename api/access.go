@@ -37,7 +37,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"mime"
 	"net"
 	"net/http"
@@ -177,8 +176,11 @@ func (s *Server) guard(next http.Handler) http.Handler {
 			return
 		}
 		rc := http.NewResponseController(w)
-		if r.ContentLength != 0 && rc.SetReadDeadline(time.Now().Add(a.limits.BodyTimeout)) == nil {
-			r.Body = &bodyDeadline{ReadCloser: r.Body, rc: rc}
+		if r.ContentLength != 0 {
+			// net/http lifts it when the body has been read to its end, before
+			// it reads the connection for the next request (so a long answer
+			// is not cut by it).
+			_ = rc.SetReadDeadline(time.Now().Add(a.limits.BodyTimeout))
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, limit)
 		if rc.SetWriteDeadline(time.Time{}) == nil { // also clears a deadline left by the previous request on this connection
@@ -380,25 +382,6 @@ func bodyReadError(err error) *Error {
 			Message: "the request body stopped arriving before it was complete"}
 	}
 	return nil
-}
-
-// bodyDeadline lifts the body's read deadline once the body is read to its
-// end: the connection is read again only for the next request, and a deadline
-// left there would cancel a long response (net/http cancels the request when
-// its background read fails).
-type bodyDeadline struct {
-	io.ReadCloser
-	rc   *http.ResponseController
-	done bool
-}
-
-func (b *bodyDeadline) Read(p []byte) (int, error) {
-	n, err := b.ReadCloser.Read(p)
-	if errors.Is(err, io.EOF) && !b.done {
-		b.done = true
-		_ = b.rc.SetReadDeadline(time.Time{})
-	}
-	return n, err
 }
 
 // stallWriter moves the connection's write deadline ahead as the response is

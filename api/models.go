@@ -163,6 +163,10 @@ func (h *modelHandlers) pull(c *gin.Context) {
 	}
 	var req PullRequest
 	if err := json.NewDecoder(c.Request.Body).Decode(&req); err != nil {
+		if e := bodyReadError(err); e != nil {
+			writeError(c, e)
+			return
+		}
 		writeError(c, badRequest("", "invalid JSON body: %v", err))
 		return
 	}

@@ -1,0 +1,662 @@
+package api
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/modeld/modeld/backends/llama"
+	"github.com/modeld/modeld/cache"
+	"github.com/modeld/modeld/models"
+)
+
+// spy records the work requests cause: models acquired or loaded, hub requests
+// (a pull started), unloads before a delete, and what the store holds.
+type spy struct {
+	resolves atomic.Int32
+	hubHits  atomic.Int32
+	unloader *fakeUnloader
+	store    *models.Store
+	cache    *cache.Cache
+	base     int32 // resolves after the setup
+}
+
+// guardedServer is a server with every route group registered over a real
+// store (org/chat, org/embed), a puller whose hub counts requests, and a cache
+// in which chat model "m" is loaded; any other model id is acquired (and
+// counted) but not found.
+func guardedServer(t *testing.T, opt Options) (*Server, *spy) {
+	t.Helper()
+	sp := &spy{unloader: &fakeUnloader{}, store: storeWithModels(t)}
+	hub := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sp.hubHits.Add(1)
+		http.NotFound(w, r)
+	}))
+	t.Cleanup(hub.Close)
+	pl, err := models.NewPuller(sp.store, models.PullConfig{Endpoint: hub.URL, MaxRetries: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	chat := &fakeChat{pieces: []string{"ok"}, finish: llama.FinishStop, template: true}
+	resolve := func(_ context.Context, id string) (cache.Spec, error) {
+		sp.resolves.Add(1)
+		if id != "m" {
+			return cache.Spec{}, fmt.Errorf("model %s: %w", id, errNotFound)
+		}
+		return cache.Spec{ID: id, Task: "chat"}, nil
+	}
+	load := func(context.Context, cache.Spec) (cache.Instance, error) { return chat, nil }
+	sp.cache, err = cache.New(cache.DefaultConfig(), resolve, load, cache.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sp.cache.Close(context.Background()) })
+	opt.Version, opt.Libs, opt.Cache = "test", backendsLibs(t), sp.cache
+	if opt.Log == nil {
+		opt.Log = slog.New(slog.DiscardHandler)
+	}
+	s := New(opt)
+	s.RegisterModels(ModelsOptions{Store: sp.store, Puller: pl, Unloader: sp.unloader})
+
+	req := routeReq{"POST", "/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"hi"}]}`}.build("localhost", map[string]string{"Content-Type": "application/json", "Authorization": "Bearer " + opt.APIKey})
+	if w := serve(s, req); w.Code != 200 {
+		t.Fatalf("setup chat = %d %s", w.Code, w.Body)
+	}
+	sp.base = sp.resolves.Load()
+	return s, sp
+}
+
+// assertNoWork fails when any request since the setup did work.
+func (sp *spy) assertNoWork(t *testing.T) {
+	t.Helper()
+	if n := sp.resolves.Load() - sp.base; n != 0 {
+		t.Errorf("%d models were acquired", n)
+	}
+	if n := sp.hubHits.Load(); n != 0 {
+		t.Errorf("the hub got %d requests: a pull ran", n)
+	}
+	if len(sp.unloader.calls) != 0 {
+		t.Errorf("unloads before a delete: %v", sp.unloader.calls)
+	}
+	for _, id := range []string{"org/chat", "org/embed"} {
+		if _, err := sp.store.Get(id); err != nil {
+			t.Errorf("%s is gone from the store: %v", id, err)
+		}
+	}
+	if ms, _ := sp.store.List(); len(ms) != 2 {
+		t.Errorf("the store holds %d models, want 2", len(ms))
+	}
+	if snap := sp.cache.Snapshot(); len(snap.Models) != 1 || snap.Models[0].ID != "m" {
+		t.Errorf("loaded models changed: %+v", snap.Models)
+	}
+}
+
+// assertDetects shows that the spy sees work: the same kinds of requests from
+// an allowed caller do it.
+func (sp *spy) assertDetects(t *testing.T, s *Server, hdr map[string]string) {
+	t.Helper()
+	h := map[string]string{"Content-Type": "application/json"}
+	for k, v := range hdr {
+		h[k] = v
+	}
+	for _, rr := range []routeReq{
+		{"POST", "/v1/embeddings", `{"model":"x","input":"hi"}`},
+		{"POST", "/v1/models/pull", `{"model":"hf:org/tiny"}`},
+		{"DELETE", "/v1/models/org/embed", ""},
+		{"POST", "/v1/unload", `{"model":"m"}`},
+	} {
+		serve(s, rr.build("localhost", h))
+	}
+	if sp.resolves.Load() == sp.base || sp.hubHits.Load() == 0 || len(sp.unloader.calls) == 0 || len(sp.cache.Snapshot().Models) != 0 {
+		t.Fatalf("allowed requests did no work: resolves %d (base %d), hub %d, unloads %v, loaded %+v",
+			sp.resolves.Load(), sp.base, sp.hubHits.Load(), sp.unloader.calls, sp.cache.Snapshot().Models)
+	}
+	if _, err := sp.store.Get("org/embed"); err == nil {
+		t.Fatal("an allowed delete did not delete")
+	}
+}
+
+type routeReq struct{ method, path, body string }
+
+func (rr routeReq) build(host string, hdr map[string]string) *http.Request {
+	var body io.Reader
+	if rr.body != "" {
+		body = strings.NewReader(rr.body)
+	}
+	req := httptest.NewRequest(rr.method, "http://localhost"+rr.path, body)
+	req.Host = host
+	for k, v := range hdr {
+		if v != "" && v != "Bearer " {
+			req.Header.Set(k, v)
+		}
+	}
+	return req
+}
+
+func serve(s *Server, req *http.Request) *httptest.ResponseRecorder {
+	w := httptest.NewRecorder()
+	s.Handler().ServeHTTP(w, req)
+	return w
+}
+
+// everyRoute is one request per registered route (parameters filled in, a
+// body that would do work on POST routes) and one for an unknown path.
+func everyRoute(t *testing.T, s *Server) []routeReq {
+	t.Helper()
+	var out []routeReq
+	for _, r := range s.engine.Routes() {
+		segs := strings.Split(r.Path, "/")
+		for i, seg := range segs {
+			switch {
+			case strings.HasPrefix(seg, ":"):
+				segs[i] = "x"
+			case strings.HasPrefix(seg, "*"):
+				segs[i] = "org/chat"
+			}
+		}
+		rr := routeReq{method: r.Method, path: strings.Join(segs, "/")}
+		if r.Method == http.MethodPost {
+			switch r.Path {
+			case "/v1/unload":
+				rr.body = `{"model":"m"}`
+			case "/v1/models/pull":
+				rr.body = `{"model":"hf:org/tiny"}`
+			default:
+				rr.body = `{"model":"x","messages":[{"role":"user","content":"hi"}],"prompt":"hi","input":"hi","query":"q","documents":["a"]}`
+			}
+		}
+		out = append(out, rr)
+	}
+	if len(out) < 15 {
+		t.Fatalf("only %d routes registered: %v", len(out), out)
+	}
+	return append(out, routeReq{"GET", "/nope", ""}, routeReq{"POST", "/nope", `{"model":"x"}`})
+}
+
+func postRoutes(t *testing.T, s *Server) []routeReq {
+	var out []routeReq
+	for _, rr := range everyRoute(t, s) {
+		if rr.method == http.MethodPost {
+			out = append(out, rr)
+		}
+	}
+	return out
+}
+
+func wantRefusal(t *testing.T, w *httptest.ResponseRecorder, status int, code, what string) {
+	t.Helper()
+	if w.Code != status {
+		t.Errorf("%s = %d %s, want %d", what, w.Code, w.Body, status)
+		return
+	}
+	var e errorBody
+	if err := json.Unmarshal(w.Body.Bytes(), &e); err != nil || e.Error.Code != code || e.Error.Message == "" || e.Error.Type == "" {
+		t.Errorf("%s: body %s, want an OpenAI error with code %s", what, w.Body, code)
+	}
+}
+
+func TestForeignHostRefusedOnEveryRoute(t *testing.T) {
+	s, sp := guardedServer(t, Options{})
+	hosts := []string{"evil.example", "evil.example:11435", "127.0.0.1.evil.example", "127.0.0.1.evil.example:11435",
+		"localhost.evil.example", "evil.localhost", "", "[2001:db8::1]", "[2001:db8::1]:11435", "2001:db8::1", "::1",
+		"0.0.0.0:11435", "10.0.0.5", "[::ffff:8.8.8.8]:80", "[::1%25lo]", "127.1", "localhost:x", "[::1]x", "localhost:123456"}
+	for _, host := range hosts {
+		for _, rr := range everyRoute(t, s) {
+			w := serve(s, rr.build(host, map[string]string{"Content-Type": "application/json"}))
+			wantRefusal(t, w, http.StatusForbidden, "host_not_allowed", fmt.Sprintf("Host %q %s %s", host, rr.method, rr.path))
+		}
+	}
+	sp.assertNoWork(t)
+	sp.assertDetects(t, s, nil)
+}
+
+func TestAllowedHosts(t *testing.T) {
+	s, _ := guardedServer(t, Options{AllowedHosts: []string{"modeld.lan", "10.1.2.3", "[fd00::7]:80"}})
+	for _, host := range []string{"localhost", "localhost:11435", "LocalHost.", "127.0.0.1", "127.0.0.1:11435", "127.9.8.7:1",
+		"[::1]", "[::1]:11435", "[::ffff:127.0.0.1]:80", "modeld.lan", "MODELD.lan:8080", "10.1.2.3:11435", "[fd00::7]"} {
+		if w := serve(s, routeReq{"GET", "/health", ""}.build(host, nil)); w.Code != 200 {
+			t.Errorf("Host %q = %d %s", host, w.Code, w.Body)
+		}
+	}
+	for _, host := range []string{"lan", "modeld.lan.evil.example", "10.1.2.4"} {
+		wantRefusal(t, serve(s, routeReq{"GET", "/health", ""}.build(host, nil)), 403, "host_not_allowed", "Host "+host)
+	}
+	// The address a connection arrived on names this machine: a daemon bound
+	// beyond loopback answers to it, and to no other address.
+	for _, tc := range []struct {
+		local, host string
+		ok          bool
+	}{
+		{"192.168.7.9:11435", "192.168.7.9:11435", true},
+		{"[fd00::9]:11435", "[fd00::9]:11435", true},
+		{"192.168.7.9:11435", "192.168.7.10:11435", false},
+		{"192.168.7.9:11435", "evil.example", false},
+	} {
+		req := routeReq{"GET", "/health", ""}.build(tc.host, nil)
+		req = req.WithContext(context.WithValue(req.Context(), http.LocalAddrContextKey, net.TCPAddrFromAddrPort(netip.MustParseAddrPort(tc.local))))
+		if w := serve(s, req); (w.Code == 200) != tc.ok {
+			t.Errorf("Host %q on a connection to %s = %d, want allowed=%v", tc.host, tc.local, w.Code, tc.ok)
+		}
+	}
+}
+
+var foreignOrigins = []string{"https://evil.example", "null", "http://localhost.evil.test", "http://127.0.0.1.evil.example",
+	"https://evil.example:443", "http://localhost:3000/path", "http://user@localhost", "http://localhost?x", "file://",
+	"http://[2001:db8::1]", "http://10.0.0.5:8080", "http://0.0.0.0:3000", "chrome-extension://abc:80", "javascript:alert(1)", ""}
+
+func TestForeignOriginRefusedOnEveryRoute(t *testing.T) {
+	s, sp := guardedServer(t, Options{Origins: []string{"https://app.example"}})
+	for _, origin := range foreignOrigins {
+		for _, rr := range everyRoute(t, s) {
+			r := rr.build("localhost", map[string]string{"Content-Type": "application/json"})
+			r.Header["Origin"] = []string{origin} // "" too: present but empty
+			w := serve(s, r)
+			wantRefusal(t, w, http.StatusForbidden, "origin_not_allowed", fmt.Sprintf("Origin %q %s %s", origin, rr.method, rr.path))
+			if got := w.Header().Get("Access-Control-Allow-Origin"); got != "" {
+				t.Errorf("Origin %q got Access-Control-Allow-Origin %q", origin, got)
+			}
+		}
+	}
+	// Two Origin headers, one of them allowed.
+	r := routeReq{"POST", "/v1/unload", `{"model":"m"}`}.build("localhost", map[string]string{"Content-Type": "application/json"})
+	r.Header["Origin"] = []string{"http://localhost", "https://evil.example"}
+	wantRefusal(t, serve(s, r), 403, "origin_not_allowed", "two Origin headers")
+	sp.assertNoWork(t)
+}
+
+func TestAllowedOrigins(t *testing.T) {
+	s, _ := guardedServer(t, Options{Origins: []string{"https://app.example/"}})
+	for _, origin := range []string{"chrome-extension://abcdefghijklmnop", "moz-extension://1b2c3d4e-0000-4000-8000-000000000000",
+		"safari-web-extension://ABCD-1234", "http://localhost", "http://localhost:3000", "https://localhost:8443", "http://127.0.0.1",
+		"http://127.0.0.1:5173", "http://127.8.9.10:1", "http://[::1]:3000", "https://app.example", "HTTPS://APP.EXAMPLE"} {
+		pre := routeReq{"OPTIONS", "/v1/chat/completions", ""}.build("localhost", map[string]string{"Origin": origin,
+			"Access-Control-Request-Method": "POST", "Access-Control-Request-Headers": "authorization,x-api-key,content-type",
+			"Access-Control-Request-Private-Network": "true"})
+		w := serve(s, pre)
+		allow := strings.ToLower(w.Header().Get("Access-Control-Allow-Headers"))
+		if w.Code != 204 || w.Header().Get("Access-Control-Allow-Origin") != origin || !strings.Contains(allow, "authorization") ||
+			!strings.Contains(allow, "x-api-key") || w.Header().Get("Access-Control-Allow-Private-Network") != "true" {
+			t.Errorf("%s: preflight = %d %v", origin, w.Code, w.Header())
+		}
+		rr := routeReq{"POST", "/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"hi"}]}`}
+		w = serve(s, rr.build("localhost", map[string]string{"Origin": origin, "Content-Type": "application/json; charset=utf-8"}))
+		if w.Code != 200 || w.Header().Get("Access-Control-Allow-Origin") != origin || !strings.Contains(w.Header().Get("Vary"), "Origin") {
+			t.Errorf("%s: chat = %d %s %v", origin, w.Code, w.Body, w.Header())
+		}
+	}
+	// A preflight for a refused origin is refused, without CORS headers.
+	w := serve(s, routeReq{"OPTIONS", "/v1/chat/completions", ""}.build("localhost", map[string]string{"Origin": "https://evil.example", "Access-Control-Request-Method": "POST"}))
+	if w.Code != 403 || w.Header().Get("Access-Control-Allow-Origin") != "" {
+		t.Errorf("foreign preflight = %d %v", w.Code, w.Header())
+	}
+}
+
+func TestExtensionIDRestriction(t *testing.T) {
+	s, sp := guardedServer(t, Options{Extensions: []string{"abcdefghijklmnop", "moz-extension://1B2C3D4E-0000-4000-8000-000000000000"}})
+	for origin, ok := range map[string]bool{
+		"chrome-extension://abcdefghijklmnop":                     true,
+		"chrome-extension://ABCDEFGHIJKLMNOP":                     true,
+		"moz-extension://1b2c3d4e-0000-4000-8000-000000000000":    true,
+		"chrome-extension://pponmlkjihgfedcba":                    false,
+		"safari-web-extension://abcdefghijklmnop":                 true, // a listed id, any extension scheme
+		"moz-extension://ffffffff-0000-4000-8000-000000000000":    false,
+		"chrome-extension://1b2c3d4e-0000-4000-8000-000000000000": false,
+		"http://localhost:3000":                                   true, // loopback pages are not extensions
+	} {
+		w := serve(s, routeReq{"POST", "/v1/unload", `{"model":"nothing"}`}.build("localhost", map[string]string{"Origin": origin, "Content-Type": "application/json"}))
+		if ok && w.Code == 403 || !ok && w.Code != 403 {
+			t.Errorf("%s = %d %s, want allowed=%v", origin, w.Code, w.Body, ok)
+		}
+	}
+	sp.assertNoWork(t)
+}
+
+// The bodies a page can send without a preflight.
+var simpleContentTypes = []string{"text/plain", "text/plain;charset=UTF-8", "TEXT/PLAIN", "application/x-www-form-urlencoded",
+	"Application/X-WWW-Form-Urlencoded; charset=utf-8", "multipart/form-data; boundary=----x", "multipart/form-data",
+	"", "text/plain; charset=utf-8; x=\"", "application/json, text/plain", "text/plain; a=application/json"}
+
+func TestSimpleCrossSiteBodiesRefused(t *testing.T) {
+	s, sp := guardedServer(t, Options{Origins: []string{"https://app.example"}})
+	origins := map[string]int{
+		"https://evil.example":                415 + 1000, // 403: refused as an origin first
+		"null":                                1403,
+		"http://localhost:3000":               415,
+		"chrome-extension://abcdefghijklmnop": 415,
+		"https://app.example":                 415,
+	}
+	for origin, want := range origins {
+		status, code := want, "unsupported_media_type"
+		if want > 1000 {
+			status, code = 403, "origin_not_allowed"
+		}
+		for _, ct := range simpleContentTypes {
+			for _, rr := range postRoutes(t, s) {
+				r := rr.build("localhost", map[string]string{"Origin": origin})
+				if ct != "" {
+					r.Header.Set("Content-Type", ct)
+				}
+				wantRefusal(t, serve(s, r), status, code, fmt.Sprintf("Origin %s, Content-Type %q, POST %s", origin, ct, rr.path))
+			}
+		}
+		// A body on a method that has none is refused the same way.
+		r := routeReq{"DELETE", "/v1/models/org/chat", `{"x":1}`}.build("localhost", map[string]string{"Origin": origin, "Content-Type": "text/plain"})
+		wantRefusal(t, serve(s, r), status, code, "DELETE with a text/plain body from "+origin)
+	}
+	sp.assertNoWork(t)
+}
+
+// Without an Origin (curl -d, SDKs) the body is read as JSON whatever its type.
+func TestNoOriginAnyContentType(t *testing.T) {
+	s, _ := guardedServer(t, Options{})
+	for _, ct := range simpleContentTypes {
+		r := routeReq{"POST", "/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"hi"}]}`}.build("localhost", nil)
+		if ct != "" {
+			r.Header.Set("Content-Type", ct)
+		}
+		if w := serve(s, r); w.Code != 200 {
+			t.Errorf("Content-Type %q without Origin = %d %s", ct, w.Code, w.Body)
+		}
+	}
+}
+
+func TestAPIKeyOnEveryRoute(t *testing.T) {
+	const key = "mk-3f9a0c2e7b1d4a56"
+	var logs bytes.Buffer
+	s, sp := guardedServer(t, Options{APIKey: key, Log: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	refused := []struct {
+		hdr  map[string]string
+		code string
+	}{
+		{nil, "missing_api_key"},
+		{map[string]string{"Authorization": "Bearer"}, "missing_api_key"},
+		{map[string]string{"Authorization": "Basic " + key}, "missing_api_key"},
+		{map[string]string{"Authorization": "Bearer wrong"}, "invalid_api_key"},
+		{map[string]string{"Authorization": "Bearer " + key[:len(key)-1]}, "invalid_api_key"},
+		{map[string]string{"Authorization": "Bearer " + key + "0"}, "invalid_api_key"},
+		{map[string]string{"X-Api-Key": "wrong"}, "invalid_api_key"},
+		{map[string]string{"X-Api-Key": strings.ToUpper(key)}, "invalid_api_key"},
+	}
+	for _, rr := range everyRoute(t, s) {
+		for _, tc := range refused {
+			h := map[string]string{"Content-Type": "application/json"}
+			for k, v := range tc.hdr {
+				h[k] = v
+			}
+			w := serve(s, rr.build("localhost", h))
+			wantRefusal(t, w, http.StatusUnauthorized, tc.code, fmt.Sprintf("%v on %s %s", tc.hdr, rr.method, rr.path))
+			if !strings.HasPrefix(w.Header().Get("WWW-Authenticate"), "Bearer") {
+				t.Errorf("%s %s: WWW-Authenticate %q", rr.method, rr.path, w.Header().Get("WWW-Authenticate"))
+			}
+		}
+		// The right key does not get past a foreign Host.
+		w := serve(s, rr.build("evil.example", map[string]string{"Content-Type": "application/json", "Authorization": "Bearer " + key}))
+		wantRefusal(t, w, 403, "host_not_allowed", "foreign Host with the key on "+rr.path)
+	}
+	sp.assertNoWork(t)
+
+	// An allowed origin's preflight carries no credentials and is answered.
+	pre := routeReq{"OPTIONS", "/v1/chat/completions", ""}.build("localhost", map[string]string{"Origin": "chrome-extension://abc", "Access-Control-Request-Method": "POST"})
+	if w := serve(s, pre); w.Code != 204 {
+		t.Errorf("preflight without the key = %d %s", w.Code, w.Body)
+	}
+	// The key is accepted in either header, on every route.
+	for _, hdr := range []map[string]string{{"Authorization": "Bearer " + key}, {"Authorization": "bearer  " + key}, {"X-Api-Key": key},
+		{"Authorization": "Bearer wrong", "X-Api-Key": key}} {
+		for _, rr := range everyRoute(t, s) {
+			h := map[string]string{"Content-Type": "application/json"}
+			for k, v := range hdr {
+				h[k] = v
+			}
+			if w := serve(s, rr.build("localhost", h)); w.Code == 401 || w.Code == 403 {
+				t.Errorf("%v on %s %s = %d %s", hdr, rr.method, rr.path, w.Code, w.Body)
+			}
+		}
+	}
+	if w := serve(s, routeReq{"GET", "/health", ""}.build("localhost", map[string]string{"X-Api-Key": key})); w.Code != 200 {
+		t.Errorf("/health with the key = %d", w.Code)
+	}
+	if !strings.Contains(logs.String(), "request refused") {
+		t.Fatalf("refusals are not logged:\n%s", logs.String())
+	}
+	for _, secret := range []string{key, key[:len(key)-1], "wrong"} {
+		if strings.Contains(logs.String(), secret) {
+			t.Errorf("the logs contain a sent key %q", secret)
+		}
+	}
+}
+
+func TestBodyLimits(t *testing.T) {
+	s, sp := guardedServer(t, Options{Limits: Limits{MaxBody: 1024, MaxControlBody: 64}})
+	pad := func(n int) string { return strings.Repeat("a", n) }
+	chat := func(n int) string { return `{"model":"x","messages":[{"role":"user","content":"` + pad(n) + `"}]}` }
+	for _, tc := range []struct {
+		rr      routeReq
+		chunked bool
+	}{
+		{routeReq{"POST", "/v1/chat/completions", chat(2000)}, false},
+		{routeReq{"POST", "/v1/chat/completions", chat(2000)}, true},
+		{routeReq{"POST", "/v1/embeddings", `{"model":"x","input":"` + pad(2000) + `"}`}, true},
+		{routeReq{"POST", "/v1/models/pull", `{"model":"hf:org/tiny","name":"` + pad(100) + `"}`}, false},
+		{routeReq{"POST", "/v1/models/pull", `{"model":"hf:org/tiny","name":"` + pad(100) + `"}`}, true},
+		{routeReq{"POST", "/v1/unload", `{"model":"m","x":"` + pad(100) + `"}`}, true},
+		{routeReq{"DELETE", "/v1/models/org/chat", pad(100)}, false},
+		{routeReq{"GET", "/health", pad(100)}, false},
+	} {
+		r := tc.rr.build("localhost", map[string]string{"Content-Type": "application/json"})
+		if tc.chunked {
+			r.ContentLength = -1
+			r.Body = io.NopCloser(strings.NewReader(tc.rr.body))
+		}
+		w := serve(s, r)
+		what := fmt.Sprintf("%s %s (%d bytes, chunked %v)", tc.rr.method, tc.rr.path, len(tc.rr.body), tc.chunked)
+		wantRefusal(t, w, http.StatusRequestEntityTooLarge, "request_too_large", what)
+		if strings.Contains(w.Body.String(), pad(50)) {
+			t.Errorf("%s: the error echoes the body: %s", what, w.Body)
+		}
+	}
+	sp.assertNoWork(t)
+	if w := serve(s, routeReq{"POST", "/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"` + pad(900) + `"}]}`}.build("localhost", nil)); w.Code == 413 {
+		t.Errorf("a body under the limit = %d %s", w.Code, w.Body)
+	}
+	if d := (Limits{}).withDefaults(); d.MaxBody != 32<<20 || d.MaxControlBody != 1<<20 {
+		t.Errorf("default limits %+v", d)
+	}
+}
+
+// rawRequest sends a request head on a fresh connection to srv and returns the connection.
+func rawRequest(t *testing.T, srv *httptest.Server, head string) net.Conn {
+	t.Helper()
+	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	if _, err := io.WriteString(conn, head); err != nil {
+		t.Fatal(err)
+	}
+	return conn
+}
+
+// readStatus reads the status line of the answer on conn; the deadline only
+// keeps a broken server from hanging the test.
+func readStatus(t *testing.T, conn net.Conn) string {
+	t.Helper()
+	_ = conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+	line, err := bufio.NewReader(conn).ReadString('\n')
+	if err != nil {
+		t.Fatalf("no answer: %v", err)
+	}
+	return strings.TrimSpace(line)
+}
+
+// A body that stops arriving is cut, while a stream that started before it
+// and outlives the body timeout and the write stall keeps going.
+func TestSlowBodyCutLongStreamNot(t *testing.T) {
+	s, sp := guardedServer(t, Options{Limits: Limits{BodyTimeout: 200 * time.Millisecond, WriteStall: 200 * time.Millisecond}})
+	more := make(chan struct{})
+	type result struct{ ctxErr, writeErr error }
+	res := make(chan result, 1)
+	s.engine.POST("/test/stream", func(c *gin.Context) {
+		var v map[string]any
+		if err := decodeJSON(c, &v); err != nil {
+			writeError(c, err)
+			return
+		}
+		c.Status(200)
+		_, _ = c.Writer.WriteString("one\n")
+		c.Writer.Flush()
+		select {
+		case <-more:
+		case <-c.Request.Context().Done():
+		}
+		ctxErr := c.Request.Context().Err()
+		_, err := c.Writer.WriteString("two\n")
+		c.Writer.Flush()
+		res <- result{ctxErr, err}
+	})
+	srv := httptest.NewServer(s.Handler())
+	t.Cleanup(srv.Close) // after the connections opened below are closed
+
+	resp, err := http.Post(srv.URL+"/test/stream", "application/json", strings.NewReader(`{"x":1}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	br := bufio.NewReader(resp.Body)
+	if line, err := br.ReadString('\n'); err != nil || line != "one\n" {
+		t.Fatalf("first line %q %v", line, err)
+	}
+
+	conn := rawRequest(t, srv, "POST /v1/chat/completions HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"model\":")
+	if st := readStatus(t, conn); !strings.HasPrefix(st, "HTTP/1.1 408") {
+		t.Fatalf("stalled body answered %q, want 408", st)
+	}
+	sp.assertNoWork(t)
+
+	// The stalled body was cut, so the stream has lived longer than the body
+	// timeout and has been silent longer than the write stall.
+	close(more)
+	r := <-res
+	if r.ctxErr != nil || r.writeErr != nil {
+		t.Fatalf("the stream was cut: context %v, write %v", r.ctxErr, r.writeErr)
+	}
+	rest, err := io.ReadAll(br)
+	if err != nil || string(rest) != "two\n" {
+		t.Fatalf("rest of the stream %q %v", rest, err)
+	}
+}
+
+// A client that stops reading a stream makes its writes fail after the write
+// stall, which cancels the request (and frees the model it held).
+func TestStalledReaderCut(t *testing.T) {
+	s, _ := guardedServer(t, Options{Limits: Limits{WriteStall: 200 * time.Millisecond}})
+	type result struct {
+		ctxErr, writeErr error
+		wrote            int64
+	}
+	res := make(chan result, 1)
+	s.engine.POST("/test/flood", func(c *gin.Context) {
+		chunk := bytes.Repeat([]byte("x"), 1<<20)
+		var wrote int64
+		var err error
+		for wrote < 4<<30 && err == nil {
+			var n int
+			n, err = c.Writer.Write(chunk)
+			wrote += int64(n)
+			c.Writer.Flush()
+		}
+		<-c.Request.Context().Done()
+		res <- result{c.Request.Context().Err(), err, wrote}
+	})
+	srv := httptest.NewServer(s.Handler())
+	t.Cleanup(srv.Close) // after the connections opened below are closed
+	rawRequest(t, srv, "POST /test/flood HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}")
+	select {
+	case r := <-res:
+		var ne net.Error
+		if r.writeErr == nil || !errors.As(r.writeErr, &ne) || !ne.Timeout() || r.ctxErr == nil {
+			t.Fatalf("after %d bytes: write error %v, context %v", r.wrote, r.writeErr, r.ctxErr)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("a write to a client that does not read never failed")
+	}
+}
+
+// FuzzAccessHeaders sends arbitrary Host, Origin and Content-Type values: the
+// guard never panics, and what it lets through is, by a separate reading of
+// the same headers, loopback (or the configured host) and an allowed origin.
+func FuzzAccessHeaders(f *testing.F) {
+	for _, seed := range [][3]string{
+		{"localhost", "", ""}, {"127.0.0.1:11435", "chrome-extension://abc", "application/json"}, {"[::1]:1", "http://localhost:3000", "text/plain"},
+		{"evil.example", "null", ""}, {"127.0.0.1.evil.example", "http://127.0.0.1.evil.example", "multipart/form-data; boundary=x"},
+		{"[::ffff:127.0.0.1]", "http://[::1]", "application/json; charset=utf-8"}, {"modeld.lan:80", "https://app.example", "application/vnd.x+json"},
+		{"localhost:", "http://localhost:", "application/json;"}, {"[::1", "http://[::1", "text/plain;"},
+	} {
+		f.Add(seed[0], seed[1], seed[2])
+	}
+	s := New(Options{Version: "test", Log: slog.New(slog.DiscardHandler), AllowedHosts: []string{"modeld.lan"}, Origins: []string{"https://app.example"}})
+	var mu sync.Mutex
+	s.engine.POST("/echo", func(c *gin.Context) { c.Status(200) })
+	f.Fuzz(func(t *testing.T, host, origin, ctype string) {
+		r := httptest.NewRequest("POST", "http://localhost/echo", strings.NewReader("{}"))
+		r.Host = host
+		if origin != "" {
+			r.Header["Origin"] = []string{origin}
+		}
+		if ctype != "" {
+			r.Header["Content-Type"] = []string{ctype}
+		}
+		mu.Lock()
+		w := serve(s, r)
+		mu.Unlock()
+		if w.Code != 200 {
+			return
+		}
+		h := host
+		if hh, _, err := net.SplitHostPort(host); err == nil {
+			h = hh
+		} else if strings.HasPrefix(h, "[") && strings.HasSuffix(h, "]") {
+			h = h[1 : len(h)-1]
+		}
+		h = strings.TrimSuffix(strings.ToLower(h), ".")
+		a, err := netip.ParseAddr(h)
+		if h != "localhost" && h != "modeld.lan" && (err != nil || !a.Unmap().IsLoopback()) {
+			t.Fatalf("Host %q let through", host)
+		}
+		if origin == "" {
+			return
+		}
+		u, err := url.Parse(origin)
+		if err != nil || u.Path != "" {
+			t.Fatalf("Origin %q let through", origin)
+		}
+		oh := strings.ToLower(u.Hostname())
+		oa, aerr := netip.ParseAddr(oh)
+		ok := extensionSchemes[u.Scheme] || strings.EqualFold(origin, "https://app.example") ||
+			(u.Scheme == "http" || u.Scheme == "https") && (oh == "localhost" || aerr == nil && oa.Unmap().IsLoopback())
+		if !ok {
+			t.Fatalf("Origin %q let through", origin)
+		}
+		if !jsonContent([]string{ctype}) || !strings.Contains(strings.ToLower(ctype), "json") {
+			t.Fatalf("Origin %q with Content-Type %q let through", origin, ctype)
+		}
+	})
+}
