@@ -62,6 +62,9 @@ func freeVRAM(g GPU) (uint64, bool, error) {
 		return 0, false, nil
 	}
 	if ret := nvml.Init(); ret != nvml.SUCCESS {
+		if ret == nvml.ERROR_LIBRARY_NOT_FOUND {
+			return 0, false, nil
+		}
 		return 0, false, fmt.Errorf("nvml init: %s", nvml.ErrorString(ret))
 	}
 	defer nvml.Shutdown()
