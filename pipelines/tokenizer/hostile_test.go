@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -248,6 +249,38 @@ func FuzzTranslateRegex(f *testing.F) {
 		}()
 		if stopped != nil && !errors.Is(stopped, ErrRegexTimeout) {
 			t.Fatalf("stopped with %v", stopped)
+		}
+	})
+}
+
+// FuzzEncodeReal encodes arbitrary text with the real tokenizers of the
+// goldens: never an error, every id in the vocabulary, the same ids twice.
+func FuzzEncodeReal(f *testing.F) {
+	for _, s := range []string{"Hello, world!", "  leading and   inner spaces\n\n", "你好，世界 こんにちは", "<|im_start|>user\nhi<|im_end|>", "x\xff\xfey", "ﬁ Ⅻ ½ é", "[CLS] [SEP] [MASK]", "123456789 3.14"} {
+		f.Add(s, uint8(0))
+	}
+	toks := make([]*Tokenizer, len(goldenNames))
+	for i, name := range goldenNames {
+		toks[i] = loadFixture(f, name)
+	}
+	f.Fuzz(func(t *testing.T, text string, which uint8) {
+		tk := toks[int(which)%len(toks)]
+		if len(text) > 4096 {
+			text = text[:4096]
+		}
+		a, err := tk.EncodePairContext(context.Background(), text, text, WithTruncation(0))
+		if err != nil {
+			t.Fatalf("encode %q: %v", text, err)
+		}
+		b, err := tk.EncodePairContext(context.Background(), text, text, WithTruncation(0))
+		if err != nil || !slices.Equal(a.IDs, b.IDs) {
+			t.Fatalf("encode %q twice: %v / %v (%v)", text, a.IDs, b.IDs, err)
+		}
+		n := int64(tk.VocabSize())
+		for _, id := range a.IDs {
+			if id < 0 || id >= n {
+				t.Fatalf("id %d outside the vocabulary of %d for %q", id, n, text)
+			}
 		}
 	})
 }
