@@ -27,10 +27,11 @@ func (a *app) daemonCall(ctx context.Context, method, path string, in, out any) 
 		}
 		body = bytes.NewReader(b)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, "http://"+a.cfg.Listen+path, body)
+	req, err := http.NewRequestWithContext(ctx, method, a.daemonURL()+path, body)
 	if err != nil {
 		return err
 	}
+	a.authorize(req)
 	if in != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
@@ -55,7 +56,7 @@ func (a *app) daemonCall(ctx context.Context, method, path string, in, out any) 
 			} `json:"error"`
 		}
 		if json.Unmarshal(b, &e) == nil && e.Error.Message != "" {
-			return &daemonError{Status: res.StatusCode, Message: e.Error.Message}
+			return &daemonError{Status: res.StatusCode, Message: e.Error.Message + keyHint(res.StatusCode)}
 		}
 		return &daemonError{Status: res.StatusCode, Message: string(b)}
 	}
@@ -72,3 +73,32 @@ type daemonError struct {
 }
 
 func (e *daemonError) Error() string { return e.Message }
+
+// daemonURL is the base URL at which the CLI reaches the daemon: a listen
+// address on every interface is reached on loopback (the daemon answers only
+// to loopback names and addresses, its own address and the allowed hosts).
+func (a *app) daemonURL() string {
+	host, port, err := net.SplitHostPort(a.cfg.Listen)
+	if err != nil {
+		return "http://" + a.cfg.Listen
+	}
+	if host == "" || host == "0.0.0.0" || host == "::" {
+		host = "127.0.0.1"
+	}
+	return "http://" + net.JoinHostPort(host, port)
+}
+
+// authorize adds the configured API key to a request for the daemon.
+func (a *app) authorize(req *http.Request) {
+	if a.cfg.APIKey != "" {
+		req.Header.Set("Authorization", "Bearer "+a.cfg.APIKey)
+	}
+}
+
+// keyHint completes the daemon's 401 with how the CLI sends a key.
+func keyHint(status int) string {
+	if status != http.StatusUnauthorized {
+		return ""
+	}
+	return " (give the CLI the daemon's key with --api-key, MODELD_API_KEY or --api-key-file)"
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/signal"
 	"syscall"
@@ -89,6 +90,9 @@ func (c Config) public() publicConfig {
 
 func (a *app) serve(ctx context.Context) error {
 	cfg := a.cfg
+	if err := checkExposure(cfg); err != nil {
+		return err
+	}
 	home, err := lockHome(cfg.Home)
 	if err != nil {
 		return err
@@ -144,6 +148,11 @@ func (a *app) serve(ctx context.Context) error {
 		Cache:      loaded,
 		Collectors: metrics.collectors(),
 		ContextCap: cfg.ContextSize,
+
+		// Who may talk to the daemon (api/access.go).
+		AllowedHosts: cfg.AllowedHosts,
+		Extensions:   cfg.Extensions,
+		APIKey:       cfg.APIKey,
 	})
 	srv.AddSystemSection("gpu_fallbacks", fallbacks.snapshot)
 	srv.RegisterModels(api.ModelsOptions{Store: store, Puller: puller, Unloader: loaded, ContextCap: uint64(cfg.ContextSize)})
@@ -152,11 +161,12 @@ func (a *app) serve(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w (is another modeld running? set --listen or MODELD_LISTEN)", cfg.Listen, err)
 	}
-	if host, _, _ := net.SplitHostPort(cfg.Listen); host != "127.0.0.1" && host != "localhost" && host != "::1" {
-		a.log.Warn("listening beyond loopback: anyone who can reach this address can use the API", "listen", cfg.Listen)
+	if host, _, _ := net.SplitHostPort(cfg.Listen); !loopbackHost(host) {
+		a.log.Warn("listening beyond loopback: every request must carry the API key", "listen", cfg.Listen)
 	}
 	reqs := newRequestBase()
-	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, BaseContext: reqs.base}
+	hs := newHTTPServer(srv.Handler(), defaultServerTimeouts)
+	hs.BaseContext = reqs.base
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	a.log.Info("modeld listening", "addr", ln.Addr().String(), "version", modeldVersion(), "home", cfg.Home)
@@ -169,4 +179,51 @@ func (a *app) serve(ctx context.Context) error {
 	a.log.Info("shutting down", "grace", cfg.ShutdownGrace)
 	drain(hs, reqs, cfg.ShutdownGrace, a.log)
 	return nil // the deferred calls unload the models, then release the home
+}
+
+// loopbackHost reports whether a listen host is a loopback name or address.
+func loopbackHost(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	a, err := netip.ParseAddr(host)
+	return err == nil && a.Unmap().IsLoopback()
+}
+
+// checkExposure refuses to serve beyond loopback without an API key: there,
+// anyone who can reach the address could use the models, pull and delete.
+func checkExposure(cfg Config) error {
+	host, _, err := net.SplitHostPort(cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen address %q: %w", cfg.Listen, err)
+	}
+	if loopbackHost(host) || cfg.APIKey != "" {
+		return nil
+	}
+	return fmt.Errorf("refusing to listen on %s without an API key: anyone who can reach that address could use, pull and delete models; "+
+		"set a key with --api-key, MODELD_API_KEY or --api-key-file, or listen on 127.0.0.1", cfg.Listen)
+}
+
+// serverTimeouts are the http.Server's own timeouts. Reading a request body
+// and writing an answer are bounded per request by the api package instead
+// (api.Limits: a body that stops arriving, a peer that stops reading), because
+// http.Server's WriteTimeout would cut every stream that runs longer.
+type serverTimeouts struct {
+	ReadHeader time.Duration // the request line and headers
+	Idle       time.Duration // a kept-alive connection between requests
+}
+
+var defaultServerTimeouts = serverTimeouts{ReadHeader: 10 * time.Second, Idle: 2 * time.Minute}
+
+// maxHeaderBytes bounds a request's line and headers.
+const maxHeaderBytes = 64 << 10
+
+func newHTTPServer(h http.Handler, t serverTimeouts) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: t.ReadHeader,
+		IdleTimeout:       t.Idle,
+		MaxHeaderBytes:    maxHeaderBytes,
+		// ReadTimeout and WriteTimeout stay 0: see serverTimeouts.
+	}
 }

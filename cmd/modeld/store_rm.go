@@ -78,14 +78,10 @@ func keptNote(n int) string {
 // removeViaDaemon asks a listening daemon to unload and delete id. done is
 // false when no daemon (or one without the model routes) answers.
 func (a *app) removeViaDaemon(ctx context.Context, id string, force bool) (done bool, err error) {
-	host, port, err := net.SplitHostPort(a.cfg.Listen)
-	if err != nil {
+	if _, _, err := net.SplitHostPort(a.cfg.Listen); err != nil {
 		return false, nil
 	}
-	if host == "" || host == "0.0.0.0" || host == "::" {
-		host = "127.0.0.1"
-	}
-	u := "http://" + net.JoinHostPort(host, port) + "/v1/models/" + id
+	u := a.daemonURL() + "/v1/models/" + id
 	if force {
 		u += "?force=true"
 	}
@@ -93,6 +89,7 @@ func (a *app) removeViaDaemon(ctx context.Context, id string, force bool) (done 
 	if err != nil {
 		return false, err
 	}
+	a.authorize(req)
 	client := &http.Client{Transport: &http.Transport{DialContext: (&net.Dialer{Timeout: 2 * time.Second}).DialContext, DisableKeepAlives: true}}
 	resp, err := client.Do(req)
 	if err != nil {
@@ -125,5 +122,5 @@ func (a *app) removeViaDaemon(ctx context.Context, id string, force bool) (done 
 	if msg == "" {
 		msg = resp.Status
 	}
-	return false, fmt.Errorf("daemon refused to delete %s: %s", id, msg)
+	return false, fmt.Errorf("daemon refused to delete %s: %s%s", id, msg, keyHint(resp.StatusCode))
 }
