@@ -42,6 +42,7 @@ type Model struct {
 type Plan struct {
 	Device string     // "cpu" or a GPU id such as "cuda:1"
 	Kind   probe.Kind // the GPU's kind; "" on the CPU
+	GPU    probe.GPU  // the GPU, as the probe saw it; zero on the CPU
 	// GPULayers is llama.cpp's n_gpu_layers for a GGUF model: -1 all, 0 none,
 	// else that many layers (the output layer counts as one).
 	GPULayers int
@@ -159,9 +160,15 @@ func (p *Planner) Place(_ context.Context, m Model) (Plan, error) {
 	if err != nil {
 		return Plan{}, fmt.Errorf("placement of %q: %w", m.ID, err)
 	}
-	p.cfg.Log.Info("model placed", "model", m.ID, "device", plan.Device, "gpu_layers", plan.GPULayers,
-		"layers", plan.Estimate.Layers, "ram", plan.Estimate.RAM, "vram", plan.Estimate.VRAM,
-		"context_cells", plan.Estimate.ContextCells, "slots", plan.Estimate.Slots, "reason", plan.Reason)
+	attrs := []any{"model", m.ID, "device", plan.Device, "ram", plan.Estimate.RAM}
+	if plan.Device != "cpu" {
+		attrs = append(attrs, "vram", plan.Estimate.VRAM)
+	}
+	if m.Format == GGUF {
+		attrs = append(attrs, "gpu_layers", plan.GPULayers, "layers", plan.Estimate.Layers,
+			"context_cells", plan.Estimate.ContextCells, "slots", plan.Estimate.Slots)
+	}
+	p.cfg.Log.Info("model placed", append(attrs, "reason", plan.Reason)...)
 	return plan, nil
 }
 
@@ -237,7 +244,7 @@ func (p *Planner) placeGGUF(m Model) (Plan, error) {
 }
 
 func (p *Planner) gpuPlan(plan Plan, g probe.GPU, e Estimate, layers int, why string) Plan {
-	plan.Device, plan.Kind, plan.Estimate, plan.Reason = g.ID(), g.Kind, e, why
+	plan.Device, plan.Kind, plan.GPU, plan.Estimate, plan.Reason = g.ID(), g.Kind, g, e, why
 	plan.RAM, plan.VRAM = e.RAM.Total(), e.VRAM.Total()
 	plan.GPULayers, plan.Share = layers, 1
 	if layers > 0 && e.Layers > 0 {
@@ -321,7 +328,7 @@ func (p *Planner) placeONNX(m Model) Plan {
 		return plan
 	}
 	g := rooms[best].gpu
-	plan.Device, plan.Kind, plan.Share = g.ID(), g.Kind, 1
+	plan.Device, plan.Kind, plan.GPU, plan.Share = g.ID(), g.Kind, g, 1
 	plan.Estimate = Estimate{RAM: Parts{Overhead: onnxFixed}, VRAM: vram, Note: note}
 	plan.RAM, plan.VRAM = plan.Estimate.RAM.Total(), vram.Total()
 	plan.CPURAM = ram.Total()

@@ -4,8 +4,10 @@ import (
 	"context"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"testing"
 
+	"github.com/modeld/modeld/cache/placement"
 	"github.com/modeld/modeld/internal/ggufgen"
 	"github.com/modeld/modeld/models"
 	"github.com/modeld/modeld/probe"
@@ -34,7 +36,8 @@ func testRuntime(t *testing.T, info probe.Info, cfg Config) *runtime {
 	if cfg.ContextSize == 0 {
 		cfg.ContextSize, cfg.ChatSlots = 8192, 4
 	}
-	return &runtime{cfg: cfg, log: slog.Default(), store: st, info: info}
+	// The fake GPUs cannot report free memory: only the budgets count.
+	return newRuntime(cfg, slog.Default(), st, info, func(probe.GPU) (uint64, bool, error) { return 0, false, nil })
 }
 
 func cudaInfo(total uint64) probe.Info {
@@ -64,35 +67,62 @@ func TestResolvePlacement(t *testing.T) {
 		{"no GPU", probe.Decide(probe.Readings{GOOS: "linux", Memory: probe.MemoryInfo{TotalBytes: 16 << 30}}), Config{GPUTasks: allow}, "t/chat", "cpu", 0, 0},
 		{"chat fits on the GPU", cudaInfo(80 << 30), Config{GPUTasks: allow}, "t/chat", "cuda:0", -1, 1},
 		{"chat off the allowlist", cudaInfo(80 << 30), Config{GPUTasks: []string{"embed"}}, "t/chat", "cpu", 0, 0},
-		// 2 layers; a budget of 60% of the estimate holds one of them.
-		{"chat split", cudaInfo(80 << 30), Config{GPUTasks: allow, VRAMBudget: -1}, "t/chat", "cuda:0", 1, 0.5},
+		// 2 blocks and the output layer; a budget just below the whole model holds two of them.
+		{"chat split", cudaInfo(80 << 30), Config{GPUTasks: allow, VRAMBudget: -1}, "t/chat", "cuda:0", 2, 2.0 / 3},
 		{"embed on the GPU", cudaInfo(80 << 30), Config{GPUTasks: allow}, "t/embed", "cuda:0", 0, 1},
 		{"summarize off by default", cudaInfo(80 << 30), Config{GPUTasks: allow}, "t/sum", "cpu", 0, 0},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			rt := testRuntime(t, tc.info, tc.cfg)
-			if tc.cfg.VRAMBudget == -1 {
+			cfg := tc.cfg
+			if cfg.VRAMBudget == -1 {
 				// Size the budget from this model's own estimate.
-				rt.cfg.VRAMBudget = 1
-				spec, err := rt.resolve(context.Background(), tc.id)
+				cfg.VRAMBudget = 0
+				spec, err := testRuntime(t, tc.info, cfg).resolve(context.Background(), tc.id)
 				if err != nil {
 					t.Fatal(err)
 				}
-				rt.cfg.VRAMBudget = spec.RAM * 6 / 10
+				cfg.VRAMBudget = spec.VRAM - 1
 			}
+			rt := testRuntime(t, tc.info, cfg)
 			spec, err := rt.resolve(context.Background(), tc.id)
 			if err != nil {
 				t.Fatal(err)
 			}
 			plan := spec.Data.(*loadPlan)
 			if spec.Device != tc.device || plan.gpuLayers != tc.gpuLayers || spec.GPUShare != tc.share {
-				t.Fatalf("device %s layers %d share %g; want %s %d %g", spec.Device, plan.gpuLayers, spec.GPUShare, tc.device, tc.gpuLayers, tc.share)
+				t.Fatalf("device %s layers %d share %g; want %s %d %g (%s)", spec.Device, plan.gpuLayers, spec.GPUShare, tc.device, tc.gpuLayers, tc.share, plan.place.Reason)
 			}
-			if spec.RAM <= 0 {
-				t.Fatalf("no RAM estimate: %+v", spec)
+			if spec.RAM <= 0 || spec.RAM != plan.place.Estimate.RAM.Total() || spec.VRAM != plan.place.Estimate.VRAM.Total() {
+				t.Fatalf("spec RAM %d VRAM %d, estimate %+v", spec.RAM, spec.VRAM, plan.place.Estimate)
+			}
+			if on := spec.Device != "cpu"; on != (spec.VRAM > 0) || on != plan.useGPU {
+				t.Fatalf("device %s with VRAM %d (use GPU %v)", spec.Device, spec.VRAM, plan.useGPU)
+			}
+			if budget := rt.cacheConfig().VRAM[spec.Device]; spec.VRAM > budget && spec.Device != "cpu" {
+				t.Fatalf("VRAM %d over the budget %d", spec.VRAM, budget)
+			}
+			if spec.Backend == "llama" && plan.useGPU && !slices.Contains(plan.place.Env, "CUDA_VISIBLE_DEVICES=0") {
+				t.Fatalf("runner env %v does not name the GPU", plan.place.Env)
 			}
 		})
+	}
+}
+
+// The chat model's estimate counts its KV cache for the real context and
+// slots: more slots, more RAM, by exactly the KV of the added cells.
+func TestResolveKVForSlots(t *testing.T) {
+	noGPU := probe.Decide(probe.Readings{GOOS: "linux", Memory: probe.MemoryInfo{TotalBytes: 16 << 30}})
+	est := func(slots int) placement.Estimate {
+		spec, err := testRuntime(t, noGPU, Config{ContextSize: 1024, ChatSlots: slots}).resolve(context.Background(), "t/chat")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return spec.Estimate.(placement.Estimate)
+	}
+	one, four := est(1), est(4)
+	if one.ContextCells != 1024 || four.ContextCells != 4096 || four.RAM.KV != 4*one.RAM.KV || one.RAM.KV == 0 {
+		t.Fatalf("1 slot: %d cells, KV %d; 4 slots: %d cells, KV %d", one.ContextCells, one.RAM.KV, four.ContextCells, four.RAM.KV)
 	}
 }
 

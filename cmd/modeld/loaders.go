@@ -70,6 +70,7 @@ type chatInstance struct {
 	*llama.Runner
 	device   string
 	gpuShare float64
+	ram      int64 // the placement's RAM estimate for where it runs
 }
 
 var (
@@ -78,16 +79,22 @@ var (
 	_ cache.Placed   = (*chatInstance)(nil)
 )
 
+// Size is the RAM estimate, or the runner's RSS when that is larger. The
+// cache reads it once, right after the load, when an mmap'd model has
+// touched few of its pages: an RSS sample alone would count a fraction of
+// the weights and let the budget overfill as they are read.
 func (c *chatInstance) Size() int64 {
 	rss, err := c.RSS()
 	if err != nil {
-		return 0
+		return c.ram
 	}
-	return int64(rss)
+	return max(c.ram, int64(rss))
 }
 
 func (c *chatInstance) Slots() int { return c.Info().Slots }
 
+// Placement is where the runner really loaded the model. It carries no VRAM
+// measurement, so the cache keeps the placement's estimate (0 on the CPU).
 func (c *chatInstance) Placement() cache.Placement {
 	return cache.Placement{Device: c.device, GPUShare: c.gpuShare}
 }
@@ -101,10 +108,13 @@ func loadChat(ctx context.Context, cfg Config, log *slog.Logger, libs backends.L
 		BatchThreads: cfg.BatchThreads,
 		MaxWaiting:   cfg.QueueSize,
 	}
+	var env []string
 	if plan.useGPU {
 		opts.GPULayers = plan.gpuLayers
+		env = plan.place.Env // shows the runner its GPU and no other
 	}
 	r, err := llama.StartRunner(ctx, llama.RunnerOptions{
+		Env:          env,
 		ModelPath:    plan.path,
 		LibRoot:      libs.Root,
 		Options:      opts,
@@ -115,10 +125,10 @@ func loadChat(ctx context.Context, cfg Config, log *slog.Logger, libs backends.L
 	if err != nil {
 		return nil, fmt.Errorf("load %s: %w", spec.ID, err)
 	}
-	inst := &chatInstance{Runner: r, device: "cpu"}
+	inst := &chatInstance{Runner: r, device: "cpu", ram: plan.place.CPURAM}
 	info := r.Info()
 	if info.GPULayers != 0 && info.GPUFallback == "" {
-		inst.device, inst.gpuShare = spec.Device, spec.GPUShare
+		inst.device, inst.gpuShare, inst.ram = spec.Device, spec.GPUShare, spec.RAM
 	} else if info.GPUFallback != "" {
 		log.Warn("GPU load failed; the model runs on the CPU", "model", spec.ID, "reason", info.GPUFallback)
 	}
@@ -145,7 +155,9 @@ type onnxLoader struct {
 // pipelineInstance is a loaded ONNX pipeline.
 type pipelineInstance struct {
 	pipelines.Pipeline
-	slots int
+	slots  int
+	device string // the planned GPU id, or "cpu"
+	ram    int64  // the placement's RAM estimate for where it runs
 }
 
 var (
@@ -158,17 +170,18 @@ func (p *pipelineInstance) Slots() int { return p.slots }
 // Unwrap gives the API handlers the pipeline.
 func (p *pipelineInstance) Unwrap() pipelines.Pipeline { return p.Pipeline }
 
+// Placement is the planned GPU, or the CPU when the pipeline runs there (a
+// CUDA session that could not be made). No VRAM measurement: the cache keeps
+// the estimate.
 func (p *pipelineInstance) Placement() cache.Placement {
-	dev := p.Device()
-	share := 0.0
-	if dev != "cpu" {
-		share = 1
+	if p.Device() == "cpu" {
+		return cache.Placement{Device: "cpu"}
 	}
-	return cache.Placement{Device: dev, GPUShare: share}
+	return cache.Placement{Device: p.device, GPUShare: 1}
 }
 
-// Size is the pipeline's files twice: weights plus ONNX Runtime's arenas.
-func (p *pipelineInstance) Size() int64 { return 2 * p.Pipeline.Size() }
+// Size is the placement's RAM estimate (see placement's ONNX rule of thumb).
+func (p *pipelineInstance) Size() int64 { return p.ram }
 
 func (o *onnxLoader) load(_ context.Context, spec cache.Spec, plan *loadPlan) (cache.Instance, error) {
 	o.once.Do(func() { o.rt, o.err = onnx.Init(o.libs.ONNXRuntimePath()) })
@@ -186,6 +199,7 @@ func (o *onnxLoader) load(_ context.Context, spec cache.Spec, plan *loadPlan) (c
 	p, err := pipelines.Load(task, plan.dir, pipelines.Options{
 		Runtime:     o.rt,
 		UseGPU:      plan.useGPU,
+		CUDADevice:  plan.place.GPU.NativeIndex,
 		Threads:     o.cfg.Threads,
 		BatchTokens: o.cfg.BatchTokens,
 		BatchWait:   o.cfg.BatchWait,
@@ -204,7 +218,11 @@ func (o *onnxLoader) load(_ context.Context, spec cache.Spec, plan *loadPlan) (c
 		o.fallbacks.set(spec.ID, spec.Device, p.FallbackReason())
 	}
 	// Requests are merged by the pipeline's batcher, so many may be in flight.
-	return &pipelineInstance{Pipeline: p, slots: 64}, nil
+	inst := &pipelineInstance{Pipeline: p, slots: 64, device: spec.Device, ram: spec.RAM}
+	if p.Device() == "cpu" {
+		inst.ram = plan.place.CPURAM
+	}
+	return inst, nil
 }
 
 func logLevel(cfg Config) slog.Level {

@@ -125,11 +125,13 @@ func (a *app) serve(ctx context.Context) error {
 	}
 	fallbacks := &gpuFallbacks{}
 	metrics := newPipelineMetrics()
-	rt := &runtime{cfg: cfg, log: a.log, store: store, info: info, libs: libs, loaders: backendLoaders(cfg, a.log, libs, fallbacks, metrics)}
+	rt := newRuntime(cfg, a.log, store, info, nil)
+	rt.libs, rt.loaders = libs, backendLoaders(cfg, a.log, libs, fallbacks, metrics)
 	loaded, err := cache.New(rt.cacheConfig(), rt.resolve, rt.load, cache.WithLogger(a.log))
 	if err != nil {
 		return fmt.Errorf("model cache: %w", err)
 	}
+	rt.cache.Store(loaded)
 	defer func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 		defer cancel()
