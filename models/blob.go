@@ -23,7 +23,7 @@ const (
 func parseDigest(d string) (string, error) {
 	h, ok := strings.CutPrefix(d, digestPrefix)
 	if !ok || !isSHA256Hex(h) {
-		return "", fmt.Errorf("digest %q is not sha256:<64 lowercase hex digits>", d)
+		return "", fmt.Errorf("digest %q is not sha256:<64 lowercase hex digits>", shownID(d))
 	}
 	return h, nil
 }

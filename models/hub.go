@@ -201,6 +201,9 @@ func redactURL(s string) string {
 		return s
 	}
 	hadQuery := u.RawQuery != "" || u.ForceQuery
+	if u.User == nil && !hadQuery && !strings.Contains(s, "#") {
+		return s // nothing to drop: keep the text as it was
+	}
 	u.User, u.RawQuery, u.ForceQuery, u.Fragment, u.RawFragment = nil, "", false, "", ""
 	out := u.String()
 	if hadQuery {

@@ -43,7 +43,7 @@ func (id ID) String() string {
 // ids or segments over the length limits.
 func ParseID(s string) (ID, error) {
 	fail := func(format string, args ...any) (ID, error) {
-		return ID{}, fmt.Errorf("%w %q: %s", ErrInvalidID, s, fmt.Sprintf(format, args...))
+		return ID{}, fmt.Errorf("%w %q: %s", ErrInvalidID, shownID(s), fmt.Sprintf(format, args...))
 	}
 	if s == "" {
 		return fail("the id is empty")
@@ -97,6 +97,14 @@ func ParseID(s string) (ID, error) {
 		}
 	}
 	return ID{Name: name, Tag: tag}, nil
+}
+
+// shownID is what an error shows of a refused id: at most 64 bytes of it.
+func shownID(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "…"
+	}
+	return s
 }
 
 // checkSegment validates one name segment or a tag.

@@ -159,7 +159,7 @@ func (m *Manifest) validate() error {
 	switch m.Format {
 	case FormatGGUF, FormatONNX:
 	default:
-		errs = append(errs, fmt.Errorf("unknown format %q", m.Format))
+		errs = append(errs, fmt.Errorf("unknown format %q", shownID(string(m.Format))))
 	}
 	if len(m.Tasks) == 0 {
 		errs = append(errs, errors.New("no task"))
@@ -178,15 +178,18 @@ func (m *Manifest) validate() error {
 			errs = append(errs, err)
 		}
 		if seen[f.Path] {
-			errs = append(errs, fmt.Errorf("file %q listed twice", f.Path))
+			errs = append(errs, fmt.Errorf("file %q listed twice", shownID(f.Path)))
 		}
 		seen[f.Path] = true
 		if _, err := parseDigest(f.Digest); err != nil {
-			errs = append(errs, fmt.Errorf("file %q: %w", f.Path, err))
+			errs = append(errs, fmt.Errorf("file %q: %w", shownID(f.Path), err))
 		}
 		if f.Size < 0 {
-			errs = append(errs, fmt.Errorf("file %q: negative size", f.Path))
+			errs = append(errs, fmt.Errorf("file %q: negative size", shownID(f.Path)))
 		}
+	}
+	if len(errs) > 5 { // a message, not a copy of the file
+		errs = append(errs[:5], fmt.Errorf("and %d more problems", len(errs)-5))
 	}
 	return errors.Join(errs...)
 }
@@ -195,16 +198,16 @@ func (m *Manifest) validate() error {
 // no empty, "." or ".." elements, no backslashes or control characters.
 func checkModelPath(p string) error {
 	if p == "" || strings.HasPrefix(p, "/") || strings.ContainsAny(p, "\\\x00") {
-		return fmt.Errorf("file path %q is not a relative '/'-separated path", p)
+		return fmt.Errorf("file path %q is not a relative '/'-separated path", shownID(p))
 	}
 	for _, el := range strings.Split(p, "/") {
 		if el == "" || el == "." || el == ".." {
-			return fmt.Errorf("file path %q has an empty, '.' or '..' element", p)
+			return fmt.Errorf("file path %q has an empty, '.' or '..' element", shownID(p))
 		}
 	}
 	for _, r := range p {
 		if r < 0x20 || r == 0x7f {
-			return fmt.Errorf("file path %q contains a control character", p)
+			return fmt.Errorf("file path %q contains a control character", shownID(p))
 		}
 	}
 	return nil

@@ -40,7 +40,7 @@ func parseRef(s string) (pullRef, error) {
 			}
 		}
 		if strings.Contains(tag, ":") || (tag != "" && !quantPattern.MatchString(tag)) {
-			return fail("tag %q is not a GGUF quantization such as Q4_K_M, Q8_0 or F16", tag)
+			return fail("tag %q is not a GGUF quantization such as Q4_K_M, Q8_0 or F16", shownID(tag))
 		}
 		return pullRef{raw: s, kind: SourceHub, repo: repo, tag: tag}, nil
 	}
@@ -64,11 +64,11 @@ func parseRef(s string) (pullRef, error) {
 const maxRefLength = 4096
 
 // shownRef is what an error may show of a reference: without credentials or
-// query, and cut to 200 bytes.
+// query, and cut to 100 bytes.
 func shownRef(s string) string {
 	s = redactURL(s)
-	if len(s) > 200 {
-		s = s[:200] + "…"
+	if len(s) > 100 {
+		s = s[:100] + "…"
 	}
 	return s
 }
@@ -76,12 +76,12 @@ func shownRef(s string) string {
 // checkRepoPart validates the owner or name of a hub repository.
 func checkRepoPart(p string) error {
 	if p == "" || p == "." || p == ".." || len(p) > 96 {
-		return fmt.Errorf("repository part %q is empty, '.', '..' or too long", p)
+		return fmt.Errorf("repository part %q is empty, '.', '..' or longer than 96 bytes", shownID(p))
 	}
 	for _, r := range p {
 		ok := (r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z') || (r >= '0' && r <= '9') || r == '.' || r == '_' || r == '-'
 		if !ok {
-			return fmt.Errorf("repository part %q has character %q", p, r)
+			return fmt.Errorf("a repository name has character %q (use A-Z, a-z, 0-9, '.', '_', '-')", r)
 		}
 	}
 	return nil

@@ -38,7 +38,7 @@ func ParseTask(s string) (Task, error) {
 	for _, t := range Tasks() {
 		names = append(names, string(t))
 	}
-	return "", fmt.Errorf("%w: unknown task %q (known: %s)", ErrInvalidModel, s, strings.Join(names, ", "))
+	return "", fmt.Errorf("%w: unknown task %q (known: %s)", ErrInvalidModel, shownID(s), strings.Join(names, ", "))
 }
 
 // formatOf returns the format a task needs.
