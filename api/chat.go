@@ -55,6 +55,27 @@ func decodeJSON(c *gin.Context, v any) error {
 	return unmarshalBody(body, v)
 }
 
+// decodePromptJSON is decodeJSON for a body that carries a prompt (param
+// names its field): a body too large for any prompt that fits in ctx tokens
+// is refused from its length, before it is read or decoded.
+func decodePromptJSON(c *gin.Context, v any, param string, ctx int) error {
+	bound := promptBodyBound(ctx)
+	if n := c.Request.ContentLength; n > bound {
+		return bodyOverPrompt(param, n, ctx)
+	}
+	body, err := io.ReadAll(io.LimitReader(c.Request.Body, bound+1))
+	if err != nil {
+		if e := bodyReadError(err); e != nil {
+			return e
+		}
+		return badRequest("", "cannot read the request body: %v", err)
+	}
+	if n := int64(len(body)); n > bound {
+		return bodyOverPrompt(param, n, ctx)
+	}
+	return unmarshalBody(body, v)
+}
+
 // unmarshalBody decodes a request body into v. Its errors quote no more of
 // the body than a few bytes.
 func unmarshalBody(body []byte, v any) error {
@@ -314,7 +335,7 @@ func (req *ChatCompletionRequest) plan(contextCap int) (*chatPlan, error) {
 
 func (s *Server) chatCompletions(c *gin.Context) {
 	var req ChatCompletionRequest
-	if err := decodeJSON(c, &req); err != nil {
+	if err := decodePromptJSON(c, &req, "messages", s.contextCap()); err != nil {
 		writeError(c, err)
 		return
 	}
@@ -391,7 +412,7 @@ func (req *CompletionRequest) plan(contextCap int) (*completionPlan, error) {
 
 func (s *Server) completions(c *gin.Context) {
 	var req CompletionRequest
-	if err := decodeJSON(c, &req); err != nil {
+	if err := decodePromptJSON(c, &req, "prompt", s.contextCap()); err != nil {
 		writeError(c, err)
 		return
 	}

@@ -53,6 +53,12 @@ const (
 	// prompt that might fit is never refused by this bound; the exact token
 	// count decides.
 	MaxBytesPerToken = 256
+	// promptBodySlack is what a chat or completions body may hold besides
+	// its prompt (sampling fields, ignored tool definitions, whitespace):
+	// a body over 6 × MaxBytesPerToken × context + promptBodySlack bytes
+	// cannot hold a prompt that fits (JSON spells a byte in at most 6, as
+	// \u00XX), so it is refused from its length before it is decoded.
+	promptBodySlack = 4 << 20
 
 	// maxQuoted bounds user input quoted in an error message (a model id, a
 	// role, a label); longer input is cut and ends with "…".
@@ -146,4 +152,16 @@ func checkMaxTokens(param string, maxTokens, ctx int) error {
 // tooMany is the 400 for a list over its cap.
 func tooMany(param string, n, limit int, what string) *Error {
 	return badRequest(param, "%s has %d %s, more than the %d allowed", param, n, what, limit)
+}
+
+// promptBodyBound is the largest chat or completions body whose prompt
+// might fit in ctx tokens.
+func promptBodyBound(ctx int) int64 { return 6*int64(ctx)*MaxBytesPerToken + promptBodySlack }
+
+// bodyOverPrompt is the 400 for a body of n bytes over promptBodyBound.
+func bodyOverPrompt(param string, n int64, ctx int) *Error {
+	e := badRequest(param, "the request body has %d bytes, more than any prompt that fits in the context of %d tokens needs (at most %d bytes of JSON); shorten the %s",
+		n, ctx, promptBodyBound(ctx), param)
+	e.Code = "context_length_exceeded"
+	return e
 }

@@ -170,21 +170,30 @@ func TestRequestCaps(t *testing.T) {
 	}
 }
 
-// TestHugePromptRefusedBeforeLoad: a 50 MB chat message is refused from its
-// size (context_length_exceeded with the numbers) without loading the model,
-// rendering the template or tokenizing.
+// TestHugePromptRefusedBeforeLoad: a 50 MB chat message is refused from the
+// body's length, before the body is read; a 3 MB one, under that bound, from
+// the prompt's size once decoded. Both are context_length_exceeded, with the
+// numbers, without loading the model, rendering the template or tokenizing.
 func TestHugePromptRefusedBeforeLoad(t *testing.T) {
 	chat := &fakeChat{template: true, finish: "stop", tokenizeStarted: make(chan struct{})}
 	s, loads := limitServer(t, map[string]cache.Instance{"chat": chat}, Options{Limits: Limits{MaxBody: 64 << 20}})
-	huge := strings.Repeat("a", 50<<20)
-	for _, tc := range []struct{ path, body, param string }{
-		{"/v1/chat/completions", `{"model":"chat","messages":[{"role":"user","content":"` + huge + `"}]}`, "messages"},
-		{"/v1/completions", `{"model":"chat","prompt":"` + huge + `"}`, "prompt"},
+	for _, tc := range []struct {
+		size int
+		want string
+	}{
+		{50 << 20, "more than any prompt that fits in the context of 8192 tokens"},
+		{3 << 20, "bytes, so at least 1228"},
 	} {
-		w := post(t, s, tc.path, tc.body)
-		e := wantError(t, w, http.StatusBadRequest, tc.param, "bytes, so at least 2048", "context of 8192 tokens")
-		if e.Error.Code != "context_length_exceeded" {
-			t.Errorf("%s: code %v", tc.path, e.Error.Code)
+		text := strings.Repeat("a", tc.size)
+		for _, r := range []struct{ path, body, param string }{
+			{"/v1/chat/completions", `{"model":"chat","messages":[{"role":"user","content":"` + text + `"}]}`, "messages"},
+			{"/v1/completions", `{"model":"chat","prompt":"` + text + `"}`, "prompt"},
+		} {
+			w := post(t, s, r.path, r.body)
+			e := wantError(t, w, http.StatusBadRequest, r.param, tc.want, "8192 tokens")
+			if e.Error.Code != "context_length_exceeded" {
+				t.Errorf("%s, %d bytes: code %v", r.path, tc.size, e.Error.Code)
+			}
 		}
 	}
 	if n := loads.Load(); n != 0 {
