@@ -135,19 +135,19 @@ func (s *Server) guard(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !a.hostAllowed(r) {
 			s.refuse(w, r, &Error{Status: http.StatusForbidden, Type: "invalid_request_error", Code: "host_not_allowed",
-				Message: fmt.Sprintf("host %q is not allowed: modeld answers to loopback names and addresses and to the hosts set with --allowed-hosts", clipHeader(r.Host))})
+				Message: fmt.Sprintf("host %q is not allowed: modeld answers to loopback names and addresses and to the hosts set with --allowed-hosts", clip(r.Host))})
 			return
 		}
+		w.Header().Add("Vary", "Origin") // answers differ by origin: no cache may share them
 		origins, hasOrigin := r.Header["Origin"]
 		if hasOrigin {
 			if len(origins) != 1 || !a.originAllowed(origins[0]) {
 				s.refuse(w, r, &Error{Status: http.StatusForbidden, Type: "invalid_request_error", Code: "origin_not_allowed",
-					Message: fmt.Sprintf("origin %q is not allowed: modeld serves loopback pages, browser extensions and the origins set with --origins", clipHeader(strings.Join(origins, ", ")))})
+					Message: fmt.Sprintf("origin %q is not allowed: modeld serves loopback pages, browser extensions and the origins set with --origins", clip(strings.Join(origins, ", ")))})
 				return
 			}
 			h := w.Header()
 			h.Set("Access-Control-Allow-Origin", origins[0])
-			h.Add("Vary", "Origin")
 			h.Set("Access-Control-Expose-Headers", "X-Modeld-Device, X-Modeld-Truncated, Retry-After")
 			if r.Method == http.MethodOptions {
 				h.Set("Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS")
@@ -194,8 +194,8 @@ func (s *Server) guard(next http.Handler) http.Handler {
 
 // refuse answers a request that the access rules turned away, before any work.
 func (s *Server) refuse(w http.ResponseWriter, r *http.Request, e *Error) {
-	s.log.Info("request refused", "method", r.Method, "path", clipHeader(r.URL.Path), "status", e.Status, "code", e.Code,
-		"remote", r.RemoteAddr, "host", clipHeader(r.Host), "origin", clipHeader(r.Header.Get("Origin")))
+	s.log.Info("request refused", "method", r.Method, "path", clip(r.URL.Path), "status", e.Status, "code", e.Code,
+		"remote", r.RemoteAddr, "host", clip(r.Host), "origin", clip(r.Header.Get("Origin")))
 	writeErrorTo(w, e)
 }
 
@@ -206,15 +206,6 @@ func writeErrorTo(w http.ResponseWriter, e *Error) {
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(e.Status)
 	_, _ = w.Write(b)
-}
-
-// clipHeader shortens a caller-supplied string for messages and logs.
-func clipHeader(s string) string {
-	const max = 96
-	if len(s) <= max {
-		return s
-	}
-	return s[:max] + "…"
 }
 
 func (a *access) hostAllowed(r *http.Request) bool {
