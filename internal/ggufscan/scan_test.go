@@ -85,9 +85,17 @@ func TestScanRefusesEveryTruncation(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		end := h.DataOffset + h.DataBytes
-		step := max(1, int(end)/4000)
-		for n := 0; n < int(end); n += step {
+		end := int(h.DataOffset + h.DataBytes)
+		// Every offset of the header's first 2 KiB, then 400 cuts through the
+		// rest of the metadata, the tensor infos and the data.
+		var cuts []int
+		for n := 0; n < min(end, 2048); n++ {
+			cuts = append(cuts, n)
+		}
+		for n := 2048; n < end; n += max(1, (end-2048)/400) {
+			cuts = append(cuts, n)
+		}
+		for _, n := range cuts {
 			_, err := scanBytes(b[:n], DefaultLimits())
 			var se *Error
 			if !errors.As(err, &se) {
