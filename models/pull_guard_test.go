@@ -592,3 +592,51 @@ func TestRedactURL(t *testing.T) {
 		}
 	}
 }
+
+// Through a proxy from the environment the proxy resolves the target, so the
+// guard resolves and checks it before handing the request over; the proxy's
+// own address may be dialled, but not asked for directly.
+func TestNetGuardProxy(t *testing.T) {
+	proxyURL, _ := url.Parse("http://127.0.0.1:3128")
+	g := newNetGuard(&PullConfig{Endpoint: "https://hub.example"})
+	g.proxy = func(r *http.Request) (*url.URL, error) {
+		if r.URL.Hostname() == "127.0.0.1" {
+			return nil, nil // NO_PROXY for loopback, as net/http does
+		}
+		return proxyURL, nil
+	}
+	g.resolve = func(_ context.Context, host string) ([]netip.Addr, error) {
+		switch host {
+		case "public.example":
+			return []netip.Addr{netip.MustParseAddr("93.184.216.34")}, nil
+		case "rebind.example":
+			return []netip.Addr{netip.MustParseAddr("93.184.216.34"), netip.MustParseAddr("10.0.0.5")}, nil
+		}
+		return nil, errors.New("no such host")
+	}
+	req := func(u string) *http.Request {
+		r, err := http.NewRequest(http.MethodGet, u, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	if _, err := g.proxyFor(req("https://rebind.example/x.gguf")); !errors.Is(err, ErrPrivateTarget) {
+		t.Errorf("a name with a private address through the proxy: %v", err)
+	}
+	if _, err := g.proxyFor(req("http://10.1.2.3/x.gguf")); !errors.Is(err, ErrPrivateTarget) {
+		t.Errorf("a private literal through the proxy: %v", err)
+	}
+	if pu, err := g.proxyFor(req("https://public.example/x.gguf")); err != nil || pu != proxyURL {
+		t.Fatalf("public target: %v, %v", pu, err)
+	}
+	if !g.exempt("127.0.0.1:3128") {
+		t.Error("the proxy in use is not exempt from the dial check")
+	}
+	if _, err := g.proxyFor(req("http://127.0.0.1:3128/x.gguf")); !errors.Is(err, ErrPrivateTarget) {
+		t.Errorf("the proxy asked for directly: %v", err)
+	}
+	if g.exempt("127.0.0.1:3129") {
+		t.Error("another loopback port is exempt")
+	}
+}
