@@ -240,6 +240,11 @@ func (c *client) load(n int, d time.Duration, workers int) *result {
 					return // the load's own deadline, not an outcome
 				}
 				res.add(k.name, o)
+				if o.status == http.StatusServiceUnavailable {
+					// A client backs off when told to; 10-30 ms instead of
+					// the Retry-After seconds keeps the pressure on.
+					time.Sleep(time.Duration(10+rand.IntN(20)) * time.Millisecond)
+				}
 			}
 		}()
 	}
