@@ -149,7 +149,7 @@ var settings = []setting{
 		def: static("2ms"), apply: func(c *Config, v string) error { return parseDuration(&c.BatchWait, v, false) }},
 	{name: "pipeline-lanes", help: "parallel forward passes of a merged batch on a CPU embed/classify/rerank model, sharing its threads; 1 = off, saving a second copy of the weights (0 = the threads, at most 4, for models up to 512 MiB)",
 		def: static("0"), apply: func(c *Config, v string) error { return parseInt(&c.Lanes, v, 0) }},
-	{name: "origins", help: "extra browser origins allowed by CORS (comma list; loopback pages and browser extensions are always allowed)",
+	{name: "origins", help: "extra browser origins allowed (comma list; loopback pages and browser extensions are always allowed; a request from any other origin gets 403)",
 		def: static(""), apply: func(c *Config, v string) error { c.Origins = splitList(v); return nil }},
 	{name: "api-key", global: true, help: "key every request must send (Authorization: Bearer KEY or x-api-key); required when listening beyond loopback; the CLI sends it",
 		def: static(""), apply: func(c *Config, v string) error { c.APIKey = strings.TrimSpace(v); return nil }},
