@@ -145,7 +145,7 @@ func HostileFiles() []Hostile {
 		{"file type a string", "must be a number", tinyWith(kvs(1, func(r *Raw) { r.KVString("general.file_type", "F32") }), []uint64{8}, ggmlF32, 0, 32)},
 		{"split tensor count 2^40", "split.tensors.count", tinyWith(kvs(1, func(r *Raw) { r.Str("split.tensors.count").U32(typeUint64).U64(1 << 40) }), []uint64{8}, ggmlF32, 0, 32)},
 		{"tensor count past the end", "cannot fit", new(Raw).Header(1000, 1).KVString("general.architecture", "llama").Bytes()},
-		{"tensor name too long", "tensor 0 name is 100 bytes", new(Raw).Header(1, 1).KVString("general.architecture", "llama").TensorInfo(string(make([]byte, 100)), []uint64{8}, ggmlF32, 0).Pad(alignment).Raw(make([]byte, 32)).Bytes()},
+		{"tensor name too long", "tensor name is 100 bytes", new(Raw).Header(1, 1).KVString("general.architecture", "llama").TensorInfo(string(make([]byte, 100)), []uint64{8}, ggmlF32, 0).Pad(alignment).Raw(make([]byte, 32)).Bytes()},
 		{"no dimensions", "0 dimensions", tinyWith(nil, nil, ggmlF32, 0, 32)},
 		{"5 dimensions", "5 dimensions", tinyWith(nil, []uint64{1, 1, 1, 1, 1}, ggmlF32, 0, 32)},
 		{"dimension count 2^32-1", "4294967295 dimensions", new(Raw).Header(1, 0).Str("t").U32(math.MaxUint32).U64(8).Raw(make([]byte, 64)).Bytes()},

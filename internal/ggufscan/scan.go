@@ -278,7 +278,7 @@ func (s *scanner) skip(n uint64, what string) error {
 // either reads the bytes into s.name (keep) or skips them.
 func (s *scanner) str(limit uint64, what string, keep bool) error {
 	at := s.off
-	n, err := s.u64(what + " length")
+	n, err := s.u64(what)
 	if err != nil {
 		return err
 	}
@@ -443,6 +443,8 @@ func (s *scanner) value(key string, vt uint32) error {
 		return s.scalar(key, vt)
 	}
 	stack := make([]frame, 0, max(0, min(s.lim.MaxDepth, 16)))
+	strWhat := fmt.Sprintf("string in %q", clip(key))
+	arrWhat := fmt.Sprintf("array %q", clip(key))
 	open := func() error {
 		at := s.off
 		elem, err := s.u32(fmt.Sprintf("array type of %q", clip(key)))
@@ -488,13 +490,13 @@ func (s *scanner) value(key string, vt uint32) error {
 			}
 		case top.elem == typeString:
 			top.left--
-			if err := s.str(s.lim.MaxStringLen, fmt.Sprintf("string in %q", clip(key)), false); err != nil {
+			if err := s.str(s.lim.MaxStringLen, strWhat, false); err != nil {
 				return err
 			}
 		default:
 			n := top.left * fixedSize(top.elem) // fits: checked against the file in open
 			top.left = 0
-			if err := s.skip(n, fmt.Sprintf("array %q", clip(key))); err != nil {
+			if err := s.skip(n, arrWhat); err != nil {
 				return err
 			}
 		}
@@ -523,12 +525,12 @@ func (s *scanner) tensors(h *Header) error {
 	var dims [MaxDims]uint64
 	for i := uint64(0); i < h.TensorCount; i++ {
 		at := s.off
-		if err := s.str(s.lim.MaxTensorNameLen, fmt.Sprintf("tensor %d name", i), true); err != nil {
+		if err := s.str(s.lim.MaxTensorNameLen, "tensor name", true); err != nil {
 			return err
 		}
 		name := s.name
 		dat := s.off
-		nd, err := s.u32(fmt.Sprintf("tensor %q dimension count", clip(string(name))))
+		nd, err := s.u32("tensor dimension count")
 		if err != nil {
 			return err
 		}
@@ -541,7 +543,7 @@ func (s *scanner) tensors(h *Header) error {
 			if uint32(j) >= nd {
 				continue
 			}
-			if dims[j], err = s.u64(fmt.Sprintf("tensor %q dimension %d", clip(string(name)), j)); err != nil {
+			if dims[j], err = s.u64("tensor dimension"); err != nil {
 				return err
 			}
 			hi, lo := bits.Mul64(elements, dims[j])
@@ -551,7 +553,7 @@ func (s *scanner) tensors(h *Header) error {
 			elements = lo
 		}
 		tat := s.off
-		typ, err := s.u32(fmt.Sprintf("tensor %q type", clip(string(name))))
+		typ, err := s.u32("tensor type")
 		if err != nil {
 			return err
 		}
@@ -574,7 +576,7 @@ func (s *scanner) tensors(h *Header) error {
 			nbytes = lo
 		}
 		oat := s.off
-		off, err := s.u64(fmt.Sprintf("tensor %q offset", clip(string(name))))
+		off, err := s.u64("tensor offset")
 		if err != nil {
 			return err
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -179,4 +180,25 @@ func FuzzScan(f *testing.F) {
 			t.Fatalf("accepted with data %d+%d (alignment %d) in a %d-byte file", h.DataOffset, h.DataBytes, h.Alignment, len(b))
 		}
 	})
+}
+
+// BenchmarkScanVocab scans the header of a file with a 262,144-token
+// vocabulary (tokens, scores, types: the size of the largest real ones).
+func BenchmarkScanVocab(b *testing.B) {
+	const n = 1 << 18
+	r := new(ggufgen.Raw).Header(1, 4).KVString("general.architecture", "llama")
+	r.Str("tokenizer.ggml.tokens").U32(9).U32(8).U64(n)
+	for i := range n {
+		r.Str("tok" + strconv.Itoa(i))
+	}
+	r.Str("tokenizer.ggml.scores").U32(9).U32(6).U64(n).Raw(make([]byte, 4*n))
+	r.Str("tokenizer.ggml.token_type").U32(9).U32(5).U64(n).Raw(make([]byte, 4*n))
+	r.TensorInfo("t", []uint64{8}, 0, 0).Pad(32).Raw(make([]byte, 32))
+	data := r.Bytes()
+	b.SetBytes(int64(len(data)))
+	for b.Loop() {
+		if _, err := scanBytes(data, DefaultLimits()); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
