@@ -44,6 +44,9 @@ type Options struct {
 	// pipeline (embed, classify, rerank), from the pipeline's batching loop.
 	OnPass func(PassStats)
 	Logger *slog.Logger
+
+	// batchHooks are the encoder batcher's test seams (see batcherHooks).
+	batchHooks batcherHooks
 }
 
 // Defaults for Options.

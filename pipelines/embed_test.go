@@ -7,8 +7,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/modeld/modeld/pipelines/tokenizer"
 )
@@ -188,9 +188,26 @@ func TestEmbedConcurrentMatchesSeparate(t *testing.T) {
 	for i, w := range words {
 		texts[i] = w + " the quick brown fox"
 	}
-	// Every text is 7 tokens; a budget of exactly 32×7 padded tokens and an hour's
-	// window make the batcher run all 32 as one pass, as soon as the last arrives.
-	opts.BatchTokens, opts.BatchWait = 32*7, time.Hour
+	// Every text is 7 tokens; a budget of exactly 32×7 padded tokens holds all 32.
+	// The batching loop is held on its first request until all 32 are queued, so
+	// that it takes the other 31 at once and runs them as one pass however the
+	// callers are scheduled: a loop that finds 8 or more queued runs them without
+	// waiting, by design, and the late ones in a pass of their own.
+	var queued atomic.Int32
+	allQueued := make(chan struct{})
+	opts.BatchTokens = 32 * 7
+	opts.batchHooks = batcherHooks{
+		enqueued: func() {
+			if queued.Add(1) == 32 {
+				close(allQueued)
+			}
+		},
+		joined: func(n int) {
+			if n == 1 {
+				<-allQueued
+			}
+		},
+	}
 	merged, err := LoadEmbedder(modelDir(t, "embed-mean"), opts)
 	if err != nil {
 		t.Fatal(err)

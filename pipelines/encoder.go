@@ -83,7 +83,7 @@ func loadEncoder(files *modelFiles, output, task string, opts Options) (*encoder
 	m.padID, _ = files.tok.PadID()
 	cfg := opts.batcherConfig()
 	m.budget = cfg.TokenBudget
-	m.batcher = NewBatcher(cfg, encodingsCost, m.runBatch)
+	m.batcher = newBatcher(cfg, encodingsCost, m.runBatch, opts.batchHooks)
 	return m, nil
 }
 
