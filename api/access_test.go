@@ -22,7 +22,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/modeld/modeld/backends/llama"
+	"github.com/modeld/modeld/backends"
 	"github.com/modeld/modeld/cache"
 	"github.com/modeld/modeld/models"
 )
@@ -54,7 +54,7 @@ func guardedServer(t *testing.T, opt Options) (*Server, *spy) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	chat := &fakeChat{pieces: []string{"ok"}, finish: llama.FinishStop, template: true}
+	chat := &fakeChat{pieces: []string{"ok"}, finish: backends.FinishStop, template: true}
 	resolve := func(_ context.Context, id string) (cache.Spec, error) {
 		sp.resolves.Add(1)
 		if id != "m" {

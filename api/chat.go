@@ -2,7 +2,6 @@ package api
 
 import (
 	"bytes"
-	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -16,26 +15,22 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/modeld/modeld/backends/llama"
+	"github.com/modeld/modeld/backends"
 	"github.com/modeld/modeld/cache"
 	"github.com/modeld/modeld/models"
 )
 
-// ChatModel is a loaded GGUF model as the chat handlers use it: in the daemon a
-// runner process, in tests possibly the in-process engine.
-// Each call takes the request's context: when the client goes away, the call
-// (and the runner's work for it) stops.
+// ChatModel is a loaded model that generates, as the chat and completions
+// handlers use it: any backend's model with the backends.Generator
+// capability. When it is also a backends.Tokenizer the handlers render and
+// tokenize the prompt themselves, to check its size before generating;
+// otherwise the backend gets the messages (or the raw prompt). Each call
+// takes the request's context: when the client goes away, the call (and the
+// backend's work for it) stops.
 type ChatModel interface {
-	Info() llama.Info
-	TokenizeContext(ctx context.Context, text string, addSpecial, parseSpecial bool) ([]int32, error)
-	ApplyChatTemplateContext(ctx context.Context, msgs []llama.Message, addAssistant bool) (string, error)
-	Generate(ctx context.Context, req llama.Request) (<-chan llama.Event, error)
+	backends.Model
+	backends.Generator
 }
-
-var (
-	_ ChatModel = (*llama.Runner)(nil)
-	_ ChatModel = (*llama.Model)(nil)
-)
 
 // DeviceHeader names the response header that says which device ran a request.
 const DeviceHeader = "X-Modeld-Device"
@@ -123,10 +118,10 @@ func (s *Server) acquireChat(c *gin.Context, id string, ka KeepAlive) (*cache.Ha
 	if err != nil {
 		return nil, nil, err
 	}
-	cm, ok := h.Instance().(ChatModel)
+	cm, ok := backends.Unwrap(h.Instance()).(ChatModel)
 	if !ok {
 		h.Release()
-		return nil, nil, badRequest("model", "model %s does not serve chat or completions (it is not a GGUF chat model)", quote(id))
+		return nil, nil, badRequest("model", "model %s does not serve chat or completions (it is not a generating model)", quote(id))
 	}
 	return h, cm, nil
 }
@@ -143,10 +138,10 @@ func setDevice(c *gin.Context, inst any) {
 // request validates the shared sampling fields and returns the engine
 // request. maxParam names the field maxTokens came from; contextCap is the
 // largest context any model gets, which a completion budget must leave room in.
-func (f *samplingFields) request(maxParam string, maxTokens *int, contextCap int) (llama.Request, error) {
+func (f *samplingFields) request(maxParam string, maxTokens *int, contextCap int) (backends.Request, error) {
 	var errs []error
 	bad := func(param, format string, args ...any) { errs = append(errs, badRequest(param, format, args...)) }
-	r := llama.Request{Stop: f.Stop}
+	r := backends.Request{Stop: f.Stop}
 	s := &r.Sampling
 	s.Temperature = 1 // OpenAI's default
 	if t := f.Temperature; t != nil {
@@ -227,11 +222,24 @@ func (f *samplingFields) request(maxParam string, maxTokens *int, contextCap int
 		}
 		r.MaxTokens = *maxTokens
 	}
-	if f.N != nil && *f.N != 1 {
-		bad("n", "only n=1 is supported, got %d", *f.N)
+	if f.N != nil {
+		if *f.N < 1 || *f.N > MaxChoices {
+			bad("n", "n %d is outside [1, %d]", *f.N, MaxChoices)
+		}
+		r.N = *f.N
 	}
-	if len(f.Logprobs) > 0 && string(f.Logprobs) != "false" && string(f.Logprobs) != "null" {
-		bad("logprobs", "logprobs are not supported")
+	switch lp := string(f.Logprobs); lp {
+	case "", "null", "false":
+	case "true":
+		r.Logprobs = true
+	default:
+		bad("logprobs", "logprobs must be true or false")
+	}
+	if k := f.TopLogprobs; k != nil {
+		if *k < 0 || *k > MaxTopLogprobs {
+			bad("top_logprobs", "top_logprobs %d is outside [0, %d]", *k, MaxTopLogprobs)
+		}
+		r.TopLogprobs = *k
 	}
 	if f.StreamOptions != nil && !f.Stream {
 		bad("stream_options", "stream_options is only allowed with stream: true")
@@ -261,8 +269,8 @@ func joinBadRequests(errs []error) error {
 
 // chatPlan is a validated chat completion request.
 type chatPlan struct {
-	gen  llama.Request
-	msgs []llama.Message
+	gen  backends.Request
+	msgs []backends.Message
 	// bytes is the text the messages give the chat template, which a
 	// rendered prompt holds at least.
 	bytes int
@@ -286,7 +294,7 @@ func (req *ChatCompletionRequest) plan(contextCap int) (*chatPlan, error) {
 	case n > MaxChatMessages:
 		return nil, joinBadRequests(append(errs, tooMany("messages", n, MaxChatMessages, "messages")))
 	}
-	p := &chatPlan{msgs: make([]llama.Message, 0, len(req.Messages))}
+	p := &chatPlan{msgs: make([]backends.Message, 0, len(req.Messages))}
 	for i, m := range req.Messages {
 		if !chatRoles[m.Role] {
 			errs = append(errs, badRequest(fmt.Sprintf("messages[%d].role", i), "messages[%d].role %s is not one of system, developer, user, assistant, tool", i, quote(m.Role)))
@@ -295,33 +303,14 @@ func (req *ChatCompletionRequest) plan(contextCap int) (*chatPlan, error) {
 			errs = append(errs, badRequest(fmt.Sprintf("messages[%d].content", i), "messages[%d] has content parts of type %s; only text is supported", i, clip(strings.Join(m.Content.NonText, ", "))))
 		}
 		p.bytes += len(m.Role) + len(m.Content.Text) + len(m.Name) + len(m.ToolCallID) + len(m.ToolCalls)
-		role := m.Role
-		if role == "developer" {
-			role = "system"
+		bm, err := m.message(i)
+		if err != nil {
+			errs = append(errs, err)
 		}
-		lm := llama.Message{Role: role, Content: m.Content.Text}
-		if len(m.ToolCalls) > 0 || m.ToolCallID != "" || m.Name != "" {
-			lm.Fields = map[string]any{}
-			if m.Name != "" {
-				lm.Fields["name"] = m.Name
-			}
-			if m.ToolCallID != "" {
-				lm.Fields["tool_call_id"] = m.ToolCallID
-			}
-			if len(m.ToolCalls) > 0 {
-				var tc any
-				if json.Unmarshal(m.ToolCalls, &tc) == nil {
-					lm.Fields["tool_calls"] = tc
-				}
-			}
-		}
-		p.msgs = append(p.msgs, lm)
+		p.msgs = append(p.msgs, bm)
 	}
-	if len(req.Tools) > 0 && string(req.Tools) != "null" && string(req.Tools) != "[]" && strings.Trim(string(req.ToolChoice), `"`) != "none" {
-		errs = append(errs, badRequest("tools", "tools are not supported yet; send the request without tools or with tool_choice \"none\""))
-	}
-	if rf := req.ResponseFormat; rf != nil && rf.Type != "" && rf.Type != "text" {
-		errs = append(errs, badRequest("response_format", "response_format %s is not supported yet", quote(rf.Type)))
+	if err := req.tooling(&gen); err != nil {
+		errs = append(errs, err)
 	}
 	if err := joinBadRequests(errs); err != nil {
 		return nil, err
@@ -356,26 +345,29 @@ func (s *Server) chatCompletions(c *gin.Context) {
 		writeError(c, err)
 		return
 	}
-	prompt, err := model.ApplyChatTemplateContext(ctx, plan.msgs, true)
-	if err != nil {
-		writeError(c, err)
-		return
-	}
-	if err := checkPromptBytes("messages", len(prompt), gen.MaxTokens, model.Info().ContextSize); err != nil {
-		writeError(c, err)
-		return
-	}
-	gen.Prompt, err = model.TokenizeContext(ctx, prompt, true, true)
-	if err != nil {
-		writeError(c, fmt.Errorf("tokenize the prompt: %w", err))
-		return
+	gen.Messages = plan.msgs
+	if tok, ok := model.(backends.Tokenizer); ok {
+		prompt, err := tok.ApplyChatTemplateContext(ctx, plan.msgs, true)
+		if err != nil {
+			writeError(c, err)
+			return
+		}
+		if err := checkPromptBytes("messages", len(prompt), gen.MaxTokens, model.Info().ContextSize); err != nil {
+			writeError(c, err)
+			return
+		}
+		gen.Prompt, err = tok.TokenizeContext(ctx, prompt, true, true)
+		if err != nil {
+			writeError(c, fmt.Errorf("tokenize the prompt: %w", err))
+			return
+		}
 	}
 	s.generate(c, model, req.Model, gen, req.Stream, req.StreamOptions, true)
 }
 
 // completionPlan is a validated completions request.
 type completionPlan struct {
-	gen    llama.Request
+	gen    backends.Request
 	prompt string
 }
 
@@ -432,12 +424,18 @@ func (s *Server) completions(c *gin.Context) {
 		writeError(c, err)
 		return
 	}
-	gen.Prompt, err = model.TokenizeContext(c.Request.Context(), plan.prompt, true, false)
-	if err != nil {
-		writeError(c, fmt.Errorf("tokenize the prompt: %w", err))
-		return
-	}
-	if len(gen.Prompt) == 0 {
+	gen.Text = plan.prompt
+	if tok, ok := model.(backends.Tokenizer); ok {
+		gen.Prompt, err = tok.TokenizeContext(c.Request.Context(), plan.prompt, true, false)
+		if err != nil {
+			writeError(c, fmt.Errorf("tokenize the prompt: %w", err))
+			return
+		}
+		if len(gen.Prompt) == 0 {
+			writeError(c, badRequest("prompt", "prompt is empty"))
+			return
+		}
+	} else if plan.prompt == "" {
 		writeError(c, badRequest("prompt", "prompt is empty"))
 		return
 	}
@@ -450,7 +448,7 @@ func newID(prefix string) string {
 	return prefix + hex.EncodeToString(b[:])
 }
 
-func toUsage(u llama.Usage) Usage {
+func toUsage(u backends.Usage) Usage {
 	return Usage{
 		PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens,
 		TotalTokens:         u.PromptTokens + u.CompletionTokens,
@@ -460,7 +458,7 @@ func toUsage(u llama.Usage) Usage {
 
 // generate runs one generation and writes it as a chat completion (chat) or a
 // text completion, streamed as server-sent events or as one JSON object.
-func (s *Server) generate(c *gin.Context, model ChatModel, name string, req llama.Request, stream bool, so *StreamOptions, chat bool) {
+func (s *Server) generate(c *gin.Context, model ChatModel, name string, req backends.Request, stream bool, so *StreamOptions, chat bool) {
 	ctx := c.Request.Context()
 	events, err := model.Generate(ctx, req)
 	if err != nil {
@@ -475,16 +473,16 @@ func (s *Server) generate(c *gin.Context, model ChatModel, name string, req llam
 	fp := "modeld-" + s.opt.Version
 	if !stream {
 		var text strings.Builder
-		var last llama.Event
+		var last backends.Event
 		for ev := range events {
 			text.WriteString(ev.Text)
 			last = ev
 		}
-		if last.Finish == llama.FinishError || last.Err != nil {
+		if last.Finish == backends.FinishError || last.Err != nil {
 			writeError(c, fmt.Errorf("generation failed: %w", last.Err))
 			return
 		}
-		if last.Finish == llama.FinishCancelled {
+		if last.Finish == backends.FinishCancelled {
 			writeCut(c, nil) // a 503 when the shutdown cut it; nothing when the client is gone
 			return
 		}
@@ -529,10 +527,10 @@ func (s *Server) generate(c *gin.Context, model ChatModel, name string, req llam
 			continue
 		}
 		switch {
-		case ev.Finish == llama.FinishCancelled:
+		case ev.Finish == backends.FinishCancelled:
 			writeCut(c, sse) // an error event when the shutdown cut it
 			return
-		case ev.Finish == llama.FinishError || ev.Err != nil:
+		case ev.Finish == backends.FinishError || ev.Err != nil:
 			sse.send(gin.H{"error": toAPIError(fmt.Errorf("generation failed: %w", ev.Err))})
 			return
 		}

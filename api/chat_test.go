@@ -5,23 +5,25 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
-	"github.com/modeld/modeld/backends/llama"
+	"github.com/modeld/modeld/backends"
 	"github.com/modeld/modeld/cache"
 )
 
 // fakeChat is a chat model that answers with a scripted list of text pieces.
 type fakeChat struct {
 	pieces   []string
-	finish   llama.FinishReason
+	finish   backends.FinishReason
 	err      error // returned by Generate
 	failWith error // sent as the last event
 	template bool
-	gotReq   chan llama.Request
+	gotReq   chan backends.Request
 	// tokenizeStarted, when set, is closed when tokenizing starts, which
 	// then lasts until the request's context ends.
 	tokenizeStarted chan struct{}
@@ -31,11 +33,11 @@ type fakeChat struct {
 func (f *fakeChat) Close() error { return nil }
 func (f *fakeChat) Size() int64  { return 1 }
 func (f *fakeChat) Slots() int   { return 4 }
-func (f *fakeChat) Info() llama.Info {
+func (f *fakeChat) Info() backends.Info {
 	if f.ctxSize > 0 {
-		return llama.Info{ContextSize: f.ctxSize}
+		return backends.Info{ContextSize: f.ctxSize}
 	}
-	return llama.Info{ContextSize: 64}
+	return backends.Info{ContextSize: 64}
 }
 func (f *fakeChat) TokenizeContext(ctx context.Context, text string, _, _ bool) ([]int32, error) {
 	if f.tokenizeStarted != nil {
@@ -49,9 +51,9 @@ func (f *fakeChat) TokenizeContext(ctx context.Context, text string, _, _ bool) 
 	}
 	return out, nil
 }
-func (f *fakeChat) ApplyChatTemplateContext(_ context.Context, msgs []llama.Message, _ bool) (string, error) {
+func (f *fakeChat) ApplyChatTemplateContext(_ context.Context, msgs []backends.Message, _ bool) (string, error) {
 	if !f.template {
-		return "", llama.ErrNoChatTemplate
+		return "", backends.ErrNoChatTemplate
 	}
 	var sb strings.Builder
 	for _, m := range msgs {
@@ -59,21 +61,31 @@ func (f *fakeChat) ApplyChatTemplateContext(_ context.Context, msgs []llama.Mess
 	}
 	return sb.String(), nil
 }
-func (f *fakeChat) Generate(ctx context.Context, req llama.Request) (<-chan llama.Event, error) {
+func (f *fakeChat) DetokenizeContext(_ context.Context, ids []int32, _ bool) (string, error) {
+	b := make([]byte, len(ids))
+	for i, id := range ids {
+		b[i] = byte(id)
+	}
+	return string(b), nil
+}
+func (f *fakeChat) Generate(ctx context.Context, req backends.Request) (<-chan backends.Event, error) {
 	if f.gotReq != nil {
 		f.gotReq <- req
+	}
+	if err := req.Unsupported("this model"); err != nil {
+		return nil, err // as a backend without tools, structured output, logprobs or n > 1
 	}
 	if f.err != nil {
 		return nil, f.err
 	}
-	ch := make(chan llama.Event, len(f.pieces)+1)
+	ch := make(chan backends.Event, len(f.pieces)+1)
 	for i, p := range f.pieces {
-		ch <- llama.Event{Token: int32(i), Text: p}
+		ch <- backends.Event{Token: int32(i), Text: p}
 	}
-	last := llama.Event{Token: -1, Done: true, Finish: f.finish,
-		Usage: llama.Usage{PromptTokens: len(req.Prompt), CompletionTokens: len(f.pieces), CachedTokens: 2}}
+	last := backends.Event{Token: -1, Done: true, Finish: f.finish,
+		Usage: backends.Usage{PromptTokens: len(req.Prompt), CompletionTokens: len(f.pieces), CachedTokens: 2}}
 	if f.failWith != nil {
-		last.Finish, last.Err = llama.FinishError, f.failWith
+		last.Finish, last.Err = backends.FinishError, f.failWith
 	}
 	ch <- last
 	close(ch)
@@ -113,7 +125,7 @@ func post(t *testing.T, s *Server, path, body string) *httptest.ResponseRecorder
 }
 
 func TestChatCompletion(t *testing.T) {
-	m := &fakeChat{pieces: []string{"Hel", "lo"}, finish: llama.FinishStop, template: true, gotReq: make(chan llama.Request, 1)}
+	m := &fakeChat{pieces: []string{"Hel", "lo"}, finish: backends.FinishStop, template: true, gotReq: make(chan backends.Request, 1)}
 	s := chatServer(t, map[string]cache.Instance{"m": m})
 	w := post(t, s, "/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"hi"}],"temperature":0,"max_tokens":5,"stop":"x","logit_bias":{"7":-100}}`)
 	if w.Code != 200 {
@@ -161,7 +173,7 @@ func readSSE(t *testing.T, body string) []string {
 }
 
 func TestChatCompletionStream(t *testing.T) {
-	m := &fakeChat{pieces: []string{"Hel", "", "lo"}, finish: llama.FinishLength, template: true}
+	m := &fakeChat{pieces: []string{"Hel", "", "lo"}, finish: backends.FinishLength, template: true}
 	s := chatServer(t, map[string]cache.Instance{"m": m})
 	w := post(t, s, "/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"hi"}],"stream":true,"stream_options":{"include_usage":true}}`)
 	if w.Code != 200 || w.Header().Get("Content-Type") != "text/event-stream" {
@@ -205,7 +217,7 @@ func TestChatCompletionStream(t *testing.T) {
 }
 
 func TestCompletionEndpoint(t *testing.T) {
-	m := &fakeChat{pieces: []string{" world"}, finish: llama.FinishStop}
+	m := &fakeChat{pieces: []string{" world"}, finish: backends.FinishStop}
 	s := chatServer(t, map[string]cache.Instance{"m": m})
 	w := post(t, s, "/v1/completions", `{"model":"m","prompt":"hello"}`)
 	var resp Completion
@@ -224,11 +236,12 @@ func TestCompletionEndpoint(t *testing.T) {
 
 func TestChatErrors(t *testing.T) {
 	models := map[string]cache.Instance{
-		"m":      &fakeChat{template: true, finish: llama.FinishStop},
-		"notmpl": &fakeChat{finish: llama.FinishStop},
+		"m":      &fakeChat{template: true, finish: backends.FinishStop},
+		"notmpl": &fakeChat{finish: backends.FinishStop},
 		"emb":    fakeEmbedder{},
-		"full":   &fakeChat{template: true, err: &llama.ContextLengthError{PromptTokens: 60, MaxTokens: 10, ContextSize: 64}},
-		"busy":   &fakeChat{template: true, err: llama.ErrBusy},
+		"full":   &fakeChat{template: true, err: &backends.ContextOverflowError{PromptTokens: 60, MaxTokens: 10, ContextSize: 64}},
+		"busy":   &fakeChat{template: true, err: backends.ErrBusy},
+		"queue":  &fakeChat{template: true, err: fmt.Errorf("generate: %w", &backends.BusyError{Reason: "all slots busy", RetryAfter: 3 * time.Second})},
 	}
 	s := chatServer(t, models)
 	cases := []struct {
@@ -241,9 +254,13 @@ func TestChatErrors(t *testing.T) {
 		{`{"model":"m","messages":[]}`, 400, "messages must not be empty"},
 		{`{"messages":[{"role":"user","content":"x"}]}`, 400, "model is required"},
 		{`{"model":"m","messages":[{"role":"wizard","content":"x"}]}`, 400, `role "wizard"`},
-		{`{"model":"m","messages":[{"role":"user","content":"x"}],"temperature":3,"n":2}`, 400, "temperature 3 is outside [0, 2]; only n=1"},
+		{`{"model":"m","messages":[{"role":"user","content":"x"}],"temperature":3,"n":9}`, 400, "temperature 3 is outside [0, 2]; n 9 is outside [1, 8]"},
 		{`{"model":"m","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"x"}}]}]}`, 400, "image_url"},
-		{`{"model":"m","messages":[{"role":"user","content":"x"}],"tools":[{"type":"function"}]}`, 400, "tools are not supported"},
+		{`{"model":"m","messages":[{"role":"user","content":"x"}],"tools":[{"type":"function"}]}`, 400, "tools[0] must be"},
+		{`{"model":"m","messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f"}}]}`, 400, "this model does not support tools yet"},
+		{`{"model":"m","messages":[{"role":"user","content":"x"}],"n":2}`, 400, "this model supports only n=1"},
+		{`{"model":"m","messages":[{"role":"user","content":"x"}],"logprobs":true}`, 400, "this model does not support logprobs"},
+		{`{"model":"m","messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_object"}}`, 400, "this model does not support response_format json_object"},
 		{`{"model":"m","messages":[{"role":"user","content":"x"}],"max_tokens":0}`, 400, "max_tokens must be at least 1"},
 		{`{"model":"m","messages":[{"role":"user","content":"x"}],"logit_bias":{"abc":1}}`, 400, "not a token id"},
 		{`{"model":"notmpl","messages":[{"role":"user","content":"x"}]}`, 400, "use /v1/completions"},
@@ -265,6 +282,16 @@ func TestChatErrors(t *testing.T) {
 	w = post(t, s, "/v1/chat/completions", `{"model":"busy","messages":[{"role":"user","content":"x"}]}`)
 	if w.Header().Get("Retry-After") == "" {
 		t.Errorf("busy without Retry-After")
+	}
+	// A typed busy error carries its own retry-after and code.
+	w = post(t, s, "/v1/chat/completions", `{"model":"queue","messages":[{"role":"user","content":"x"}]}`)
+	if e := decodeError(t, w); w.Code != 503 || w.Header().Get("Retry-After") != "3" || e.Error.Code != "model_busy" {
+		t.Errorf("typed busy: %d Retry-After %q code %v", w.Code, w.Header().Get("Retry-After"), e.Error.Code)
+	}
+	// A field the backend cannot honour is a 400 whose param names it.
+	w = post(t, s, "/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f"}}]}`)
+	if e := decodeError(t, w); e.Error.Param == nil || *e.Error.Param != "tools" {
+		t.Errorf("tools refusal param = %v", e.Error.Param)
 	}
 }
 

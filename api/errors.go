@@ -10,7 +10,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/modeld/modeld/backends/llama"
+	"github.com/modeld/modeld/backends"
 	"github.com/modeld/modeld/cache"
 	"github.com/modeld/modeld/pipelines"
 )
@@ -30,17 +30,13 @@ func (e *Error) Error() string { return e.Message }
 
 // RetryAfterError is implemented by errors that tell the client when to come back
 // (a busy model, a load in cooldown); they become 503 with Retry-After.
-type RetryAfterError interface {
-	error
-	RetryAfterDuration() time.Duration
-}
+type RetryAfterError = backends.RetryAfterError
 
 // StatusError lets a package say which HTTP status its error means without
-// importing api (e.g. a store's "not found").
-type StatusError interface {
-	error
-	HTTPStatus() int
-}
+// importing api (e.g. a store's "not found", a backend's typed errors). An
+// error that also has ErrorCode() string and ErrorParam() string gives the
+// error object's code and param.
+type StatusError = backends.StatusError
 
 // badRequest is a 400 for a malformed or invalid request.
 func badRequest(param, format string, args ...any) *Error {
@@ -68,12 +64,6 @@ func mapError(err error) *Error {
 	if errors.As(err, &ae) {
 		return ae
 	}
-	var cl *llama.ContextLengthError
-	if errors.As(err, &cl) {
-		e := badRequest("messages", "%s", cl.Error())
-		e.Code = "context_length_exceeded"
-		return e
-	}
 	var tl *cache.TooLargeError
 	if errors.As(err, &tl) {
 		return &Error{Status: http.StatusInsufficientStorage, Type: "server_error", Code: "model_too_large", Message: err.Error()}
@@ -82,16 +72,9 @@ func mapError(err error) *Error {
 		return &Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "model_busy", Message: err.Error(), RetryAfter: d}
 	}
 	switch {
-	case errors.Is(err, llama.ErrBusy):
-		return &Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "model_busy", Message: err.Error(), RetryAfter: time.Second}
-	case errors.Is(err, llama.ErrNoChatTemplate):
+	case errors.Is(err, backends.ErrNoChatTemplate):
 		return &Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "no_chat_template",
 			Message: err.Error() + "; use /v1/completions with a raw prompt"}
-	case errors.Is(err, llama.ErrTemplate):
-		return &Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "chat_template_error",
-			Message: err.Error()}
-	case errors.Is(err, llama.ErrInvalidRequest):
-		return &Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Message: err.Error()}
 	case errors.Is(err, cache.ErrDied):
 		return &Error{Status: http.StatusBadGateway, Type: "server_error", Code: "model_crashed", Message: err.Error()}
 	case errors.Is(err, pipelines.ErrInvalidInput):
@@ -101,23 +84,8 @@ func mapError(err error) *Error {
 	case errors.Is(err, pipelines.ErrBusy), errors.Is(err, pipelines.ErrBatcherClosed):
 		return &Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "model_busy", Message: err.Error(), RetryAfter: time.Second}
 	}
-	var ra RetryAfterError
-	if errors.As(err, &ra) {
-		return &Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "model_busy",
-			Message: err.Error(), RetryAfter: ra.RetryAfterDuration()}
-	}
-	var se StatusError
-	if errors.As(err, &se) {
-		st := se.HTTPStatus()
-		typ := "invalid_request_error"
-		if st >= 500 {
-			typ = "server_error"
-		}
-		code := any(nil)
-		if st == http.StatusNotFound {
-			code = "model_not_found"
-		}
-		return &Error{Status: st, Type: typ, Code: code, Message: err.Error()}
+	if e := statusError(err); e != nil {
+		return e
 	}
 	switch {
 	case errors.Is(err, context.Canceled):
@@ -126,6 +94,46 @@ func mapError(err error) *Error {
 		return &Error{Status: http.StatusGatewayTimeout, Type: "server_error", Message: err.Error()}
 	}
 	return &Error{Status: http.StatusInternalServerError, Type: "server_error", Message: err.Error()}
+}
+
+// statusError maps an error that carries its HTTP meaning (StatusError, and
+// RetryAfterError for a 503): the status, code, param and retry-after come
+// from the error's own methods. nil when err has none.
+func statusError(err error) *Error {
+	var se StatusError
+	if !errors.As(err, &se) {
+		var ra RetryAfterError
+		if errors.As(err, &ra) {
+			return &Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "model_busy",
+				Message: err.Error(), RetryAfter: max(ra.RetryAfterDuration(), time.Second)}
+		}
+		return nil
+	}
+	st := se.HTTPStatus()
+	e := &Error{Status: st, Type: "invalid_request_error", Message: err.Error()}
+	if st >= 500 {
+		e.Type = "server_error"
+	}
+	if c, ok := se.(backends.Coder); ok && c.ErrorCode() != "" {
+		e.Code = c.ErrorCode()
+	} else if st == http.StatusNotFound {
+		e.Code = "model_not_found"
+	}
+	if p, ok := se.(backends.Parameter); ok && p.ErrorParam() != "" {
+		param := p.ErrorParam()
+		e.Param = &param
+	} else if errors.Is(err, backends.ErrContextOverflow) {
+		param := "messages"
+		e.Param = &param
+	}
+	if st == http.StatusServiceUnavailable {
+		e.RetryAfter = time.Second
+		var ra RetryAfterError
+		if errors.As(err, &ra) && ra.RetryAfterDuration() > 0 {
+			e.RetryAfter = ra.RetryAfterDuration()
+		}
+	}
+	return e
 }
 
 // writeError sends err as an OpenAI error object.

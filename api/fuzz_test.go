@@ -15,7 +15,6 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/modeld/modeld/backends"
-	"github.com/modeld/modeld/backends/llama"
 	"github.com/modeld/modeld/models"
 )
 
@@ -30,7 +29,7 @@ var fuzzRoutes = []struct {
 		if err := unmarshalBody(b, &r); err != nil {
 			return err
 		}
-		_, err := r.plan(llama.DefaultContextCap)
+		_, err := r.plan(backends.DefaultContextCap)
 		return err
 	}},
 	{"completions", func(b []byte) error {
@@ -38,7 +37,7 @@ var fuzzRoutes = []struct {
 		if err := unmarshalBody(b, &r); err != nil {
 			return err
 		}
-		_, err := r.plan(llama.DefaultContextCap)
+		_, err := r.plan(backends.DefaultContextCap)
 		return err
 	}},
 	{"embeddings", func(b []byte) error {

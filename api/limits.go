@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"unicode/utf8"
 
-	"github.com/modeld/modeld/backends/llama"
+	"github.com/modeld/modeld/backends"
 	"github.com/modeld/modeld/pipelines"
 )
 
@@ -27,6 +27,11 @@ const (
 	MaxStopBytes     = 256
 	// MaxLogitBias bounds logit_bias entries.
 	MaxLogitBias = 1024
+	// MaxChoices bounds n, MaxTopLogprobs top_logprobs (OpenAI's limit) and
+	// MaxTools the tools of a request (OpenAI's limit).
+	MaxChoices     = 8
+	MaxTopLogprobs = 20
+	MaxTools       = 128
 	// MaxEmbeddingInputs bounds inputs per embeddings request (OpenAI's own
 	// limit), MaxClassifyInputs those per classification request.
 	MaxEmbeddingInputs = pipelines.MaxEmbedInputs
@@ -111,7 +116,7 @@ func (s *Server) contextCap() int {
 	if s.opt.ContextCap > 0 {
 		return s.opt.ContextCap
 	}
-	return llama.DefaultContextCap
+	return backends.DefaultContextCap
 }
 
 // minPromptTokens is the fewest tokens n bytes of prompt text can be.

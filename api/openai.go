@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/modeld/modeld/backends"
 )
 
 // Wire types of the OpenAI chat and completions APIs, as modeld accepts and
@@ -64,8 +66,10 @@ func (k *KeepAlive) UnmarshalJSON(b []byte) error {
 // MessageContent is a message's content: a string, or an array of parts of which
 // modeld reads the text parts.
 type MessageContent struct {
-	Text     string
-	NonText  []string // types of parts modeld cannot read (image_url, input_audio, ...)
+	Text    string
+	NonText []string // types of parts modeld cannot read (image_url, input_audio, ...)
+	// Parts are the typed parts when content was an array.
+	Parts    []backends.ContentPart
 	Null     bool
 	provided bool
 }
@@ -80,19 +84,43 @@ func (m *MessageContent) UnmarshalJSON(b []byte) error {
 		return nil
 	}
 	var parts []struct {
-		Type string `json:"type"`
-		Text string `json:"text"`
+		Type     string `json:"type"`
+		Text     string `json:"text"`
+		ImageURL *struct {
+			URL string `json:"url"`
+		} `json:"image_url"`
+		InputAudio *struct {
+			Data   []byte `json:"data"`
+			Format string `json:"format"`
+		} `json:"input_audio"`
 	}
 	if err := json.Unmarshal(b, &parts); err != nil {
 		return fmt.Errorf("content must be a string or an array of content parts")
 	}
 	var sb strings.Builder
 	for _, p := range parts {
-		if p.Type == "text" {
+		part := backends.ContentPart{WireType: p.Type}
+		switch p.Type {
+		case "text":
 			sb.WriteString(p.Text)
-		} else {
+			part.Type, part.Text = backends.PartText, p.Text
+		case "image_url":
+			part.Type = backends.PartImage
+			if p.ImageURL != nil {
+				part.URL = p.ImageURL.URL
+			}
 			m.NonText = append(m.NonText, p.Type)
+		case "input_audio":
+			part.Type = backends.PartAudio
+			if p.InputAudio != nil {
+				part.Data, part.Format = p.InputAudio.Data, p.InputAudio.Format
+			}
+			m.NonText = append(m.NonText, p.Type)
+		default:
+			m.NonText = append(m.NonText, p.Type)
+			continue
 		}
+		m.Parts = append(m.Parts, part)
 	}
 	m.Text = sb.String()
 	return nil
@@ -140,8 +168,115 @@ type ChatCompletionRequest struct {
 	Tools          json.RawMessage `json:"tools"`
 	ToolChoice     json.RawMessage `json:"tool_choice"`
 	ResponseFormat *struct {
-		Type string `json:"type"`
+		Type       string `json:"type"`
+		JSONSchema *struct {
+			Name   string          `json:"name"`
+			Schema json.RawMessage `json:"schema"`
+			Strict bool            `json:"strict"`
+		} `json:"json_schema"`
 	} `json:"response_format"`
+}
+
+// wireTool is a tool definition of the chat API.
+type wireTool struct {
+	Type     string `json:"type"`
+	Function *struct {
+		Name        string          `json:"name"`
+		Description string          `json:"description"`
+		Parameters  json.RawMessage `json:"parameters"`
+		Strict      bool            `json:"strict"`
+	} `json:"function"`
+}
+
+// wireToolCall is a tool call of an assistant message.
+type wireToolCall struct {
+	ID       string `json:"id"`
+	Type     string `json:"type"`
+	Function struct {
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"`
+	} `json:"function"`
+}
+
+// message turns the i-th message into the internal model.
+func (m *ChatMessage) message(i int) (backends.Message, error) {
+	role := m.Role
+	if role == "developer" {
+		role = "system"
+	}
+	bm := backends.Message{Role: role, Content: m.Content.Text, Parts: m.Content.Parts, Name: m.Name, ToolCallID: m.ToolCallID}
+	if len(m.ToolCalls) > 0 && string(m.ToolCalls) != "null" {
+		var calls []wireToolCall
+		if err := json.Unmarshal(m.ToolCalls, &calls); err != nil {
+			param := fmt.Sprintf("messages[%d].tool_calls", i)
+			return bm, badRequest(param, "%s must be an array of {id, type: \"function\", function: {name, arguments}}", param)
+		}
+		for _, c := range calls {
+			bm.ToolCalls = append(bm.ToolCalls, backends.ToolCall{ID: c.ID, Name: c.Function.Name, Arguments: c.Function.Arguments})
+		}
+	}
+	return bm, nil
+}
+
+// tooling reads tools, tool_choice and response_format into gen. They are
+// checked for shape here; whether the model can honour them is the
+// backend's to say.
+func (req *ChatCompletionRequest) tooling(gen *backends.Request) error {
+	var errs []error
+	if len(req.Tools) > 0 && string(req.Tools) != "null" {
+		var tools []wireTool
+		if err := json.Unmarshal(req.Tools, &tools); err != nil {
+			errs = append(errs, badRequest("tools", "tools must be an array of {type: \"function\", function: {name, ...}}"))
+		} else if len(tools) > MaxTools {
+			errs = append(errs, tooMany("tools", len(tools), MaxTools, "tools"))
+		} else {
+			for i, t := range tools {
+				if t.Type != "function" || t.Function == nil || t.Function.Name == "" {
+					errs = append(errs, badRequest(fmt.Sprintf("tools[%d]", i), "tools[%d] must be {type: \"function\", function: {name, ...}}", i))
+					continue
+				}
+				gen.Tools = append(gen.Tools, backends.Tool{Name: t.Function.Name, Description: t.Function.Description,
+					Parameters: t.Function.Parameters, Strict: t.Function.Strict})
+			}
+		}
+	}
+	if len(req.ToolChoice) > 0 && string(req.ToolChoice) != "null" {
+		var mode string
+		var named struct {
+			Type     string `json:"type"`
+			Function struct {
+				Name string `json:"name"`
+			} `json:"function"`
+		}
+		switch {
+		case json.Unmarshal(req.ToolChoice, &mode) == nil:
+			switch backends.ToolChoiceMode(mode) {
+			case backends.ToolChoiceAuto, backends.ToolChoiceNone, backends.ToolChoiceRequired:
+				gen.ToolChoice.Mode = backends.ToolChoiceMode(mode)
+			default:
+				errs = append(errs, badRequest("tool_choice", "tool_choice %s is not one of auto, none, required", quote(mode)))
+			}
+		case json.Unmarshal(req.ToolChoice, &named) == nil && named.Type == "function" && named.Function.Name != "":
+			gen.ToolChoice = backends.ToolChoice{Mode: backends.ToolChoiceFunction, Name: named.Function.Name}
+		default:
+			errs = append(errs, badRequest("tool_choice", "tool_choice must be auto, none, required or {type: \"function\", function: {name}}"))
+		}
+	}
+	if rf := req.ResponseFormat; rf != nil {
+		switch t := backends.ResponseFormatType(rf.Type); t {
+		case "", backends.FormatText, backends.FormatJSONObject:
+			gen.ResponseFormat.Type = t
+		case backends.FormatJSONSchema:
+			if rf.JSONSchema == nil {
+				errs = append(errs, badRequest("response_format", "response_format json_schema needs a json_schema object"))
+				break
+			}
+			gen.ResponseFormat = backends.ResponseFormat{Type: t, Name: rf.JSONSchema.Name, Schema: rf.JSONSchema.Schema, Strict: rf.JSONSchema.Strict}
+		default:
+			errs = append(errs, badRequest("response_format", "response_format type %s is not one of text, json_object, json_schema", quote(rf.Type)))
+		}
+	}
+	return joinBadRequests(errs)
 }
 
 type CompletionRequest struct {

@@ -35,3 +35,19 @@ func (m *Model) ApplyChatTemplateContext(ctx context.Context, msgs []Message, ad
 	}
 	return out, nil
 }
+
+// DetokenizeContext is Detokenize for a caller with a context; ctx is
+// checked before and after.
+func (m *Model) DetokenizeContext(ctx context.Context, ids []int32, renderSpecial bool) (string, error) {
+	if err := ctx.Err(); err != nil {
+		return "", err
+	}
+	out, err := m.Detokenize(ids, renderSpecial)
+	if err == nil {
+		err = ctx.Err()
+	}
+	if err != nil {
+		return "", err
+	}
+	return out, nil
+}

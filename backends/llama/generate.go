@@ -15,7 +15,7 @@ import (
 // the end (after cancelling ctx, the end comes within one decode step).
 // MaxTokens 0 means what is left of the context.
 func (m *Model) Generate(ctx context.Context, req Request) (<-chan Event, error) {
-	budget, err := req.validate(m.nVocab, m.info.ContextSize)
+	budget, err := validate(&req, m.nVocab, m.info.ContextSize)
 	if err != nil {
 		return nil, err
 	}

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+
+	"github.com/modeld/modeld/backends"
 )
 
 // The runner protocol: HTTP/1.1 over a unix socket, spoken only between the
@@ -45,12 +47,18 @@ type runnerStatus struct {
 }
 
 // wireError carries an engine error across the socket: its message, the
-// sentinels it wraps (by name) and, for a context overflow, the numbers.
+// sentinels it wraps (by name) and the typed errors of package backends it
+// holds, with their fields (a context overflow's numbers, a busy model's
+// retry-after, a refused parameter), so that errors.Is and errors.As give
+// the same answers on both ends.
 type wireError struct {
 	Message string   `json:"message"`
 	Kinds   []string `json:"kinds,omitempty"`
-	// Context is set for a *ContextLengthError.
-	Context *ContextLengthError `json:"context,omitempty"`
+	// Context is set for a *backends.ContextOverflowError.
+	Context    *backends.ContextOverflowError `json:"context,omitempty"`
+	Busy       *backends.BusyError            `json:"busy,omitempty"`
+	BadRequest *backends.BadRequestError      `json:"bad_request,omitempty"`
+	Died       *backends.RunnerDiedError      `json:"died,omitempty"`
 }
 
 // errorKinds names the sentinels that survive the trip, so callers can use
@@ -61,6 +69,9 @@ var errorKinds = []struct {
 }{
 	{"invalid_request", ErrInvalidRequest},
 	{"busy", ErrBusy},
+	{"context_overflow", backends.ErrContextOverflow},
+	{"wrong_model", backends.ErrWrongModel},
+	{"runner_stalled", ErrRunnerStalled},
 	{"closed", ErrClosed},
 	{"invalid_model", ErrInvalidModel},
 	{"no_chat_template", ErrNoChatTemplate},
@@ -78,10 +89,24 @@ func toWire(err error) *wireError {
 		return nil
 	}
 	w := &wireError{Message: err.Error()}
-	var cl *ContextLengthError
+	var cl *backends.ContextOverflowError
 	if errors.As(err, &cl) {
 		c := *cl
 		w.Context = &c
+	}
+	var be *backends.BusyError
+	if errors.As(err, &be) {
+		c := *be
+		w.Busy = &c
+	}
+	var br *backends.BadRequestError
+	if errors.As(err, &br) {
+		w.BadRequest = &backends.BadRequestError{Param: br.Param, Message: br.Error(), Code: br.Code}
+	}
+	var rd *backends.RunnerDiedError
+	if errors.As(err, &rd) {
+		c := *rd
+		w.Died = &c
 	}
 	for _, k := range errorKinds {
 		if errors.Is(err, k.err) {
@@ -100,6 +125,18 @@ func (w *wireError) toError() error {
 	re := &remoteError{msg: w.Message}
 	if w.Context != nil {
 		c := *w.Context
+		re.wrapped = append(re.wrapped, &c)
+	}
+	if w.Busy != nil {
+		c := *w.Busy
+		re.wrapped = append(re.wrapped, &c)
+	}
+	if w.BadRequest != nil {
+		c := *w.BadRequest
+		re.wrapped = append(re.wrapped, &c)
+	}
+	if w.Died != nil {
+		c := *w.Died
 		re.wrapped = append(re.wrapped, &c)
 	}
 	for _, name := range w.Kinds {

@@ -10,6 +10,9 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/modeld/modeld/backends"
 )
 
 // wireTrip sends v through JSON and back, as the runner socket does.
@@ -157,5 +160,34 @@ func TestTailAndLines(t *testing.T) {
 		if _, ok := parseStatus(l); ok {
 			t.Errorf("%q read as a status", l)
 		}
+	}
+}
+
+// TestWireTypedErrors: the typed errors of package backends cross the
+// socket with their fields, so errors.As finds them in the daemon.
+func TestWireTypedErrors(t *testing.T) {
+	busy := &backends.BusyError{Reason: "llama: all 2 slots are busy and 4 requests wait", RetryAfter: 3 * time.Second}
+	got := wireTrip(t, toWire(fmt.Errorf("generate: %w", busy))).toError()
+	var gb *backends.BusyError
+	if !errors.As(got, &gb) || *gb != *busy || !errors.Is(got, backends.ErrBusy) || gb.RetryAfterDuration() != 3*time.Second {
+		t.Errorf("busy came back as %#v", got)
+	}
+	bad := &backends.BadRequestError{Param: "tools", Message: "llama does not support tools yet"}
+	got = wireTrip(t, toWire(bad)).toError()
+	var gbr *backends.BadRequestError
+	if !errors.As(got, &gbr) || gbr.Param != "tools" || !errors.Is(got, backends.ErrInvalidRequest) {
+		t.Errorf("bad request came back as %#v", got)
+	}
+	died := &RunnerExitError{Backend: "llama", PID: 9, Status: "signal: killed", Stderr: "GGML_ASSERT", Stalled: time.Minute}
+	got = wireTrip(t, toWire(died)).toError()
+	var gd *backends.RunnerDiedError
+	if !errors.As(got, &gd) || *gd != *died || !errors.Is(got, ErrRunnerStalled) || !errors.Is(got, ErrRunnerExited) {
+		t.Errorf("runner death came back as %#v", got)
+	}
+	over := &backends.ContextOverflowError{PromptTokens: 70, ContextSize: 64}
+	got = wireTrip(t, toWire(over)).toError()
+	var go_ *backends.ContextOverflowError
+	if !errors.As(got, &go_) || go_.PromptTokens != 70 || go_.ContextSize != 64 || !errors.Is(got, backends.ErrContextOverflow) {
+		t.Errorf("overflow came back as %#v", got)
 	}
 }

@@ -4,112 +4,57 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/modeld/modeld/backends"
 )
 
-// Errors of the engine. ContextLengthError is a type; the rest are sentinels
-// to test with errors.Is.
+// Errors of the engine. The request, event and error types are those of
+// package backends (the aliases below keep the engine's names); ErrDecode
+// and ErrNotInitialized are the engine's own.
 var (
 	// ErrClosed: the model was closed before or while the request ran.
-	ErrClosed = errors.New("llama: model closed")
-	// ErrBusy: every slot is in use and the waiting queue is full.
-	ErrBusy = errors.New("llama: too many requests waiting for a slot")
+	ErrClosed = backends.ErrClosed
+	// ErrBusy: every slot is in use and the waiting queue is full. The
+	// error returned is a *backends.BusyError that matches it.
+	ErrBusy = backends.ErrBusy
 	// ErrInvalidRequest: the request's parameters are out of range.
-	ErrInvalidRequest = errors.New("llama: invalid request")
+	ErrInvalidRequest = backends.ErrInvalidRequest
 	// ErrInvalidModel: the file is not a GGUF model llama.cpp can load.
-	ErrInvalidModel = errors.New("llama: invalid model file")
+	ErrInvalidModel = backends.ErrInvalidModel
 	// ErrNoChatTemplate: the model has no tokenizer.chat_template.
-	ErrNoChatTemplate = errors.New("llama: model has no chat template")
+	ErrNoChatTemplate = backends.ErrNoChatTemplate
 	// ErrDecode: llama_decode failed.
 	ErrDecode = errors.New("llama: decode failed")
 )
 
 // ContextLengthError says that the prompt and the requested completion do not
-// fit in the context of one sequence. MaxTokens is 0 when the request left it
-// unset (the prompt alone fills the context).
-type ContextLengthError struct {
-	PromptTokens int
-	MaxTokens    int
-	ContextSize  int
-}
+// fit in the context of one sequence.
+type ContextLengthError = backends.ContextOverflowError
 
-func (e *ContextLengthError) Error() string {
-	if e.MaxTokens == 0 {
-		return fmt.Sprintf("llama: the prompt has %d tokens, which leaves no room for a completion in the context of %d tokens",
-			e.PromptTokens, e.ContextSize)
-	}
-	return fmt.Sprintf("llama: the prompt (%d tokens) plus max_tokens (%d) is %d tokens, more than the context of %d tokens",
-		e.PromptTokens, e.MaxTokens, e.PromptTokens+e.MaxTokens, e.ContextSize)
-}
-
-// Sampling selects how each next token is chosen. The zero value is greedy.
-type Sampling struct {
-	// Temperature 0 is greedy (argmax); above 0 the token is drawn at random
-	// after top-k, top-p and min-p filtering.
-	Temperature float32
-	TopK        int     // 0 = off
-	TopP        float32 // 0 or 1 = off
-	MinP        float32 // 0 = off
-	// Seed makes random sampling reproducible; nil draws a random seed.
-	Seed *int64
-	// PresencePenalty and FrequencyPenalty follow OpenAI (-2..2, 0 = off);
-	// RepeatPenalty is llama.cpp's multiplicative penalty (0 or 1 = off).
-	// They apply to the tokens generated so far (not the prompt), over the
-	// last PenaltyLastN of them (0 = all).
-	PresencePenalty  float32
-	FrequencyPenalty float32
-	RepeatPenalty    float32
-	PenaltyLastN     int
-	// LogitBias adds a bias to a token's logit (OpenAI: -100..100, where
-	// -100 bans the token and 100 all but forces it).
-	LogitBias map[int32]float32
-}
-
-// Request is one generation: prompt tokens in, a stream of events out.
-type Request struct {
-	Prompt []int32
-	// MaxTokens bounds the completion; 0 means what is left of the context.
-	MaxTokens int
-	Sampling  Sampling
-	// Stop strings end the completion; the matched text is never emitted,
-	// even when it arrives split across tokens.
-	Stop []string
-}
-
-// FinishReason says why a generation ended.
-type FinishReason string
-
-const (
-	FinishStop      FinishReason = "stop"      // end-of-generation token or a stop string
-	FinishLength    FinishReason = "length"    // MaxTokens reached
-	FinishCancelled FinishReason = "cancelled" // the request's context was cancelled
-	FinishError     FinishReason = "error"     // see Event.Err
+// The request model of package backends.
+type (
+	Sampling     = backends.Sampling
+	Request      = backends.Request
+	FinishReason = backends.FinishReason
+	Usage        = backends.Usage
+	Event        = backends.Event
 )
 
-// Usage counts the tokens of one generation. CompletionTokens counts every
-// sampled token, the end-of-generation token included. CachedTokens is the
-// prompt prefix whose KV was reused from the slot's previous request.
-type Usage struct {
-	PromptTokens     int
-	CompletionTokens int
-	CachedTokens     int
-}
-
-// Event is one item of a generation's stream. Every sampled token except an
-// end-of-generation token gives one event with Token set and the text it
-// releases (possibly empty: text is held while it could be the start of a
-// stop string or is an incomplete UTF-8 sequence). The last event has Done
-// set, Token -1, the rest of the held text, the finish reason and the usage.
-type Event struct {
-	Token  int32
-	Text   string
-	Done   bool
-	Finish FinishReason
-	Err    error
-	Usage  Usage
-}
+// Finish reasons.
+const (
+	FinishStop      = backends.FinishStop
+	FinishLength    = backends.FinishLength
+	FinishCancelled = backends.FinishCancelled
+	FinishError     = backends.FinishError
+)
 
 // validate checks r against the model and returns the completion budget.
-func (r *Request) validate(nVocab, ctxSize int) (int, error) {
+// A field the engine cannot honour (tools, response_format, logprobs, n) is
+// a *backends.BadRequestError naming it.
+func validate(r *Request, nVocab, ctxSize int) (int, error) {
+	if err := r.Unsupported("llama"); err != nil {
+		return 0, err
+	}
 	var errs []error
 	if len(r.Prompt) == 0 {
 		errs = append(errs, errors.New("the prompt is empty"))

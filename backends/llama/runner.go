@@ -449,11 +449,16 @@ func (r *Runner) TokenizeContext(ctx context.Context, text string, addSpecial, p
 
 // Detokenize is Model.Detokenize, in the runner.
 func (r *Runner) Detokenize(ids []int32, renderSpecial bool) (string, error) {
+	return r.DetokenizeContext(context.Background(), ids, renderSpecial)
+}
+
+// DetokenizeContext is Detokenize bounded by ctx, as TokenizeContext is.
+func (r *Runner) DetokenizeContext(ctx context.Context, ids []int32, renderSpecial bool) (string, error) {
 	body, err := json.Marshal(wireTokens{Tokens: ids})
 	if err != nil {
 		return "", fmt.Errorf("llama: encode tokens: %w", err)
 	}
-	b, err := r.call(context.Background(), http.MethodPost, routeDetokenize, url.Values{"render_special": {strconv.FormatBool(renderSpecial)}}, body)
+	b, err := r.call(ctx, http.MethodPost, routeDetokenize, url.Values{"render_special": {strconv.FormatBool(renderSpecial)}}, body)
 	return string(b), err
 }
 

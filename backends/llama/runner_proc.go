@@ -3,7 +3,6 @@ package llama
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -15,42 +14,17 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/modeld/modeld/backends"
 )
 
 // ErrRunnerExited: the runner process of a model exited. The error that
 // wraps it is a *RunnerExitError with the exit status and stderr's tail.
-var ErrRunnerExited = errors.New("llama: runner process exited")
+var ErrRunnerExited = backends.ErrRunnerDied
 
 // RunnerExitError says how a runner process ended on its own (not by
-// Runner.Close).
-type RunnerExitError struct {
-	PID    int
-	Status string // "exit status 1", "signal: killed", ...
-	Stderr string // the last few KB the runner wrote to stderr
-	// Stalled is set when the stall watchdog killed the runner: the stall
-	// timeout it exceeded.
-	Stalled time.Duration
-}
-
-func (e *RunnerExitError) Error() string {
-	msg := fmt.Sprintf("llama: runner process %d exited (%s)", e.PID, e.Status)
-	if e.Stalled > 0 {
-		msg = fmt.Sprintf("llama: runner stalled: no progress for %s, killed (process %d, %s)", formatStall(e.Stalled), e.PID, e.Status)
-	}
-	if e.Stderr != "" {
-		msg += "; its stderr ended with:\n" + e.Stderr
-	}
-	return msg
-}
-
-// Unwrap makes errors.Is(err, ErrRunnerExited) true, and
-// errors.Is(err, ErrRunnerStalled) for a stalled runner.
-func (e *RunnerExitError) Unwrap() []error {
-	if e.Stalled > 0 {
-		return []error{ErrRunnerExited, ErrRunnerStalled}
-	}
-	return []error{ErrRunnerExited}
-}
+// Runner.Close): backends' RunnerDiedError, with Backend "llama".
+type RunnerExitError = backends.RunnerDiedError
 
 // stderrTail is how much of a runner's output is kept for error messages.
 const stderrTail = 4096
@@ -146,7 +120,7 @@ func (p *process) describeExit(werr error) error {
 	} else if werr != nil {
 		status = werr.Error()
 	}
-	return &RunnerExitError{PID: p.pid, Status: status, Stderr: p.tail.String(), Stalled: time.Duration(p.stalled.Load())}
+	return &RunnerExitError{Backend: "llama", PID: p.pid, Status: status, Stderr: p.tail.String(), Stalled: time.Duration(p.stalled.Load())}
 }
 
 // exited reports whether the process has ended.

@@ -41,6 +41,9 @@ func (r *Runner) Generate(ctx context.Context, req Request) (<-chan Event, error
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	if err := r.resolvePrompt(ctx, &req); err != nil {
+		return nil, err
+	}
 	body, err := json.Marshal(toWireRequest(req))
 	if err != nil {
 		return nil, fmt.Errorf("%w: the request cannot be encoded: %w", ErrInvalidRequest, err)
@@ -67,6 +70,28 @@ func (r *Runner) Generate(ctx context.Context, req Request) (<-chan Event, error
 	out := make(chan Event)
 	go r.relay(ctx, resp.Body, len(req.Prompt), out)
 	return out, nil
+}
+
+// resolvePrompt gives a request without prompt tokens the tokens of its
+// raw text (Text) or of its messages rendered by the chat template.
+func (r *Runner) resolvePrompt(ctx context.Context, req *Request) error {
+	if len(req.Prompt) > 0 {
+		return nil
+	}
+	var err error
+	switch {
+	case req.Text != "":
+		req.Prompt, err = r.TokenizeContext(ctx, req.Text, true, false)
+	case len(req.Messages) > 0:
+		var prompt string
+		if prompt, err = r.ApplyChatTemplateContext(ctx, req.Messages, true); err == nil {
+			req.Prompt, err = r.TokenizeContext(ctx, prompt, true, true)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("llama: the prompt: %w", err)
+	}
+	return nil
 }
 
 // relay turns the NDJSON stream into events. A stream that breaks before

@@ -68,7 +68,7 @@ func TestRunnerMatchesInProcess(t *testing.T) {
 			if err != nil || got != want {
 				t.Errorf("template = %q, %v; want %q", got, err, want)
 			}
-			jinja := append(msgs, Message{Role: "assistant", Content: "ok", Fields: map[string]any{"name": "x"}})
+			jinja := append(msgs, Message{Role: "assistant", Content: "ok", Name: "x"})
 			got, err = r.ApplyChatTemplate(jinja, false)
 			want, _ = m.ApplyChatTemplate(jinja, false)
 			if err != nil || got != want {

@@ -1,9 +1,10 @@
 package llama
 
 import (
+	"github.com/modeld/modeld/backends"
+
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -44,7 +45,7 @@ const DefaultStallTimeout = 60 * time.Second
 
 // ErrRunnerStalled: the runner made no progress for the stall timeout while
 // it had work, and was killed. A *RunnerExitError with Stalled set wraps it.
-var ErrRunnerStalled = errors.New("llama: runner stalled")
+var ErrRunnerStalled = backends.ErrRunnerStalled
 
 // liveness counts the daemon's work in flight with a runner and remembers
 // when the runner last made progress. Its methods are safe for concurrent

@@ -242,7 +242,7 @@ func TestFormatStall(t *testing.T) {
 			t.Errorf("formatStall(%s) = %q, want %q", d, got, want)
 		}
 	}
-	e := &RunnerExitError{PID: 7, Status: "signal: killed", Stalled: time.Minute}
+	e := &RunnerExitError{Backend: "llama", PID: 7, Status: "signal: killed", Stalled: time.Minute}
 	if got, want := e.Error(), "llama: runner stalled: no progress for 60s, killed (process 7, signal: killed)"; got != want {
 		t.Errorf("Error() = %q, want %q", got, want)
 	}

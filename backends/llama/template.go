@@ -1,7 +1,6 @@
 package llama
 
 import (
-	"errors"
 	"fmt"
 	"runtime"
 	"strings"
@@ -9,19 +8,41 @@ import (
 
 	"github.com/ardanlabs/jinja"
 	yz "github.com/hybridgroup/yzma/pkg/llama"
+
+	"github.com/modeld/modeld/backends"
 )
 
 // ErrTemplate: the model's chat template failed to compile or render (for
 // example it raised an exception on the messages given).
-var ErrTemplate = errors.New("llama: chat template failed")
+var ErrTemplate = backends.ErrTemplate
 
-// Message is one chat message for ApplyChatTemplate.
-type Message struct {
-	Role    string
-	Content string
-	// Fields are further message fields for Jinja templates (tool_calls,
-	// name, ...). A conversation with any Fields is always rendered by Jinja.
-	Fields map[string]any
+// Message is one chat message for ApplyChatTemplate. A message with a name,
+// tool calls or a tool call id is always rendered by Jinja, which sees them
+// as OpenAI's fields (name, tool_calls, tool_call_id).
+type Message = backends.Message
+
+// jinjaFields are a message's fields beyond role and content, as a Jinja
+// template reads them; nil when it has none.
+func jinjaFields(m Message) map[string]any {
+	if m.Name == "" && m.ToolCallID == "" && len(m.ToolCalls) == 0 {
+		return nil
+	}
+	f := map[string]any{}
+	if m.Name != "" {
+		f["name"] = m.Name
+	}
+	if m.ToolCallID != "" {
+		f["tool_call_id"] = m.ToolCallID
+	}
+	if len(m.ToolCalls) > 0 {
+		calls := make([]any, len(m.ToolCalls))
+		for i, c := range m.ToolCalls {
+			calls[i] = map[string]any{"id": c.ID, "type": "function",
+				"function": map[string]any{"name": c.Name, "arguments": c.Arguments}}
+		}
+		f["tool_calls"] = calls
+	}
+	return f
 }
 
 // templateState holds the model's Jinja template, compiled on first use.
@@ -57,7 +78,7 @@ func (m *Model) ApplyChatTemplate(msgs []Message, addAssistant bool) (string, er
 // knows only role and content, as C strings.
 func builtinOK(msgs []Message) bool {
 	for _, msg := range msgs {
-		if len(msg.Fields) > 0 || strings.IndexByte(msg.Role, 0) >= 0 || strings.IndexByte(msg.Content, 0) >= 0 {
+		if jinjaFields(msg) != nil || strings.IndexByte(msg.Role, 0) >= 0 || strings.IndexByte(msg.Content, 0) >= 0 {
 			return false
 		}
 	}
@@ -102,8 +123,9 @@ func (m *Model) applyJinja(msgs []Message, addAssistant bool) (string, error) {
 	}
 	list := make([]any, len(msgs))
 	for i, msg := range msgs {
-		d := make(map[string]any, len(msg.Fields)+2)
-		for k, v := range msg.Fields {
+		fields := jinjaFields(msg)
+		d := make(map[string]any, len(fields)+2)
+		for k, v := range fields {
 			d[k] = v
 		}
 		d["role"] = msg.Role

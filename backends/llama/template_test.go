@@ -31,7 +31,7 @@ func TestChatMLTemplate(t *testing.T) {
 			}
 			// A message with extra fields goes through Jinja: same text.
 			withFields := append([]Message(nil), chat...)
-			withFields[0].Fields = map[string]any{"name": "rules"}
+			withFields[0].Name = "rules"
 			got, err = m.ApplyChatTemplate(withFields, true)
 			if err != nil {
 				t.Fatal(err)

@@ -65,33 +65,69 @@ func (f *gpuFallbacks) snapshot() any {
 	return out
 }
 
-// chatInstance is a GGUF model running in its own runner process.
+// chatInstance is a generating model (the llama backend's runner process)
+// as the cache holds it: the backend's model plus where it runs and what it
+// costs. The API handlers reach the model through Backend.
 type chatInstance struct {
-	*llama.Runner
+	model    backends.Model
 	device   string
 	gpuShare float64
 	ram      int64 // the placement's RAM estimate for where it runs
 }
 
 var (
-	_ cache.Instance = (*chatInstance)(nil)
-	_ cache.Mortal   = (*chatInstance)(nil)
-	_ cache.Placed   = (*chatInstance)(nil)
+	_ cache.Instance  = (*chatInstance)(nil)
+	_ cache.Mortal    = (*chatInstance)(nil)
+	_ cache.Placed    = (*chatInstance)(nil)
+	_ backends.Holder = (*chatInstance)(nil)
+	_ backends.Model  = (*chatInstance)(nil)
 )
+
+// Backend is the loaded model.
+func (c *chatInstance) Backend() backends.Model { return c.model }
+
+// Info is the model's description.
+func (c *chatInstance) Info() backends.Info { return c.model.Info() }
+
+// Close unloads the model.
+func (c *chatInstance) Close() error { return c.model.Close() }
+
+// never is the Done channel of a model that cannot die on its own.
+var never = make(chan struct{})
+
+// Done is closed when the model's process dies on its own.
+func (c *chatInstance) Done() <-chan struct{} {
+	if m, ok := c.model.(cache.Mortal); ok {
+		return m.Done()
+	}
+	return never
+}
+
+// Err says why the model died.
+func (c *chatInstance) Err() error {
+	if m, ok := c.model.(cache.Mortal); ok {
+		return m.Err()
+	}
+	return nil
+}
 
 // Size is the RAM estimate, or the runner's RSS when that is larger. The
 // cache reads it once, right after the load, when an mmap'd model has
 // touched few of its pages: an RSS sample alone would count a fraction of
 // the weights and let the budget overfill as they are read.
 func (c *chatInstance) Size() int64 {
-	rss, err := c.RSS()
+	r, ok := c.model.(interface{ RSS() (uint64, error) })
+	if !ok {
+		return c.ram
+	}
+	rss, err := r.RSS()
 	if err != nil {
 		return c.ram
 	}
 	return max(c.ram, int64(rss))
 }
 
-func (c *chatInstance) Slots() int { return c.Info().Slots }
+func (c *chatInstance) Slots() int { return c.model.Info().Slots }
 
 // Placement is where the runner really loaded the model. It carries no VRAM
 // measurement, so the cache keeps the placement's estimate (0 on the CPU).
@@ -99,35 +135,34 @@ func (c *chatInstance) Placement() cache.Placement {
 	return cache.Placement{Device: c.device, GPUShare: c.gpuShare}
 }
 
+// loadChat loads a generating model with the backend the registry holds
+// under spec.Backend.
 func loadChat(ctx context.Context, cfg Config, log *slog.Logger, libs backends.Libs, fallbacks *gpuFallbacks, spec cache.Spec, plan *loadPlan) (cache.Instance, error) {
-	opts := llama.Options{
+	ls := backends.LoadSpec{
+		ID:           spec.ID,
+		Path:         plan.path,
+		Task:         plan.task,
+		LibRoot:      libs.Root,
 		ContextSize:  plan.contextSize,
 		ContextCap:   cfg.ContextSize,
 		Slots:        cfg.ChatSlots,
 		Threads:      cfg.Threads,
 		BatchThreads: cfg.BatchThreads,
-		MaxWaiting:   cfg.QueueSize,
-	}
-	var env []string
-	if plan.useGPU {
-		opts.GPULayers = plan.gpuLayers
-		env = plan.place.Env // shows the runner its GPU and no other
-	}
-	r, err := llama.StartRunner(ctx, llama.RunnerOptions{
-		Env:          env,
-		ModelPath:    plan.path,
-		LibRoot:      libs.Root,
-		Options:      opts,
+		QueueLimit:   cfg.QueueSize,
 		Logger:       log.With("model", spec.ID),
-		LogLevel:     logLevel(cfg),
-		StallTimeout: cfg.StallTimeout,
-	})
+		Options:      llama.LoadOptions{LogLevel: logLevel(cfg), StallTimeout: cfg.StallTimeout},
+	}
+	if plan.useGPU {
+		ls.UseGPU, ls.GPU, ls.GPULayers = true, plan.place.GPU.NativeIndex, plan.gpuLayers
+		ls.Env = plan.place.Env // shows the runner its GPU and no other
+	}
+	m, err := backends.Load(ctx, spec.Backend, ls)
 	if err != nil {
 		return nil, fmt.Errorf("load %s: %w", spec.ID, err)
 	}
-	inst := &chatInstance{Runner: r, device: "cpu", ram: plan.place.CPURAM}
-	info := r.Info()
-	if info.GPULayers != 0 && info.GPUFallback == "" {
+	inst := &chatInstance{model: m, device: "cpu", ram: plan.place.CPURAM}
+	info := m.Info()
+	if info.Device != "cpu" && info.GPUFallback == "" {
 		inst.device, inst.gpuShare, inst.ram = spec.Device, spec.GPUShare, spec.RAM
 	} else if info.GPUFallback != "" {
 		log.Warn("GPU load failed; the model runs on the CPU", "model", spec.ID, "reason", info.GPUFallback)

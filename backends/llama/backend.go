@@ -1,0 +1,103 @@
+package llama
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/modeld/modeld/backends"
+)
+
+// Name is the llama backend's name in the registry.
+const Name = "llama"
+
+func init() { backends.Register(Name, load) }
+
+// LoadOptions are the llama backend's own settings, passed as
+// backends.LoadSpec.Options.
+type LoadOptions struct {
+	LogLevel     slog.Level    // the runner's log level
+	StallTimeout time.Duration // see RunnerOptions.StallTimeout
+	// Command overrides the runner program (tests); nil runs this executable.
+	Command []string
+}
+
+// Loaded is a GGUF model in its runner process, as the backends contract
+// sees it: a backends.Model that generates and tokenizes. Details and the
+// Runner's other methods give what only this backend knows.
+type Loaded struct {
+	*Runner
+}
+
+var (
+	_ backends.Model     = (*Loaded)(nil)
+	_ backends.Generator = (*Loaded)(nil)
+	_ backends.Tokenizer = (*Loaded)(nil)
+	_ backends.Generator = (*Model)(nil)
+	_ backends.Tokenizer = (*Model)(nil)
+)
+
+// Info is the model's description in the backends contract's terms.
+func (l *Loaded) Info() backends.Info { return l.Runner.Info().Contract() }
+
+// Details is the engine's own description of the model.
+func (l *Loaded) Details() Info { return l.Runner.Info() }
+
+// Contract describes the model in the backends contract's terms.
+func (i Info) Contract() backends.Info {
+	dev := "cpu"
+	if i.GPULayers != 0 && i.GPUFallback == "" {
+		dev = "gpu"
+	}
+	return backends.Info{
+		Backend: Name, Path: i.Path, Arch: i.Arch, Task: "chat",
+		ContextSize: i.ContextSize, Slots: i.Slots, Device: dev,
+		GPUFallback: i.GPUFallback, ChatTemplate: i.HasChatTemplate(),
+	}
+}
+
+// load starts a runner process for spec.Path.
+func load(ctx context.Context, spec backends.LoadSpec) (backends.Model, error) {
+	var lo LoadOptions
+	switch o := spec.Options.(type) {
+	case nil:
+	case LoadOptions:
+		lo = o
+	case *LoadOptions:
+		lo = *o
+	default:
+		return nil, fmt.Errorf("llama: load options of type %T; want llama.LoadOptions", spec.Options)
+	}
+	opts := Options{
+		ContextSize:  spec.ContextSize,
+		ContextCap:   spec.ContextCap,
+		Slots:        spec.Slots,
+		Threads:      spec.Threads,
+		BatchThreads: spec.BatchThreads,
+		MaxWaiting:   spec.QueueLimit,
+	}
+	var env []string
+	if spec.UseGPU {
+		opts.GPULayers = spec.GPULayers
+		env = spec.Env
+	}
+	log := spec.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	r, err := StartRunner(ctx, RunnerOptions{
+		Env:          env,
+		ModelPath:    spec.Path,
+		LibRoot:      spec.LibRoot,
+		Options:      opts,
+		Command:      lo.Command,
+		Logger:       log,
+		LogLevel:     lo.LogLevel,
+		StallTimeout: lo.StallTimeout,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &Loaded{Runner: r}, nil
+}

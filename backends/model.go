@@ -1,0 +1,77 @@
+package backends
+
+import (
+	"context"
+)
+
+// DefaultContextCap is the largest context a model gets when the
+// configuration sets none (the model's trained context when smaller).
+const DefaultContextCap = 8192
+
+// Model is a loaded model: the small core every backend implements. What a
+// model can do beyond that is an optional capability (Generator, Tokenizer,
+// Embedder, Classifier, ZeroShotClassifier, Reranker, Summarizer), found with
+// a type assertion; a caller that needs one the model lacks refuses the
+// request, it never guesses.
+type Model interface {
+	Info() Info
+	Close() error
+}
+
+// Info describes a loaded model in the terms every backend shares.
+type Info struct {
+	Backend string // the registry name the model was loaded with
+	Path    string // the file or directory it was loaded from
+	Arch    string // e.g. "llama", "bert"
+	Task    string // what it serves: "chat", "embed", "classify", ...
+	// ContextSize is the number of tokens one sequence may hold (prompt and
+	// completion together); 0 when the backend has no such limit.
+	ContextSize int
+	// Slots is how many requests it runs at once.
+	Slots int
+	// Device is where it runs: "cpu" or a GPU id.
+	Device string
+	// GPUFallback says why a load meant for a GPU runs on the CPU ("" when it
+	// did not fall back).
+	GPUFallback string
+	// ChatTemplate reports whether the model renders chat messages itself.
+	ChatTemplate bool
+}
+
+// Generator generates text: chat and completions. The stream ends with one
+// event whose Done is set; it is closed after that event. The generation
+// stops when ctx is cancelled (the last event then says FinishCancelled).
+// A request field the backend cannot honour is a *BadRequestError naming it.
+type Generator interface {
+	Generate(ctx context.Context, req Request) (<-chan Event, error)
+}
+
+// Tokenizer is a model that tokenizes text and renders chat messages into
+// its prompt format. The handlers use it to measure and check a prompt
+// before generating.
+type Tokenizer interface {
+	TokenizeContext(ctx context.Context, text string, addSpecial, parseSpecial bool) ([]int32, error)
+	DetokenizeContext(ctx context.Context, tokens []int32, renderSpecial bool) (string, error)
+	// ApplyChatTemplateContext renders msgs with the model's chat template;
+	// ErrNoChatTemplate when it has none.
+	ApplyChatTemplateContext(ctx context.Context, msgs []Message, addAssistant bool) (string, error)
+}
+
+// Holder is implemented by what wraps a loaded model (a cache instance that
+// adds placement and accounting): Backend gives the model itself, whose
+// capabilities a type assertion then finds.
+type Holder interface {
+	Backend() Model
+}
+
+// Unwrap returns the model v holds: v's Backend() when v is a Holder, else
+// v itself when it is a Model; nil otherwise.
+func Unwrap(v any) Model {
+	if h, ok := v.(Holder); ok {
+		return h.Backend()
+	}
+	if m, ok := v.(Model); ok {
+		return m
+	}
+	return nil
+}
