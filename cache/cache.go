@@ -5,6 +5,10 @@
 // evicting the least recently used idle instances, bounds the requests waiting on each
 // instance, and drops instances that report they died.
 //
+// Every id that enters (Acquire, Unload) is first put in its canonical form by
+// models.Canonical, so "m" and "m:latest" share one instance, one queue and one
+// line of Snapshot, and an id the store would refuse is refused here too.
+//
 // It must not know how a model is loaded or where it is stored: the Resolver (id to
 // Spec), the Loader (Spec to Instance) and the Clock are injected, so every rule here
 // is tested with fakes. It calls no native code and reads no configuration itself.
@@ -28,6 +32,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/modeld/modeld/models"
 )
 
 // DefaultKeepAlive is how long an idle instance stays loaded unless configured otherwise.
@@ -273,8 +279,13 @@ func (h *Handle) Release() {
 
 // Acquire returns a handle on the instance of model id, loading it if needed.
 // Errors: *CooldownError, *BusyError (wrapping ErrBusy), *TooLargeError, ErrClosed,
-// the Resolver's and the Loader's errors (wrapped), and ctx's error.
+// models.ErrInvalidID, the Resolver's and the Loader's errors (wrapped), and ctx's
+// error. The Resolver is called with the canonical id.
 func (c *Cache) Acquire(ctx context.Context, id string, opts AcquireOptions) (*Handle, error) {
+	id, err := models.Canonical(id)
+	if err != nil {
+		return nil, err
+	}
 	for {
 		c.mu.Lock()
 		if c.closed {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/modeld/modeld/models"
 )
 
 // idleLocked starts the keep-alive of an entry nobody uses. The armed timer is
@@ -125,8 +127,14 @@ func (c *Cache) notifyLocked() {
 
 // Unload unloads model id. With wait it waits until in-flight requests released
 // the instance (new requests then load it again); without, it fails with ErrInUse
-// if any request holds or waits for it. ErrNotLoaded if id is not loaded.
+// if any request holds or waits for it. ErrNotLoaded if id is not loaded;
+// models.ErrInvalidID if it is no model id. Any spelling of the id names the
+// same instance ("m:latest" unloads "m").
 func (c *Cache) Unload(ctx context.Context, id string, wait bool) error {
+	id, err := models.Canonical(id)
+	if err != nil {
+		return fmt.Errorf("unload: %w", err)
+	}
 	for {
 		c.mu.Lock()
 		e := c.entries[id]

@@ -35,6 +35,18 @@ func (id ID) String() string {
 	return id.Name + ":" + id.Tag
 }
 
+// Canonical returns the canonical form of the model id s, ParseID(s).String():
+// the one spelling of a model that the store, the cache of loaded models, the
+// routes and the commands use, so that "m" and "m:latest" are the same model
+// everywhere. An id ParseID refuses is an error wrapping ErrInvalidID.
+func Canonical(s string) (string, error) {
+	id, err := ParseID(s)
+	if err != nil {
+		return "", err
+	}
+	return id.String(), nil
+}
+
 // ParseID validates s and returns its canonical ID. Allowed: segments of
 // [a-z0-9._-] starting with a letter or digit, joined by '/', then an optional
 // ":tag" of the same characters. Refused, with a message that names the
