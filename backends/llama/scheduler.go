@@ -7,8 +7,11 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	yz "github.com/hybridgroup/yzma/pkg/llama"
+
+	"github.com/modeld/modeld/backends"
 )
 
 // hooks are test seams, called on the scheduler goroutine.
@@ -32,10 +35,8 @@ type Stats struct {
 // generating sequence plus prompt chunks of the ones still reading their
 // prompt. Requests wait in a FIFO when every slot is busy.
 type scheduler struct {
-	m       *Model
-	lctx    yz.Context
-	mem     yz.Memory
-	batch   yz.Batch
+	dec     decoder
+	batch   []batchToken // the step being built
 	nBatch  int
 	ctxSize int
 	slots   []*slot
@@ -58,44 +59,27 @@ type scheduler struct {
 }
 
 func newScheduler(m *Model, o Options, h hooks) (*scheduler, error) {
-	ctxSize := m.info.ContextSize
 	nBatch := max(o.BatchSize, o.Slots)
-	cp := yz.ContextDefaultParams()
-	// llama.cpp pads the context to a multiple of 256 and splits it evenly
-	// between the sequences; padding each sequence's share keeps both exact.
-	cp.NCtx = uint32((ctxSize + 255) / 256 * 256 * o.Slots)
-	cp.NBatch = uint32(nBatch)
-	cp.NUbatch = uint32(nBatch)
-	cp.NSeqMax = uint32(o.Slots)
-	cp.NThreads = int32(o.Threads)
-	cp.NThreadsBatch = int32(o.BatchThreads)
-	cp.KVUnified = 0 // one KV stream per sequence: a sequence's attention never sees the others
-	cp.NoPerf = 1
-	if m.info.GPULayers == 0 {
-		cp.OpOffload = 0
-	}
-	lctx, err := yz.InitFromModel(m.model, cp)
+	dec, err := newLlamaDecoder(m, o, nBatch, m.info.ContextSize)
 	if err != nil {
-		return nil, fmt.Errorf("llama: create context of %d x %d tokens: %w", o.Slots, ctxSize, err)
+		return nil, err
 	}
-	if got := int(yz.NCtxSeq(lctx)); got < ctxSize {
-		_ = yz.Free(lctx)
-		return nil, fmt.Errorf("llama: context gives %d tokens per sequence, want %d", got, ctxSize)
-	}
-	mem, err := yz.GetMemory(lctx)
-	if err != nil {
-		_ = yz.Free(lctx)
-		return nil, fmt.Errorf("llama: context memory: %w", err)
-	}
+	return newSchedulerWith(dec, o.Slots, nBatch, m.info.ContextSize, o.MaxWaiting, h), nil
+}
+
+// newSchedulerWith makes a scheduler over dec with slots sequences of
+// ctxSize tokens, nBatch tokens per step and at most maxWaiting requests
+// waiting (0: no bound). Its loop is not started.
+func newSchedulerWith(dec decoder, slots, nBatch, ctxSize, maxWaiting int, h hooks) *scheduler {
 	s := &scheduler{
-		m: m, lctx: lctx, mem: mem, batch: yz.BatchInit(int32(nBatch), 0, 1),
-		nBatch: nBatch, ctxSize: ctxSize, hooks: h, maxWaiting: o.MaxWaiting,
+		dec: dec, batch: make([]batchToken, 0, nBatch),
+		nBatch: nBatch, ctxSize: ctxSize, hooks: h, maxWaiting: maxWaiting,
 		wake: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{}),
 	}
-	for i := 0; i < o.Slots; i++ {
-		s.slots = append(s.slots, &slot{id: i, seq: []yz.SeqId{yz.SeqId(i)}, logit: -1})
+	for i := 0; i < slots; i++ {
+		s.slots = append(s.slots, &slot{id: i, logit: -1})
 	}
-	return s, nil
+	return s
 }
 
 // submit queues r for a slot.
@@ -107,8 +91,12 @@ func (s *scheduler) submit(r *request) error {
 	}
 	idle := len(s.slots) - int(s.active.Load())
 	if s.maxWaiting > 0 && len(s.waiting)-idle >= s.maxWaiting {
+		n := len(s.waiting)
 		s.mu.Unlock()
-		return ErrBusy
+		return &backends.BusyError{
+			Reason:     fmt.Sprintf("llama: all %d slots are in use and %d requests wait, the most allowed", len(s.slots), n),
+			RetryAfter: time.Second,
+		}
 	}
 	s.waiting = append(s.waiting, r)
 	s.mu.Unlock()
@@ -214,14 +202,14 @@ func (s *scheduler) reapCancelled() {
 // step builds one batch (generating tokens first, then prompt chunks in
 // admission order), decodes it and samples every sequence that got logits.
 func (s *scheduler) step() {
-	_ = s.batch.Clear()
+	s.batch = s.batch[:0]
 	for _, sl := range s.slots {
 		sl.before = len(sl.cache)
 		sl.logit = -1
 		if sl.idle() || !sl.hasNext {
 			continue
 		}
-		sl.logit = s.batch.NTokens
+		sl.logit = int32(len(s.batch))
 		s.add(sl.next, len(sl.cache), sl, true)
 		sl.cache = append(sl.cache, sl.next)
 		sl.hasNext = false
@@ -233,7 +221,7 @@ func (s *scheduler) step() {
 		}
 	}
 	slices.SortFunc(reading, func(a, b *slot) int { return cmp.Compare(a.used, b.used) })
-	budget := s.nBatch - int(s.batch.NTokens)
+	budget := s.nBatch - len(s.batch)
 	for _, sl := range reading {
 		if budget == 0 {
 			break
@@ -242,7 +230,7 @@ func (s *scheduler) step() {
 		for p := sl.nPast; p < sl.nPast+n; p++ {
 			last := p == len(sl.r.prompt)-1
 			if last {
-				sl.logit = s.batch.NTokens
+				sl.logit = int32(len(s.batch))
 			}
 			s.add(sl.r.prompt[p], p, sl, last)
 		}
@@ -250,29 +238,28 @@ func (s *scheduler) step() {
 		sl.nPast += n
 		budget -= n
 	}
-	ntok := uint64(s.batch.NTokens)
+	ntok := uint64(len(s.batch))
 	for _, sl := range s.slots {
 		if ntok >= 2 && sl.exact == sl.before {
 			sl.exact = len(sl.cache)
 		}
 	}
-	ret, err := yz.Decode(s.lctx, s.batch)
+	err := s.dec.decode(s.batch)
 	s.decodeCalls.Add(1)
 	s.decodedTokens.Add(ntok)
-	if err != nil || ret != 0 {
-		s.failBatch(fmt.Errorf("%w: llama_decode returned %d (%v)", ErrDecode, ret, err))
+	if err != nil {
+		s.failBatch(err)
 		return
 	}
 	for _, sl := range s.slots {
 		if sl.logit >= 0 && !sl.idle() {
-			s.onToken(sl, yz.SamplerSample(sl.smpl, s.lctx, sl.logit))
+			s.onToken(sl, s.dec.sample(sl.id, sl.logit))
 		}
 	}
 }
 
 func (s *scheduler) add(tok yz.Token, pos int, sl *slot, logits bool) {
-	// Capacity is checked when the batch is built, so Add cannot fail.
-	_ = s.batch.Add(tok, yz.Pos(pos), sl.seq, logits)
+	s.batch = append(s.batch, batchToken{tok: tok, pos: pos, seq: sl.id, logits: logits})
 }
 
 // failBatch ends every request that had tokens in the failed batch and
@@ -282,7 +269,7 @@ func (s *scheduler) failBatch(err error) {
 		if sl.idle() {
 			continue
 		}
-		_, _ = yz.MemorySeqRm(s.mem, yz.SeqId(sl.id), -1, -1)
+		s.dec.seqRemove(sl.id, -1)
 		sl.cache, sl.exact = sl.cache[:0], 0
 		s.finish(sl, FinishError, err, false)
 	}
@@ -303,6 +290,5 @@ func (s *scheduler) shutdown() {
 		r.stream.end(Event{Token: -1, Done: true, Finish: FinishError, Err: ErrClosed,
 			Usage: Usage{PromptTokens: len(r.prompt)}})
 	}
-	_ = yz.BatchFree(s.batch)
-	_ = yz.Free(s.lctx)
+	s.dec.close()
 }

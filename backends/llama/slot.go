@@ -20,7 +20,6 @@ type request struct {
 // touches it.
 type slot struct {
 	id    int
-	seq   []yz.SeqId // {id}, for batch.Add
 	cache []yz.Token // tokens whose KV the sequence holds, at positions 0..len-1
 	// exact is how many leading cache tokens have the KV a fresh evaluation of
 	// them as a prompt would give: each was decoded in a step of two or more
@@ -34,7 +33,6 @@ type slot struct {
 	next    yz.Token // sampled token to feed in the next step
 	hasNext bool
 	logit   int32 // batch index of the token whose logits this slot samples, -1 none
-	smpl    yz.Sampler
 	text    *textAssembler
 	usage   Usage
 }
@@ -83,10 +81,9 @@ func (s *scheduler) start(sl *slot, r *request) {
 		common = max(0, len(r.prompt)-2)
 	}
 	if common < len(sl.cache) {
-		ok, err := yz.MemorySeqRm(s.mem, yz.SeqId(sl.id), yz.Pos(common), -1)
-		if err != nil || !ok {
+		if !s.dec.seqRemove(sl.id, common) {
 			// A partial removal can fail; a whole sequence cannot.
-			_, _ = yz.MemorySeqRm(s.mem, yz.SeqId(sl.id), -1, -1)
+			s.dec.seqRemove(sl.id, -1)
 			common = 0
 		}
 	}
@@ -97,7 +94,7 @@ func (s *scheduler) start(sl *slot, r *request) {
 	sl.r = r
 	sl.nPast = common
 	sl.hasNext = false
-	sl.smpl = newSampler(r.samp, s.m.nVocab, s.ctxSize)
+	s.dec.startSeq(sl.id, r.samp)
 	sl.text = newTextAssembler(r.stops)
 	sl.usage = Usage{PromptTokens: len(r.prompt), CachedTokens: common}
 	s.active.Add(1)
@@ -113,11 +110,11 @@ func (s *scheduler) onToken(sl *slot, tok yz.Token) {
 			s.hooks.afterToken(sl.id, n)
 		}
 	}()
-	if yz.VocabIsEOG(s.m.vocab, tok) {
+	if s.dec.isEOG(tok) {
 		s.finish(sl, FinishStop, nil, true)
 		return
 	}
-	text, stopped := sl.text.push(s.m.piece(tok, false))
+	text, stopped := sl.text.push(s.dec.piece(tok))
 	sl.r.stream.push(Event{Token: int32(tok), Text: text})
 	switch {
 	case stopped:
@@ -138,8 +135,7 @@ func (s *scheduler) finish(sl *slot, reason FinishReason, err error, flush bool)
 		text = sl.text.flush()
 	}
 	st := sl.r.stream
-	yz.SamplerFree(sl.smpl)
-	sl.smpl = 0
+	s.dec.endSeq(sl.id)
 	sl.r, sl.text, sl.hasNext = nil, nil, false
 	s.active.Add(-1)
 	st.end(Event{Token: -1, Text: text, Done: true, Finish: reason, Err: err, Usage: sl.usage})

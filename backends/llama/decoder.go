@@ -1,0 +1,132 @@
+package llama
+
+import (
+	"fmt"
+
+	yz "github.com/hybridgroup/yzma/pkg/llama"
+)
+
+// decoder is what the scheduler needs of llama.cpp: decode a batch, sample
+// a sequence, drop KV, and read the vocabulary. The scheduler holds the
+// coordination (admission, the queue limit, cancellation, batching order);
+// the decoder holds the native state. Tests drive the scheduler with a fake
+// decoder, without libllama. Every method is called on the scheduler
+// goroutine only.
+type decoder interface {
+	// decode evaluates one batch; it fails as a whole.
+	decode(batch []batchToken) error
+	// sample draws the next token of seq from the logits of batch index i
+	// of the last decode.
+	sample(seq int, i int32) yz.Token
+	// startSeq gives seq a sampler for samp; endSeq frees it.
+	startSeq(seq int, samp Sampling)
+	endSeq(seq int)
+	// seqRemove drops seq's KV from position from on (-1: all of it); false
+	// when the backend could not drop a partial range.
+	seqRemove(seq int, from int) bool
+	isEOG(tok yz.Token) bool
+	piece(tok yz.Token) string
+	// close frees the native state; the decoder is not used after.
+	close()
+}
+
+// batchToken is one token of a decode step.
+type batchToken struct {
+	tok    yz.Token
+	pos    int
+	seq    int
+	logits bool
+}
+
+// llamaDecoder is the decoder over one llama context.
+type llamaDecoder struct {
+	m      *Model
+	lctx   yz.Context
+	mem    yz.Memory
+	batch  yz.Batch
+	smpl   []yz.Sampler // by sequence
+	nCtx   int
+	seqIDs [][]yz.SeqId
+}
+
+var _ decoder = (*llamaDecoder)(nil)
+
+func newLlamaDecoder(m *Model, o Options, nBatch, ctxSize int) (*llamaDecoder, error) {
+	cp := yz.ContextDefaultParams()
+	// llama.cpp pads the context to a multiple of 256 and splits it evenly
+	// between the sequences; padding each sequence's share keeps both exact.
+	cp.NCtx = uint32((ctxSize + 255) / 256 * 256 * o.Slots)
+	cp.NBatch = uint32(nBatch)
+	cp.NUbatch = uint32(nBatch)
+	cp.NSeqMax = uint32(o.Slots)
+	cp.NThreads = int32(o.Threads)
+	cp.NThreadsBatch = int32(o.BatchThreads)
+	cp.KVUnified = 0 // one KV stream per sequence: a sequence's attention never sees the others
+	cp.NoPerf = 1
+	if m.info.GPULayers == 0 {
+		cp.OpOffload = 0
+	}
+	lctx, err := yz.InitFromModel(m.model, cp)
+	if err != nil {
+		return nil, fmt.Errorf("llama: create context of %d x %d tokens: %w", o.Slots, ctxSize, err)
+	}
+	if got := int(yz.NCtxSeq(lctx)); got < ctxSize {
+		_ = yz.Free(lctx)
+		return nil, fmt.Errorf("llama: context gives %d tokens per sequence, want %d", got, ctxSize)
+	}
+	mem, err := yz.GetMemory(lctx)
+	if err != nil {
+		_ = yz.Free(lctx)
+		return nil, fmt.Errorf("llama: context memory: %w", err)
+	}
+	d := &llamaDecoder{m: m, lctx: lctx, mem: mem, batch: yz.BatchInit(int32(nBatch), 0, 1),
+		smpl: make([]yz.Sampler, o.Slots), nCtx: ctxSize}
+	for i := 0; i < o.Slots; i++ {
+		d.seqIDs = append(d.seqIDs, []yz.SeqId{yz.SeqId(i)})
+	}
+	return d, nil
+}
+
+func (d *llamaDecoder) decode(batch []batchToken) error {
+	_ = d.batch.Clear()
+	for _, t := range batch {
+		// Capacity is checked when the batch is built, so Add cannot fail.
+		_ = d.batch.Add(t.tok, yz.Pos(t.pos), d.seqIDs[t.seq], t.logits)
+	}
+	ret, err := yz.Decode(d.lctx, d.batch)
+	if err != nil || ret != 0 {
+		return fmt.Errorf("%w: llama_decode returned %d (%v)", ErrDecode, ret, err)
+	}
+	return nil
+}
+
+func (d *llamaDecoder) sample(seq int, i int32) yz.Token {
+	return yz.SamplerSample(d.smpl[seq], d.lctx, i)
+}
+
+func (d *llamaDecoder) startSeq(seq int, samp Sampling) {
+	d.smpl[seq] = newSampler(samp, d.m.nVocab, d.nCtx)
+}
+
+func (d *llamaDecoder) endSeq(seq int) {
+	if d.smpl[seq] != 0 {
+		yz.SamplerFree(d.smpl[seq])
+		d.smpl[seq] = 0
+	}
+}
+
+func (d *llamaDecoder) seqRemove(seq int, from int) bool {
+	ok, err := yz.MemorySeqRm(d.mem, yz.SeqId(seq), yz.Pos(from), -1)
+	return err == nil && ok
+}
+
+func (d *llamaDecoder) isEOG(tok yz.Token) bool   { return yz.VocabIsEOG(d.m.vocab, tok) }
+func (d *llamaDecoder) piece(tok yz.Token) string { return d.m.piece(tok, false) }
+
+func (d *llamaDecoder) close() {
+	for i := range d.smpl {
+		d.endSeq(i)
+	}
+	_ = yz.BatchFree(d.batch)
+	_ = yz.Free(d.lctx)
+}
