@@ -1,8 +1,17 @@
-// Package backends owns the native runtimes modeld runs models on: llama.cpp
-// (backends/llama, GGUF chat models, hosted in runner child processes) and ONNX
-// Runtime (backends/onnx, task pipelines). Native code lives only below this
-// package. The root package knows where the runtime libraries are installed and
-// whether they are complete; it loads nothing itself.
+// Package backends owns the contract between modeld and the runtimes it runs
+// models on, and the runtimes themselves below it: llama.cpp (backends/llama,
+// GGUF chat models, hosted in runner child processes) and ONNX Runtime
+// (backends/onnx, under the task pipelines).
+//
+// The root package holds the contract: Model (Info, Close), the optional
+// capabilities found by type assertion (Generator, Tokenizer), the registry
+// of backends by name (Register, Lookup, Load), the internal request and
+// event model every dialect translates to (Request, Message, Tool, Event,
+// Usage), and the typed errors of every backend (ContextOverflowError,
+// BusyError, BadRequestError, RunnerDiedError and the sentinels), which say
+// their own HTTP meaning through StatusError. It also knows where the runtime
+// libraries are installed and whether they are complete. It loads no native
+// code, and knows nothing of HTTP wire types, the model store or the cache.
 package backends
 
 import (
