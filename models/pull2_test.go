@@ -24,6 +24,8 @@ func TestPullConcurrentSameModelOneDownload(t *testing.T) {
 		<-release
 		return false
 	}
+	unblock := sync.OnceFunc(func() { close(release) })
+	t.Cleanup(unblock) // before the fake hub closes, which waits for its handlers
 	joined := make(chan string, 1)
 	e.s.hooks.flightJoined = func(key string) { joined <- key }
 
@@ -42,8 +44,12 @@ func TestPullConcurrentSameModelOneDownload(t *testing.T) {
 			results <- result{m, err}
 		}()
 		if i == 1 {
-			<-joined
-			close(release)
+			select {
+			case <-joined:
+			case r := <-results: // a pull ended before the second joined the first
+				t.Fatalf("a pull returned before the second joined the download: %v", r.err)
+			}
+			unblock()
 		}
 	}
 	var ms []*Manifest
@@ -91,7 +97,11 @@ func TestPullTwoProcessesShareThroughPartialLock(t *testing.T) {
 		_, err := e.p.Pull(context.Background(), "hf:org/tiny", PullOptions{}, nil)
 		errc <- err
 	}()
-	<-entered
+	select {
+	case <-entered:
+	case err := <-errc:
+		t.Fatalf("the first pull returned before downloading: %v", err)
+	}
 	var exists bool
 	go func() {
 		_, err := other.Pull(context.Background(), "hf:org/tiny", PullOptions{Name: "tiny2"}, func(p Progress) {
@@ -99,8 +109,14 @@ func TestPullTwoProcessesShareThroughPartialLock(t *testing.T) {
 		})
 		errc <- err
 	}()
-	if name := <-waiting; name != "sha256-"+sha256Hex(files["tiny-Q4_K_M.gguf"]) {
-		t.Errorf("waited on %q", name)
+	select {
+	case name := <-waiting:
+		if name != "sha256-"+sha256Hex(files["tiny-Q4_K_M.gguf"]) {
+			t.Errorf("waited on %q", name)
+		}
+	case err := <-errc: // a pull ended before the second waited on the first
+		close(release)
+		t.Fatalf("a pull returned before the second waited on the partial's lock: %v", err)
 	}
 	close(release)
 	for range 2 {
