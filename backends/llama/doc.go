@@ -10,6 +10,13 @@
 // (tokens decoded in steps of two or more; ggml's one-token kernels round
 // differently), so greedy output with reuse equals output without it.
 //
+// The scheduler reaches llama.cpp only through the decoder interface
+// (decoder.go: decode a batch, sample, drop KV, read the vocabulary), so its
+// admission, queue limit and cancellation are tested with a fake decoder.
+// The package registers itself in package backends as "llama"; Loaded is a
+// model in its runner process as the backends contract sees it, and the
+// request, event and error types are those of package backends.
+//
 // It is meant to be hosted by a runner process (one per loaded model), not by
 // the daemon itself: native code can still abort on inputs this package does
 // not foresee. It knows nothing of HTTP, OpenAI wire types or the model store.
