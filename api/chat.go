@@ -78,6 +78,10 @@ func unmarshalBody(body []byte, v any) error {
 		return badRequest("", "the request body is empty; send a JSON object")
 	}
 	if err := json.Unmarshal(body, v); err != nil {
+		var ae *Error // a field's own decoder named the field (KeepAlive)
+		if errors.As(err, &ae) {
+			return ae
+		}
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) {
 			if te.Field != "" {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/modeld/modeld/backends"
+	"github.com/modeld/modeld/internal/duration"
 )
 
 // Wire types of the OpenAI chat and completions APIs, as modeld accepts and
@@ -34,30 +35,27 @@ func (s *StringOrList) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// KeepAlive decodes a duration string ("5m", "0", "-1") or a number of seconds.
+// KeepAlive decodes keep_alive with the configuration's own duration parser
+// (internal/duration): a duration string ("5m", "0", "-1") or a number of
+// seconds (300, "300"). Anything else ("10 minutes", 1e3, true) is a 400
+// naming keep_alive.
 type KeepAlive struct{ D *time.Duration }
 
 func (k *KeepAlive) UnmarshalJSON(b []byte) error {
 	if string(b) == "null" {
 		return nil
 	}
-	var secs float64
-	if err := json.Unmarshal(b, &secs); err == nil {
-		d := time.Duration(secs * float64(time.Second))
-		k.D = &d
-		return nil
-	}
-	var s string
-	if err := json.Unmarshal(b, &s); err != nil {
-		return fmt.Errorf("want a duration such as \"5m\" or a number of seconds")
-	}
-	d, err := time.ParseDuration(s)
-	if err != nil {
-		var n float64
-		if _, serr := fmt.Sscan(s, &n); serr != nil {
-			return fmt.Errorf("want a duration such as \"5m\" or a number of seconds")
+	text := string(b) // a JSON number, read as its digits
+	if len(b) > 0 && b[0] == '"' {
+		if err := json.Unmarshal(b, &text); err != nil {
+			return badRequest("keep_alive", "invalid keep_alive: %v", err)
 		}
-		d = time.Duration(n * float64(time.Second))
+	} else if len(b) > 0 && b[0] != '-' && (b[0] < '0' || b[0] > '9') {
+		return badRequest("keep_alive", "invalid keep_alive: %s", duration.ErrSyntax)
+	}
+	d, err := duration.Parse(text)
+	if err != nil {
+		return badRequest("keep_alive", "invalid keep_alive %s: %v", quote(text), err)
 	}
 	k.D = &d
 	return nil

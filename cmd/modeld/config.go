@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +14,8 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+
+	"github.com/modeld/modeld/internal/duration"
 )
 
 // Config is every setting of modeld, read once at start by loadConfig and passed
@@ -251,8 +254,13 @@ func readConfigFile(path string, explicit bool) (map[string]any, error) {
 		return nil, fmt.Errorf("config file: %w", err)
 	}
 	var m map[string]any
-	if err := json.Unmarshal(b, &m); err != nil {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber() // a number is read as written, like a request's keep_alive
+	if err := dec.Decode(&m); err != nil {
 		return nil, fmt.Errorf("config file %s: %w", path, err)
+	}
+	if dec.More() {
+		return nil, fmt.Errorf("config file %s: more than one JSON value", path)
 	}
 	known := map[string]bool{}
 	for _, s := range settings {
@@ -353,16 +361,12 @@ func parseInt(dst *int, v string, min int) error {
 	return nil
 }
 
-// parseDuration reads a Go duration ("90s", "5m") or a number of seconds.
+// parseDuration reads a duration as duration.Parse does: the same syntax
+// as a request's keep_alive.
 func parseDuration(dst *time.Duration, v string, negativeOK bool) error {
-	v = strings.TrimSpace(v)
-	d, err := time.ParseDuration(v)
+	d, err := duration.Parse(v)
 	if err != nil {
-		n, nerr := strconv.ParseFloat(v, 64)
-		if nerr != nil {
-			return fmt.Errorf("not a duration (e.g. 30s, 5m) or a number of seconds")
-		}
-		d = time.Duration(n * float64(time.Second))
+		return err
 	}
 	if d < 0 && !negativeOK {
 		return fmt.Errorf("must not be negative")

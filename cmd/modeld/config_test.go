@@ -122,11 +122,40 @@ func TestConfigFileUnknownKey(t *testing.T) {
 	}
 }
 
+// --keep-alive reads what a request's keep_alive reads (internal/duration):
+// "10 minutes" is refused, not taken for 10 seconds.
 func TestKeepAliveForms(t *testing.T) {
-	for in, want := range map[string]time.Duration{"0": 0, "-1": -time.Second, "90": 90 * time.Second, "2m": 2 * time.Minute, "-1m": -time.Minute} {
-		var d time.Duration
-		if err := parseDuration(&d, in, true); err != nil || d != want {
-			t.Errorf("%q -> %s, %v; want %s", in, d, err, want)
+	home := t.TempDir()
+	ok := map[string]time.Duration{"5m": 5 * time.Minute, "300": 300 * time.Second, "-1": -time.Second, "0": 0, "90": 90 * time.Second, "-1m": -time.Minute}
+	for in, want := range ok {
+		c, err := loadConfig(flags(t, "--keep-alive", in), envOf(map[string]string{"MODELD_HOME": home}))
+		if err != nil || c.KeepAlive != want {
+			t.Errorf("--keep-alive %q -> %s, %v; want %s", in, c.KeepAlive, err, want)
+		}
+		c, err = loadConfig(flags(t), envOf(map[string]string{"MODELD_HOME": home, "MODELD_KEEP_ALIVE": in}))
+		if err != nil || c.KeepAlive != want {
+			t.Errorf("MODELD_KEEP_ALIVE=%q -> %s, %v; want %s", in, c.KeepAlive, err, want)
+		}
+	}
+	for _, in := range []string{"10 minutes", "1e3", "", "soon", "inf", "5 m"} {
+		_, err := loadConfig(flags(t, "--keep-alive", in), envOf(map[string]string{"MODELD_HOME": home}))
+		if err == nil || !strings.Contains(err.Error(), "invalid keep-alive (flag --keep-alive)") || !strings.Contains(err.Error(), "want a duration") {
+			t.Errorf("--keep-alive %q: err = %v, want it refused naming keep-alive", in, err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(home, "config.json"), []byte(`{"keep_alive": "10 minutes"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := loadConfig(flags(t), envOf(map[string]string{"MODELD_HOME": home})); err == nil || !strings.Contains(err.Error(), "invalid keep-alive") {
+		t.Errorf("config file keep_alive \"10 minutes\": err = %v", err)
+	}
+	for file, want := range map[string]string{`{"keep_alive": 1e3}`: "invalid keep-alive", `{"keep_alive": 300}`: ""} {
+		if err := os.WriteFile(filepath.Join(home, "config.json"), []byte(file), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		c, err := loadConfig(flags(t), envOf(map[string]string{"MODELD_HOME": home}))
+		if want == "" && (err != nil || c.KeepAlive != 300*time.Second) || want != "" && (err == nil || !strings.Contains(err.Error(), want)) {
+			t.Errorf("config file %s: keep-alive %s, err = %v", file, c.KeepAlive, err)
 		}
 	}
 }
