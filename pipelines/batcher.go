@@ -10,8 +10,17 @@ import (
 // ErrBatcherClosed is returned by a Batcher that has been closed.
 var ErrBatcherClosed = errors.New("pipelines: batcher closed")
 
-// ErrBusy is returned when a pipeline's queue is full.
+// ErrBusy is returned when a batcher's queue is full. A loaded pipeline's
+// batcher queues MaxInFlight requests, as many as the cache lets call it at
+// once, so behind the cache it never answers ErrBusy: the cache is the one
+// admission point of a model, and refuses with a retry-after.
 var ErrBusy = errors.New("pipelines: too many queued requests")
+
+// MaxInFlight is the most requests a loaded pipeline serves at once: its
+// slots in the cache (cmd/modeld's pipeline instance reports it) and the
+// queue of its batcher. Each request makes at most one batcher call at a
+// time, so the batcher holds every request the cache admitted.
+const MaxInFlight = 64
 
 // Cost is what one request adds to a forward pass: Seqs sequences, the longest
 // MaxLen tokens. A batch costs (total sequences) × (longest sequence) padded tokens,
@@ -35,7 +44,7 @@ type BatcherConfig struct {
 	// with no one joining it, until a request queues behind a pass again.
 	Wait time.Duration
 	// QueueLimit bounds the requests waiting for a forward pass; one more fails with
-	// ErrBusy at once. 0 means 1024.
+	// ErrBusy at once. 0 means MaxInFlight.
 	QueueLimit int
 }
 
@@ -97,7 +106,7 @@ type batcherHooks struct {
 
 func newBatcher[Q, R any](cfg BatcherConfig, cost func(Q) Cost, run func(ctx context.Context, reqs []Q) ([]R, error), hooks batcherHooks) *Batcher[Q, R] {
 	if cfg.QueueLimit <= 0 {
-		cfg.QueueLimit = 1024
+		cfg.QueueLimit = MaxInFlight
 	}
 	if hooks.after == nil {
 		hooks.after = time.After

@@ -30,9 +30,6 @@ type Options struct {
 	// BatchWait is how long an idle pipeline holds a request for others to join
 	// (default 2ms; negative = no wait).
 	BatchWait time.Duration
-	// QueueLimit bounds the requests waiting for a forward pass (default 1024);
-	// beyond it a request fails at once with ErrBusy.
-	QueueLimit int
 	// Lanes is how many session runs of a merged batch a CPU encoder model
 	// (embed, classify, rerank) makes at once, each with Threads/Lanes threads,
 	// from a second session of the model: on a few cores, parallel single-thread
@@ -56,7 +53,7 @@ const (
 )
 
 func (o Options) batcherConfig() BatcherConfig {
-	c := BatcherConfig{TokenBudget: o.BatchTokens, Wait: o.BatchWait, QueueLimit: o.QueueLimit}
+	c := BatcherConfig{TokenBudget: o.BatchTokens, Wait: o.BatchWait, QueueLimit: MaxInFlight}
 	if c.TokenBudget <= 0 {
 		c.TokenBudget = DefaultBatchTokens
 	}

@@ -240,7 +240,6 @@ func (o *onnxLoader) load(_ context.Context, spec cache.Spec, plan *loadPlan) (c
 		BatchWait:   o.cfg.BatchWait,
 		Lanes:       o.cfg.Lanes,
 		OnPass:      o.metrics.observer(spec.ID),
-		QueueLimit:  o.cfg.QueueSize,
 		Logger:      o.log.With("model", spec.ID),
 	})
 	if err != nil {
@@ -252,8 +251,9 @@ func (o *onnxLoader) load(_ context.Context, spec cache.Spec, plan *loadPlan) (c
 	if plan.useGPU {
 		o.fallbacks.set(spec.ID, spec.Device, p.FallbackReason())
 	}
-	// Requests are merged by the pipeline's batcher, so many may be in flight.
-	inst := &pipelineInstance{Pipeline: p, slots: 64, device: spec.Device, ram: spec.RAM}
+	// Requests are merged by the pipeline's batcher, so many may be in flight;
+	// the batcher holds as many as these slots, so only the cache refuses.
+	inst := &pipelineInstance{Pipeline: p, slots: pipelines.MaxInFlight, device: spec.Device, ram: spec.RAM}
 	if p.Device() == "cpu" {
 		inst.ram = plan.place.CPURAM
 	}
