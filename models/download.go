@@ -83,8 +83,16 @@ func (v *verifier) check(rf remoteFile, size int64) (string, error) {
 // A blob already present is never downloaded again; a partial left by an
 // earlier run is continued; a sha256 mismatch discards the partial and
 // downloads again, up to ChecksumRetries times.
-func (p *Puller) fetch(ctx context.Context, rf remoteFile, em *emitter, pins *pinSet) (string, int64, error) {
+//
+// check, when not nil, validates the file's content (a GGUF header) before
+// it becomes a blob, or the blob already present: a file it refuses is
+// removed with its sidecar and lock, so a refused pull leaves the store as
+// it was.
+func (p *Puller) fetch(ctx context.Context, rf remoteFile, em *emitter, pins *pinSet, check func(file string) error) (string, int64, error) {
 	s := p.store
+	if check == nil {
+		check = func(string) error { return nil }
+	}
 	present := func() bool {
 		if rf.SHA256 == "" && rf.GitSHA1 != "" {
 			rf.SHA256 = s.findGitOID(rf.GitSHA1, rf.Size)
@@ -97,7 +105,7 @@ func (p *Puller) fetch(ctx context.Context, rf remoteFile, em *emitter, pins *pi
 		return true
 	}
 	if present() {
-		return rf.SHA256, rf.Size, nil
+		return rf.SHA256, rf.Size, check(s.blobPath(rf.SHA256))
 	}
 	name := rf.partialName()
 	var onWait func()
@@ -110,11 +118,18 @@ func (p *Puller) fetch(ctx context.Context, rf remoteFile, em *emitter, pins *pi
 	}
 	defer unlock()
 	if present() { // another process finished it while we waited
-		return rf.SHA256, rf.Size, nil
+		return rf.SHA256, rf.Size, check(s.blobPath(rf.SHA256))
 	}
 	for attempt := 0; ; attempt++ {
 		h, n, err := p.fetchOnce(ctx, rf, name, em)
 		if err == nil {
+			if err := check(s.partialPath(name)); err != nil {
+				// Refused content is not worth continuing: it goes, and
+				// never becomes a blob.
+				err = errors.Join(err, s.discardPartial(name))
+				s.removeLockFile(name)
+				return "", 0, err
+			}
 			pins.add(s.pin(h))
 			if err := s.commitBlob(s.partialPath(name), h); err != nil {
 				return "", 0, err

@@ -280,11 +280,11 @@ func (p *Puller) addGGUF(ctx context.Context, rf remoteFile, opts PullOptions, m
 			return err
 		}
 	}
-	h, n, err := p.fetch(ctx, rf, em, pins)
-	if err != nil {
+	var info *GGUFInfo
+	h, n, err := p.fetch(ctx, rf, em, pins, func(file string) (err error) {
+		info, err = readGGUF(file, rf.Path)
 		return err
-	}
-	info, err := readGGUF(p.store.blobPath(h), rf.Path)
+	})
 	if err != nil {
 		return err
 	}
@@ -302,7 +302,7 @@ func (p *Puller) addONNX(ctx context.Context, paths []string, remote func(string
 			return nil
 		}
 		rf := remote(p2)
-		h, n, err := p.fetch(ctx, rf, em, pins)
+		h, n, err := p.fetch(ctx, rf, em, pins, nil)
 		if err != nil {
 			return err
 		}
