@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"strings"
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/modeld/modeld/backends"
 	"github.com/modeld/modeld/cache"
 	"github.com/modeld/modeld/models"
 )
@@ -74,8 +76,8 @@ func modelObject(m *models.Manifest, detailed bool, contextCap uint64) ModelObje
 		Tasks: m.Tasks, Format: m.Format, SizeBytes: m.Size(), ContextLength: m.ContextLength(),
 		TrainedContext: m.ContextLength(), Quantization: m.Quantization(), Modified: m.Modified.Unix(),
 	}
-	if m.Format == models.FormatGGUF && contextCap > 0 && (o.ContextLength == 0 || o.ContextLength > contextCap) {
-		o.ContextLength = contextCap
+	if m.Format == models.FormatGGUF && contextCap > 0 {
+		o.ContextLength = uint64(backends.EffectiveContext(int(min(o.TrainedContext, math.MaxInt32)), int(min(contextCap, math.MaxInt32))))
 	}
 	if len(m.Tasks) > 0 {
 		o.Task = m.Tasks[0]

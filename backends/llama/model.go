@@ -8,12 +8,14 @@ import (
 	"sync"
 
 	yz "github.com/hybridgroup/yzma/pkg/llama"
+
+	"github.com/modeld/modeld/backends"
 )
 
 // Defaults of Options.
 const (
 	DefaultSlots      = 4
-	DefaultContextCap = 8192
+	DefaultContextCap = backends.DefaultContextCap
 	DefaultBatchSize  = 512
 )
 
@@ -205,10 +207,7 @@ func open(path string, opts Options, h hooks) (*Model, error) {
 	trained := int(yz.ModelNCtxTrain(ym))
 	ctxSize := opts.ContextSize
 	if ctxSize == 0 {
-		ctxSize = min(trained, opts.ContextCap)
-		if trained <= 0 {
-			ctxSize = opts.ContextCap
-		}
+		ctxSize = backends.EffectiveContext(trained, opts.ContextCap)
 	}
 	tmpl := yz.ModelChatTemplate(ym, "")
 	m.info = Info{

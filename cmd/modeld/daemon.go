@@ -92,10 +92,7 @@ func (r *runtime) resolve(ctx context.Context, id string) (cache.Spec, error) {
 		if plan.path, err = r.store.FilePath(m, m.GGUF.File); err != nil {
 			return cache.Spec{}, err
 		}
-		plan.contextSize = r.cfg.ContextSize
-		if trained := int(m.GGUF.ContextLength); trained > 0 && trained < plan.contextSize {
-			plan.contextSize = trained
-		}
+		plan.contextSize = backends.EffectiveContext(int(m.GGUF.ContextLength), r.cfg.ContextSize)
 		f, _ := m.File(m.GGUF.File)
 		pm.Format, pm.Path, pm.Digest = placement.GGUF, plan.path, f.Digest
 		pm.ContextSize, pm.Slots, pm.BatchSize = plan.contextSize, r.cfg.ChatSlots, llama.DefaultBatchSize
