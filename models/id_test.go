@@ -105,3 +105,14 @@ func TestSanitizeID(t *testing.T) {
 		t.Error("SanitizeID of nothing valid succeeded")
 	}
 }
+
+func TestCanonical(t *testing.T) {
+	for in, want := range map[string]string{"m": "m", "m:latest": "m", "o/m:q4": "o/m:q4", "o/m:latest": "o/m"} {
+		if got, err := Canonical(in); err != nil || got != want {
+			t.Errorf("Canonical(%q) = %q, %v, want %q", in, got, err, want)
+		}
+	}
+	if _, err := Canonical("M:latest"); !errors.Is(err, ErrInvalidID) {
+		t.Errorf("Canonical(M:latest) = %v, want ErrInvalidID", err)
+	}
+}
