@@ -133,18 +133,21 @@ func (p *process) exited() bool {
 	}
 }
 
-// stop ends the process politely (stdin closed, SIGTERM; SIGCONT, in case
-// it was stopped), then with SIGKILL
-// after grace, and waits until it is reaped. It reports whether the kill
-// was needed.
+// stop ends the process politely (SIGTERM, SIGCONT in case it was stopped,
+// stdin closed), then with SIGKILL after grace, and waits until it is
+// reaped. It reports whether the kill was needed. SIGTERM goes first: a
+// runner that ended on stdin's EOF first would have restored SIGTERM's
+// default action on its way out, and die of it instead of exiting 0.
 func (p *process) stop(grace time.Duration) (killed bool) {
 	p.stopping.Store(true)
+	if !p.exited() {
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		_ = p.cmd.Process.Signal(syscall.SIGCONT) // a stopped runner acts on it too
+	}
 	_ = p.stdin.Close()
 	if p.exited() {
 		return false
 	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	_ = p.cmd.Process.Signal(syscall.SIGCONT) // a stopped runner acts on it too
 	t := time.NewTimer(grace)
 	defer t.Stop()
 	select {
