@@ -177,10 +177,12 @@ func TestServeWithAPIKey(t *testing.T) {
 	_, body := get("/v1/system", map[string]string{"Authorization": "Bearer " + key}, "")
 	var sys struct {
 		Config struct {
-			APIKey bool `json:"api_key_set"`
+			APIKey struct {
+				Set bool `json:"set"`
+			} `json:"api_key"`
 		} `json:"config"`
 	}
-	if err := json.Unmarshal([]byte(body), &sys); err != nil || !sys.Config.APIKey {
+	if err := json.Unmarshal([]byte(body), &sys); err != nil || !sys.Config.APIKey.Set {
 		t.Errorf("/v1/system config: %v %s", err, body)
 	}
 	listen := strings.TrimPrefix(base, "http://")

@@ -15,7 +15,12 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/modeld/modeld/backends"
+	"github.com/modeld/modeld/backends/llama"
+	"github.com/modeld/modeld/cache"
 	"github.com/modeld/modeld/internal/duration"
+	"github.com/modeld/modeld/models"
+	"github.com/modeld/modeld/pipelines"
 )
 
 // Config is every setting of modeld, read once at start by loadConfig and passed
@@ -60,122 +65,265 @@ type Config struct {
 	HFEndpoint string
 	HFToken    string // from HF_TOKEN; never printed
 	Offline    bool
+
+	// sources says where each setting's value came from (by setting name:
+	// one of the source constants); /v1/system shows it.
+	sources map[string]string
 }
+
+// Where a setting's value came from.
+const (
+	sourceFlag    = "flag"
+	sourceEnv     = "environment"
+	sourceFile    = "file" // the config file
+	sourceDefault = "default"
+	sourceKeyFile = "api_key_file" // the API key, read from --api-key-file
+)
 
 // Tasks modeld serves; the GPU allowlist names a subset of them.
 var knownTasks = []string{"chat", "embed", "classify", "rerank", "summarize"}
 
 // setting is one configuration value: a flag --name, the environment variable
-// MODELD_NAME, and the config-file key name (dashes become underscores).
+// MODELD_NAME, and the config-file key name (dashes become underscores). It is
+// the one description of the value: the flags and their help, the README's
+// table, the defaults and what /v1/system shows are all derived from it.
 type setting struct {
 	name    string
 	global  bool // a flag of every command, not only of serve
 	boolean bool // --name alone means true
 	help    string
 	def     func(c *Config) string
-	apply   func(c *Config, v string) error
+	// doc is the default as the documentation writes it, when def depends on
+	// the machine (the home directory); "" means def's text.
+	doc   string
+	apply func(c *Config, v string) error
+	// show is the effective value as /v1/system shows it. A secret's show
+	// gives the secret itself, of which only whether it is set is shown.
+	show   func(c *Config) any
+	secret bool
+	// envVar, when set, is the only place the value is read from: an
+	// environment variable of another program's convention (HF_TOKEN), with
+	// no flag and no config-file key.
+	envVar string
 }
 
 func (s setting) env() string {
+	if s.envVar != "" {
+		return s.envVar
+	}
 	return "MODELD_" + strings.ToUpper(strings.ReplaceAll(s.name, "-", "_"))
 }
 
 func (s setting) key() string { return strings.ReplaceAll(s.name, "-", "_") }
 
+// hasFlag reports whether the setting is also a flag and a config-file key.
+func (s setting) hasFlag() bool { return s.envVar == "" }
+
+// defaultText is the default as help and the README show it.
+func (s setting) defaultText() string {
+	if s.doc != "" {
+		return s.doc
+	}
+	return s.def(&Config{Home: "$MODELD_HOME"})
+}
+
 func static(v string) func(*Config) string { return func(*Config) string { return v } }
 
+// durationText writes d as the settings read it, without zero trailing units
+// ("5m", not "5m0s").
+func durationText(d time.Duration) string {
+	t := d.String()
+	if strings.HasSuffix(t, "m0s") {
+		t = t[:len(t)-2]
+	}
+	if strings.HasSuffix(t, "h0m") {
+		t = t[:len(t)-2]
+	}
+	return t
+}
+
+// sizeText shows a size setting: "auto" for 0, else its bytes.
+func sizeText(n int64) any {
+	if n == 0 {
+		return "auto"
+	}
+	return n
+}
+
+// listText shows a list setting: [] rather than null when empty.
+func listText(l []string) []string {
+	if l == nil {
+		return []string{}
+	}
+	return l
+}
+
 // settings in resolution order: home first, since other defaults derive from it.
+// A default that is also a package's own (cache, backends, pipelines, models)
+// is that package's constant, so the two cannot drift apart.
 var settings = []setting{
 	{name: "home", global: true, help: "directory of the model store, runtime libraries and config file",
-		def: func(*Config) string { return defaultHome() },
+		def: func(*Config) string { return defaultHome() }, doc: "$XDG_DATA_HOME/modeld or ~/.local/share/modeld",
 		apply: func(c *Config, v string) error {
 			if v == "" {
 				return errors.New("must not be empty")
 			}
 			c.Home = v
 			return nil
-		}},
+		},
+		show: func(c *Config) any { return c.Home }},
 	{name: "config", global: true, help: "optional JSON config file (keys are setting names with underscores)",
 		def:   func(c *Config) string { return filepath.Join(c.Home, "config.json") },
-		apply: func(c *Config, v string) error { c.ConfigFile = v; return nil }},
+		apply: func(c *Config, v string) error { c.ConfigFile = v; return nil },
+		show:  func(c *Config) any { return c.ConfigFile }},
 	{name: "lib-dir", global: true, help: "runtime libraries installed by scripts/bootstrap (llama/ and onnxruntime/)",
 		def:   func(c *Config) string { return filepath.Join(c.Home, "lib") },
-		apply: func(c *Config, v string) error { c.LibDir = v; return nil }},
+		apply: func(c *Config, v string) error { c.LibDir = v; return nil },
+		show:  func(c *Config) any { return c.LibDir }},
 	{name: "listen", global: true, help: "address the daemon listens on, and the CLI talks to (host:port)",
-		def: static("127.0.0.1:11435"), apply: parseListen},
+		def: static("127.0.0.1:11435"), apply: parseListen,
+		show: func(c *Config) any { return c.Listen }},
 	{name: "log-level", global: true, help: "log level: debug, info, warn or error",
 		def: static("info"), apply: func(c *Config, v string) error {
 			return oneOf(&c.LogLevel, v, "debug", "info", "warn", "error")
-		}},
+		},
+		show: func(c *Config) any { return c.LogLevel }},
 	{name: "log-format", global: true, help: "log format: text or json",
-		def: static("text"), apply: func(c *Config, v string) error { return oneOf(&c.LogFormat, v, "text", "json") }},
+		def: static("text"), apply: func(c *Config, v string) error { return oneOf(&c.LogFormat, v, "text", "json") },
+		show: func(c *Config) any { return c.LogFormat }},
 	{name: "hf-endpoint", global: true, help: "base URL of the model hub used by pull",
-		def: static("https://huggingface.co"), apply: func(c *Config, v string) error {
+		def: static(models.DefaultEndpoint), apply: func(c *Config, v string) error {
 			if !strings.HasPrefix(v, "https://") && !strings.HasPrefix(v, "http://") {
 				return fmt.Errorf("%q is not an http(s) URL", v)
 			}
 			c.HFEndpoint = strings.TrimRight(v, "/")
 			return nil
-		}},
+		},
+		show: func(c *Config) any { return c.HFEndpoint }},
+	{name: "hf-token", envVar: "HF_TOKEN", secret: true, help: "token that pull sends to the model hub (read from the environment only; never shown)",
+		def: static(""), apply: func(c *Config, v string) error { c.HFToken = v; return nil },
+		show: func(c *Config) any { return c.HFToken }},
 	{name: "offline", global: true, boolean: true, help: "refuse every network access (pull fails with a clear error)",
 		def: static("false"), apply: func(c *Config, v string) error {
 			b, err := strconv.ParseBool(v)
 			c.Offline = b
 			return err
-		}},
+		},
+		show: func(c *Config) any { return c.Offline }},
 
-	{name: "keep-alive", help: "how long an idle model stays loaded (duration or seconds; 0 = unload when idle, negative = forever)",
-		def: static("5m"), apply: func(c *Config, v string) error { return parseDuration(&c.KeepAlive, v, true) }},
+	{name: "keep-alive", help: "how long an idle model stays loaded (a duration such as 5m, or seconds; 0 = unload when idle, negative = forever); a request's keep_alive reads the same forms",
+		def: static(durationText(cache.DefaultKeepAlive)), apply: func(c *Config, v string) error { return parseDuration(&c.KeepAlive, v, true) },
+		show: func(c *Config) any { return durationText(c.KeepAlive) }},
 	{name: "max-loaded", help: "most models loaded at once",
-		def: static("3"), apply: func(c *Config, v string) error { return parseInt(&c.MaxLoaded, v, 1) }},
+		def: static("3"), apply: func(c *Config, v string) error { return parseInt(&c.MaxLoaded, v, 1) },
+		show: func(c *Config) any { return c.MaxLoaded }},
 	{name: "ram-budget", help: "RAM that loaded models may use (e.g. 16GiB, 800MB; auto = 80% of total RAM)",
-		def: static("auto"), apply: func(c *Config, v string) error { return parseSize(&c.RAMBudget, v) }},
+		def: static("auto"), apply: func(c *Config, v string) error { return parseSize(&c.RAMBudget, v) },
+		show: func(c *Config) any { return sizeText(c.RAMBudget) }},
 	{name: "vram-budget", help: "memory per GPU that loaded models may use (auto = 90% of each GPU's memory)",
-		def: static("auto"), apply: func(c *Config, v string) error { return parseSize(&c.VRAMBudget, v) }},
+		def: static("auto"), apply: func(c *Config, v string) error { return parseSize(&c.VRAMBudget, v) },
+		show: func(c *Config) any { return sizeText(c.VRAMBudget) }},
 	{name: "queue-size", help: "requests that may wait for a busy model before it answers 503",
-		def: static("32"), apply: func(c *Config, v string) error { return parseInt(&c.QueueSize, v, 0) }},
+		def: static("32"), apply: func(c *Config, v string) error { return parseInt(&c.QueueSize, v, 0) },
+		show: func(c *Config) any { return c.QueueSize }},
 	{name: "load-wait", help: "how long a load waits for memory held by busy models before it answers 503",
-		def: static("30s"), apply: func(c *Config, v string) error { return parseDuration(&c.LoadWait, v, false) }},
+		def: static(durationText(cache.DefaultConfig().MaxWait)), apply: func(c *Config, v string) error { return parseDuration(&c.LoadWait, v, false) },
+		show: func(c *Config) any { return durationText(c.LoadWait) }},
 	{name: "chat-slots", help: "parallel sequences per chat model (continuous batching)",
-		def: static("4"), apply: func(c *Config, v string) error { return parseInt(&c.ChatSlots, v, 1) }},
+		def: static(strconv.Itoa(llama.DefaultSlots)), apply: func(c *Config, v string) error { return parseInt(&c.ChatSlots, v, 1) },
+		show: func(c *Config) any { return c.ChatSlots }},
 	{name: "context-size", help: "largest context per chat model; a model's own trained context is used when smaller",
-		def: static("8192"), apply: func(c *Config, v string) error { return parseInt(&c.ContextSize, v, 64) }},
+		def: static(strconv.Itoa(backends.DefaultContextCap)), apply: func(c *Config, v string) error { return parseInt(&c.ContextSize, v, 64) },
+		show: func(c *Config) any { return c.ContextSize }},
 	{name: "threads", help: "CPU threads per model; for chat, of one-token decode steps (0 = measured default for this machine)",
-		def: static("0"), apply: func(c *Config, v string) error { return parseInt(&c.Threads, v, 0) }},
+		def: static("0"), apply: func(c *Config, v string) error { return parseInt(&c.Threads, v, 0) },
+		show: func(c *Config) any { return c.Threads }},
 	{name: "batch-threads", help: "CPU threads of a chat model's multi-token steps: prompt chunks, several streams (0 = measured default for this machine)",
-		def: static("0"), apply: func(c *Config, v string) error { return parseInt(&c.BatchThreads, v, 0) }},
-	{name: "gpu-tasks", help: "tasks allowed on a GPU when one is usable (comma list of chat, embed, classify, rerank, summarize; or none)",
-		def: static("chat,embed,classify,rerank"), apply: parseTasks},
+		def: static("0"), apply: func(c *Config, v string) error { return parseInt(&c.BatchThreads, v, 0) },
+		show: func(c *Config) any { return c.BatchThreads }},
+	{name: "gpu-tasks", help: "tasks allowed on a GPU when one is usable (comma list of chat, embed, classify, rerank, summarize; or none); summarize runs on the CPU unless listed",
+		def: static("chat,embed,classify,rerank"), apply: parseTasks,
+		show: func(c *Config) any { return listText(c.GPUTasks) }},
 	{name: "batch-tokens", help: "token budget of one merged forward pass of a task pipeline",
-		def: static("16384"), apply: func(c *Config, v string) error { return parseInt(&c.BatchTokens, v, 1) }},
+		def: static(strconv.Itoa(pipelines.DefaultBatchTokens)), apply: func(c *Config, v string) error { return parseInt(&c.BatchTokens, v, 1) },
+		show: func(c *Config) any { return c.BatchTokens }},
 	{name: "batch-wait", help: "how long a task pipeline waits to merge concurrent requests",
-		def: static("2ms"), apply: func(c *Config, v string) error { return parseDuration(&c.BatchWait, v, false) }},
+		def: static(durationText(pipelines.DefaultBatchWait)), apply: func(c *Config, v string) error { return parseDuration(&c.BatchWait, v, false) },
+		show: func(c *Config) any { return durationText(c.BatchWait) }},
 	{name: "pipeline-lanes", help: "parallel forward passes of a merged batch on a CPU embed/classify/rerank model, sharing its threads; 1 = off, saving a second copy of the weights (0 = the threads, at most 4, for models up to 512 MiB)",
-		def: static("0"), apply: func(c *Config, v string) error { return parseInt(&c.Lanes, v, 0) }},
-	{name: "origins", help: "extra browser origins allowed (comma list; loopback pages and browser extensions are always allowed; a request from any other origin gets 403)",
-		def: static(""), apply: func(c *Config, v string) error { c.Origins = splitList(v); return nil }},
-	{name: "api-key", global: true, help: "key every request must send (Authorization: Bearer KEY or x-api-key); required when listening beyond loopback; the CLI sends it",
-		def: static(""), apply: func(c *Config, v string) error { c.APIKey = strings.TrimSpace(v); return nil }},
+		def: static("0"), apply: func(c *Config, v string) error { return parseInt(&c.Lanes, v, 0) },
+		show: func(c *Config) any { return c.Lanes }},
+	{name: "origins", help: "extra browser origins allowed by CORS (comma list; loopback pages and browser extensions are always allowed; any other origin gets 403)",
+		def: static(""), apply: func(c *Config, v string) error { c.Origins = splitList(v); return nil },
+		show: func(c *Config) any { return listText(c.Origins) }},
+	{name: "api-key", global: true, secret: true, help: "key every request must send (Authorization: Bearer KEY or x-api-key: KEY); required when listening beyond loopback; the CLI sends it",
+		def: static(""), apply: func(c *Config, v string) error { c.APIKey = strings.TrimSpace(v); return nil },
+		show: func(c *Config) any { return c.APIKey }},
 	{name: "api-key-file", global: true, help: "file whose first line is the API key (instead of --api-key)",
-		def: static(""), apply: func(c *Config, v string) error { c.APIKeyFile = v; return nil }},
+		def: static(""), apply: func(c *Config, v string) error { c.APIKeyFile = v; return nil },
+		show: func(c *Config) any { return c.APIKeyFile }},
 	{name: "allowed-hosts", help: "host names the daemon answers to besides loopback names and addresses (comma list; a request with another Host header gets 403)",
-		def: static(""), apply: func(c *Config, v string) error { c.AllowedHosts = splitList(v); return nil }},
+		def: static(""), apply: func(c *Config, v string) error { c.AllowedHosts = splitList(v); return nil },
+		show: func(c *Config) any { return listText(c.AllowedHosts) }},
 	{name: "extensions", help: "browser extension ids allowed as origins (comma list; empty = every extension)",
-		def: static(""), apply: func(c *Config, v string) error { c.Extensions = splitList(v); return nil }},
+		def: static(""), apply: func(c *Config, v string) error { c.Extensions = splitList(v); return nil },
+		show: func(c *Config) any { return listText(c.Extensions) }},
 	{name: "stall-timeout", help: "a chat runner that gives no token and no answer this long while it has work is killed and reloaded",
-		def: static("60s"), apply: func(c *Config, v string) error { return parsePositiveDuration(&c.StallTimeout, v) }},
+		def: static(durationText(llama.DefaultStallTimeout)), apply: func(c *Config, v string) error { return parsePositiveDuration(&c.StallTimeout, v) },
+		show: func(c *Config) any { return durationText(c.StallTimeout) }},
 	{name: "shutdown-grace", help: "on SIGTERM, how long live streams may finish before they are ended with an error event",
-		def: static("2s"), apply: func(c *Config, v string) error { return parseDuration(&c.ShutdownGrace, v, false) }},
+		def: static("2s"), apply: func(c *Config, v string) error { return parseDuration(&c.ShutdownGrace, v, false) },
+		show: func(c *Config) any { return durationText(c.ShutdownGrace) }},
 	{name: "allow-private-pull", boolean: true, help: "let pull fetch loopback, link-local and private network addresses (off: pull is not a proxy into the local network)",
 		def: static("false"), apply: func(c *Config, v string) error {
 			b, err := strconv.ParseBool(v)
 			c.AllowPrivatePull = b
 			return err
-		}},
+		},
+		show: func(c *Config) any { return c.AllowPrivatePull }},
 	{name: "max-download", help: "largest model file pull accepts (e.g. 64GiB; auto = bounded by free disk space only)",
-		def: static("auto"), apply: func(c *Config, v string) error { return parseSize(&c.MaxDownload, v) }},
+		def: static("auto"), apply: func(c *Config, v string) error { return parseSize(&c.MaxDownload, v) },
+		show: func(c *Config) any { return sizeText(c.MaxDownload) }},
 	{name: "probe-timeout", help: "how long the GPU probe may take before a backend is reported as timed out",
-		def: static("5s"), apply: func(c *Config, v string) error { return parseDuration(&c.ProbeTimeout, v, false) }},
+		def: static("5s"), apply: func(c *Config, v string) error { return parseDuration(&c.ProbeTimeout, v, false) },
+		show: func(c *Config) any { return durationText(c.ProbeTimeout) }},
+}
+
+// envOnlyHelp describes the settings read only from the environment, for
+// serve's help (they have no flag to list them).
+func envOnlyHelp() string {
+	var b strings.Builder
+	for _, s := range settings {
+		if !s.hasFlag() {
+			fmt.Fprintf(&b, "\n%s: %s.", s.env(), s.help)
+		}
+	}
+	return b.String()
+}
+
+// shownSetting is one setting as /v1/system shows it: its value (a secret:
+// only whether it is set) and where the value came from.
+type shownSetting struct {
+	Value  any    `json:"value,omitempty"`
+	Set    *bool  `json:"set,omitempty"`
+	Source string `json:"source"`
+}
+
+// public is the configuration as /v1/system shows it, derived from the
+// settings table: every setting under its config-file key, and no secret.
+func (c Config) public() map[string]shownSetting {
+	out := make(map[string]shownSetting, len(settings))
+	for _, s := range settings {
+		sh := shownSetting{Source: c.sources[s.name]}
+		if v := s.show(&c); s.secret {
+			set := v != nil && v != ""
+			sh.Set = &set
+		} else {
+			sh.Value = v
+		}
+		out[s.key()] = sh
+	}
+	return out
 }
 
 func defaultHome() string {
@@ -192,11 +340,10 @@ func defaultHome() string {
 // addFlags registers the settings on fs: the global ones, or those of serve.
 func addFlags(fs *pflag.FlagSet, global bool) {
 	for _, s := range settings {
-		if s.global != global {
+		if s.global != global || !s.hasFlag() {
 			continue
 		}
-		def := s.def(&Config{Home: "$MODELD_HOME"})
-		fs.String(s.name, "", fmt.Sprintf("%s (env %s, default %q)", s.help, s.env(), def))
+		fs.String(s.name, "", fmt.Sprintf("%s (env %s, default %q)", s.help, s.env(), s.defaultText()))
 		if s.boolean {
 			fs.Lookup(s.name).NoOptDefVal = "true"
 		}
@@ -206,19 +353,19 @@ func addFlags(fs *pflag.FlagSet, global bool) {
 // loadConfig resolves every setting: flag > MODELD_* environment > config file >
 // default. An invalid value is an error naming the setting.
 func loadConfig(fs *pflag.FlagSet, getenv func(string) string) (Config, error) {
-	var c Config
+	c := Config{sources: map[string]string{}}
 	var file map[string]any
 	var errs []error
 	for _, s := range settings {
 		v, src := "", ""
-		if f := fs.Lookup(s.name); f != nil && f.Changed {
-			v, src = f.Value.String(), "flag --"+s.name
+		if f := fs.Lookup(s.name); s.hasFlag() && f != nil && f.Changed {
+			v, src, c.sources[s.name] = f.Value.String(), "flag --"+s.name, sourceFlag
 		} else if e := getenv(s.env()); e != "" {
-			v, src = e, "environment "+s.env()
-		} else if fv, ok := file[s.key()]; ok {
-			v, src = fmt.Sprint(fv), fmt.Sprintf("%s key %q", c.ConfigFile, s.key())
+			v, src, c.sources[s.name] = e, "environment "+s.env(), sourceEnv
+		} else if fv, ok := file[s.key()]; ok && s.hasFlag() {
+			v, src, c.sources[s.name] = fmt.Sprint(fv), fmt.Sprintf("%s key %q", c.ConfigFile, s.key()), sourceFile
 		} else {
-			v, src = s.def(&c), "default"
+			v, src, c.sources[s.name] = s.def(&c), "default", sourceDefault
 		}
 		if err := s.apply(&c, v); err != nil {
 			errs = append(errs, fmt.Errorf("invalid %s (%s) = %q: %w", s.name, src, v, err))
@@ -232,13 +379,12 @@ func loadConfig(fs *pflag.FlagSet, getenv func(string) string) (Config, error) {
 			}
 		}
 	}
-	c.HFToken = getenv("HF_TOKEN")
 	if c.APIKey == "" && c.APIKeyFile != "" {
 		key, err := readKeyFile(c.APIKeyFile)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("invalid api-key-file = %q: %w", c.APIKeyFile, err))
 		}
-		c.APIKey = key
+		c.APIKey, c.sources["api-key"] = key, sourceKeyFile
 	}
 	return c, errors.Join(errs...)
 }
@@ -264,7 +410,7 @@ func readConfigFile(path string, explicit bool) (map[string]any, error) {
 	}
 	known := map[string]bool{}
 	for _, s := range settings {
-		known[s.key()] = true
+		known[s.key()] = s.hasFlag()
 	}
 	var unknown []string
 	for k := range m {
@@ -274,7 +420,7 @@ func readConfigFile(path string, explicit bool) (map[string]any, error) {
 	}
 	if len(unknown) > 0 {
 		sort.Strings(unknown)
-		return nil, fmt.Errorf("config file %s: unknown keys %s (home and config cannot be set there)", path, strings.Join(unknown, ", "))
+		return nil, fmt.Errorf("config file %s: unknown keys %s (home, config and hf_token cannot be set there)", path, strings.Join(unknown, ", "))
 	}
 	return m, nil
 }

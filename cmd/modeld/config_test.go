@@ -75,8 +75,19 @@ func TestConfigPrecedence(t *testing.T) {
 	if c.RAMBudget != 2<<30 || !c.Offline || c.HFToken != "secret" {
 		t.Errorf("config = %+v", c)
 	}
-	if pub := c.public(); !pub.HFToken {
-		t.Errorf("public config hides that a token is set")
+	pub := c.public()
+	for key, want := range map[string]string{"keep_alive": sourceFile, "chat_slots": sourceEnv, "queue_size": sourceFlag,
+		"offline": sourceFlag, "ram_budget": sourceFile, "max_loaded": sourceDefault, "hf_token": sourceEnv, "home": sourceEnv} {
+		if got := pub[key].Source; got != want {
+			t.Errorf("%s: source %q, want %q", key, got, want)
+		}
+	}
+	if set := pub["hf_token"].Set; set == nil || !*set || pub["hf_token"].Value != nil {
+		t.Errorf("public config of HF_TOKEN = %+v, want only that it is set", pub["hf_token"])
+	}
+	if pub["keep_alive"].Value != "1m" || pub["queue_size"].Value != 11 || pub["ram_budget"].Value != int64(2<<30) || pub["max_download"].Value != "auto" {
+		t.Errorf("public values: keep_alive %v, queue_size %v, ram_budget %v, max_download %v",
+			pub["keep_alive"].Value, pub["queue_size"].Value, pub["ram_budget"].Value, pub["max_download"].Value)
 	}
 }
 

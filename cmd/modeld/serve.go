@@ -29,8 +29,8 @@ live ones --shutdown-grace to finish, ends the rest with an error, unloads every
 model and exits (a second Ctrl-C exits at once). One daemon serves a home at a
 time: a second one on the same home refuses to start and names the first.
 
-Settings (flag > MODELD_* environment > config file > default) are listed below;
-HF_TOKEN, when set, is sent to the model hub by pull.`,
+Settings (flag > MODELD_* environment > config file > default) are listed below.
+GET /v1/system shows each one's value and where it came from.` + envOnlyHelp(),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
@@ -41,51 +41,6 @@ HF_TOKEN, when set, is sent to the model hub by pull.`,
 	}
 	addFlags(cmd.Flags(), false)
 	return cmd
-}
-
-// publicConfig is the configuration as shown by /v1/system: no secrets.
-type publicConfig struct {
-	Listen       string   `json:"listen"`
-	Home         string   `json:"home"`
-	LibDir       string   `json:"lib_dir"`
-	KeepAlive    string   `json:"keep_alive"`
-	MaxLoaded    int      `json:"max_loaded"`
-	RAMBudget    int64    `json:"ram_budget_bytes"`
-	VRAMBudget   int64    `json:"vram_budget_bytes"`
-	QueueSize    int      `json:"queue_size"`
-	LoadWait     string   `json:"load_wait"`
-	ChatSlots    int      `json:"chat_slots"`
-	ContextSize  int      `json:"context_size"`
-	Threads      int      `json:"threads"`
-	BatchThreads int      `json:"batch_threads"`
-	GPUTasks     []string `json:"gpu_tasks"`
-	BatchTokens  int      `json:"batch_tokens"`
-	BatchWait    string   `json:"batch_wait"`
-	Lanes        int      `json:"pipeline_lanes"`
-	Origins      []string `json:"origins"`
-	HFEndpoint   string   `json:"hf_endpoint"`
-	HFToken      bool     `json:"hf_token_set"`
-	Offline      bool     `json:"offline"`
-	ProbeTimeout string   `json:"probe_timeout"`
-	APIKey       bool     `json:"api_key_set"`
-	AllowedHosts []string `json:"allowed_hosts"`
-	Extensions   []string `json:"extensions"`
-	StallTimeout string   `json:"stall_timeout"`
-	Grace        string   `json:"shutdown_grace"`
-	PrivatePull  bool     `json:"allow_private_pull"`
-	MaxDownload  int64    `json:"max_download_bytes"`
-}
-
-func (c Config) public() publicConfig {
-	return publicConfig{
-		Listen: c.Listen, Home: c.Home, LibDir: c.LibDir, KeepAlive: c.KeepAlive.String(),
-		MaxLoaded: c.MaxLoaded, RAMBudget: c.RAMBudget, VRAMBudget: c.VRAMBudget, QueueSize: c.QueueSize,
-		LoadWait: c.LoadWait.String(), ChatSlots: c.ChatSlots, ContextSize: c.ContextSize, Threads: c.Threads, BatchThreads: c.BatchThreads,
-		GPUTasks: c.GPUTasks, BatchTokens: c.BatchTokens, BatchWait: c.BatchWait.String(), Lanes: c.Lanes, Origins: c.Origins,
-		HFEndpoint: c.HFEndpoint, HFToken: c.HFToken != "", Offline: c.Offline, ProbeTimeout: c.ProbeTimeout.String(),
-		APIKey: c.APIKey != "", AllowedHosts: c.AllowedHosts, Extensions: c.Extensions, StallTimeout: c.StallTimeout.String(),
-		Grace: c.ShutdownGrace.String(), PrivatePull: c.AllowPrivatePull, MaxDownload: c.MaxDownload,
-	}
 }
 
 func (a *app) serve(ctx context.Context) error {

@@ -189,18 +189,6 @@ func TestProbeTable(t *testing.T) {
 	}
 }
 
-func TestServeHelpListsEverySetting(t *testing.T) {
-	out, err := runCLI(t, nil, "serve", "--help")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, s := range settings {
-		if !strings.Contains(out, "--"+s.name) || !strings.Contains(out, s.env()) {
-			t.Errorf("serve --help does not document %s (%s)", s.name, s.env())
-		}
-	}
-}
-
 func TestVersion(t *testing.T) {
 	out, err := runCLI(t, nil, "version")
 	if err != nil || !strings.HasPrefix(out, "modeld ") {
