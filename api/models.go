@@ -29,9 +29,6 @@ type ModelsOptions struct {
 	Store    *models.Store
 	Puller   *models.Puller // nil: POST /v1/models/pull is refused
 	Unloader ModelUnloader  // nil: no model is ever loaded
-	// ContextCap is the configured largest chat context; a GGUF model's
-	// context_length is the smaller of it and the model's trained context.
-	ContextCap uint64
 }
 
 // RegisterModels adds the model store routes:
@@ -41,14 +38,19 @@ type ModelsOptions struct {
 //	DELETE /v1/models/{id}   unload (?force=true waits for in-flight requests) then delete
 //	POST   /v1/models/pull   pull, streaming progress as NDJSON
 func (s *Server) RegisterModels(o ModelsOptions) {
-	h := &modelHandlers{o: o}
+	// A GGUF model's context_length is backends.EffectiveContext under the
+	// server's context cap (Options.ContextCap), as the daemon loads it.
+	h := &modelHandlers{o: o, contextCap: s.contextCap()}
 	s.engine.GET("/v1/models", h.list)
 	s.engine.GET("/v1/models/*id", h.get)
 	s.engine.DELETE("/v1/models/*id", h.remove)
 	s.engine.POST("/v1/models/pull", h.pull)
 }
 
-type modelHandlers struct{ o ModelsOptions }
+type modelHandlers struct {
+	o          ModelsOptions
+	contextCap int
+}
 
 // ModelObject is an OpenAI model object with modeld's additions.
 type ModelObject struct {
@@ -70,14 +72,14 @@ type ModelObject struct {
 	ONNX           *models.ONNXInfo `json:"onnx,omitempty"`   // GET /v1/models/{id} only
 }
 
-func modelObject(m *models.Manifest, detailed bool, contextCap uint64) ModelObject {
+func modelObject(m *models.Manifest, detailed bool, contextCap int) ModelObject {
 	o := ModelObject{
 		ID: m.ID, Object: "model", Created: m.Created.Unix(), OwnedBy: "modeld",
 		Tasks: m.Tasks, Format: m.Format, SizeBytes: m.Size(), ContextLength: m.ContextLength(),
 		TrainedContext: m.ContextLength(), Quantization: m.Quantization(), Modified: m.Modified.Unix(),
 	}
-	if m.Format == models.FormatGGUF && contextCap > 0 {
-		o.ContextLength = uint64(backends.EffectiveContext(int(min(o.TrainedContext, math.MaxInt32)), int(min(contextCap, math.MaxInt32))))
+	if m.Format == models.FormatGGUF {
+		o.ContextLength = uint64(backends.EffectiveContext(int(min(o.TrainedContext, math.MaxInt32)), contextCap))
 	}
 	if len(m.Tasks) > 0 {
 		o.Task = m.Tasks[0]
@@ -97,7 +99,7 @@ func (h *modelHandlers) list(c *gin.Context) {
 	}
 	data := make([]ModelObject, 0, len(ms))
 	for _, m := range ms {
-		data = append(data, modelObject(m, false, h.o.ContextCap))
+		data = append(data, modelObject(m, false, h.contextCap))
 	}
 	c.JSON(http.StatusOK, gin.H{"object": "list", "data": data})
 }
@@ -111,7 +113,7 @@ func (h *modelHandlers) get(c *gin.Context) {
 		writeError(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, modelObject(m, true, h.o.ContextCap))
+	c.JSON(http.StatusOK, modelObject(m, true, h.contextCap))
 }
 
 func (h *modelHandlers) remove(c *gin.Context) {

@@ -23,8 +23,8 @@ func TestEffectiveContextAgrees(t *testing.T) {
 			t.Fatal(err)
 		}
 		plan := spec.Data.(*loadPlan)
-		srv := api.New(api.Options{Version: "test", Libs: backends.Libs{Root: t.TempDir()}})
-		srv.RegisterModels(api.ModelsOptions{Store: rt.store, ContextCap: uint64(limit)})
+		srv := api.New(api.Options{Version: "test", Libs: backends.Libs{Root: t.TempDir()}, ContextCap: limit})
+		srv.RegisterModels(api.ModelsOptions{Store: rt.store})
 		w := httptest.NewRecorder()
 		srv.Handler().ServeHTTP(w, httptest.NewRequest("GET", "http://localhost/v1/models/t/chat", nil))
 		var m api.ModelObject

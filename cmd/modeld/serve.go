@@ -112,7 +112,7 @@ func (a *app) serve(ctx context.Context) error {
 		APIKey:       cfg.APIKey,
 	})
 	srv.AddSystemSection("gpu_fallbacks", fallbacks.snapshot)
-	srv.RegisterModels(api.ModelsOptions{Store: store, Puller: puller, Unloader: loaded, ContextCap: uint64(cfg.ContextSize)})
+	srv.RegisterModels(api.ModelsOptions{Store: store, Puller: puller, Unloader: loaded})
 
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
