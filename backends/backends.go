@@ -4,7 +4,9 @@
 // (backends/onnx, under the task pipelines).
 //
 // The root package holds the contract: Model (Info, Close), the optional
-// capabilities found by type assertion (Generator, Tokenizer), the registry
+// capabilities found by type assertion (Generator, Tokenizer, and the task
+// capabilities Embedder, Classifier, ZeroShotClassifier, Reranker and
+// Summarizer with their options, results, bounds and task names), the registry
 // of backends by name (Register, Lookup, Load), the internal request and
 // event model every dialect translates to (Request, Message, Tool, Event,
 // Usage), and the typed errors of every backend (ContextOverflowError,
