@@ -34,18 +34,16 @@ var (
 	_ backends.Model     = (*Loaded)(nil)
 	_ backends.Generator = (*Loaded)(nil)
 	_ backends.Tokenizer = (*Loaded)(nil)
-	_ backends.Generator = (*Model)(nil)
-	_ backends.Tokenizer = (*Model)(nil)
 )
 
 // Info is the model's description in the backends contract's terms.
-func (l *Loaded) Info() backends.Info { return l.Runner.Info().Contract() }
+func (l *Loaded) Info() backends.Info { return contract(l.Runner.Info()) }
 
 // Details is the engine's own description of the model.
 func (l *Loaded) Details() Info { return l.Runner.Info() }
 
-// Contract describes the model in the backends contract's terms.
-func (i Info) Contract() backends.Info {
+// contract describes the model in the backends contract's terms.
+func contract(i Info) backends.Info {
 	dev := "cpu"
 	if i.GPULayers != 0 && i.GPUFallback == "" {
 		dev = "gpu"

@@ -1,29 +1,15 @@
-// Package llama is modeld's in-process llama.cpp engine, on the yzma binding
-// and the libraries that scripts/bootstrap installs. It owns loading a GGUF
-// model (after checking the file in Go, so a corrupt file is an error rather
-// than a native abort), tokenization, chat templates (llama.cpp's built-in
-// matcher, else a Jinja renderer), per-request sampler chains, stop strings,
-// and a continuous-batching scheduler: one llama context per model with one
-// sequence per slot, every decode step carrying one token of each generating
-// sequence plus prompt chunks of newly joined ones, with per-slot prefix reuse.
-// Reuse keeps only KV that a fresh prompt evaluation would give bit for bit
-// (tokens decoded in steps of two or more; ggml's one-token kernels round
-// differently), so greedy output with reuse equals output without it.
+// Package llama is the daemon's side of the llama.cpp backend: it registers
+// the backend "llama" in package backends, starts one runner process per
+// loaded GGUF model (`modeld runner`, package runner) and supervises it
+// (start, readiness, the stall watchdog, stop, the exit status and the tail
+// of its stderr), and is the client of the runner's socket (package wire).
+// A Runner has the methods of the engine's Model, with the same errors, so
+// a crash of native code costs one model, never the daemon.
 //
-// The scheduler reaches llama.cpp only through the decoder interface
-// (decoder.go: decode a batch, sample, drop KV, read the vocabulary), so its
-// admission, queue limit and cancellation are tested with a fake decoder.
-// The package registers itself in package backends as "llama"; Loaded is a
-// model in its runner process as the backends contract sees it, and the
-// request, event and error types are those of package backends.
+// It owns no native code and must not import package engine (nor the
+// llama.cpp binding): the daemon's process never loads libllama. It knows
+// nothing of HTTP routes of the API, OpenAI wire types or the model store.
 //
-// It is meant to be hosted by a runner process (one per loaded model), not by
-// the daemon itself: native code can still abort on inputs this package does
-// not foresee. It knows nothing of HTTP, OpenAI wire types or the model store.
-//
-// Locks: scheduler.mu guards the queue of waiting requests and the closed
-// flag and is never held while calling into llama.cpp; Model.life (read by
-// vocabulary calls, written by Close) keeps the native model alive while in
-// use; neither is taken while holding the other. The scheduler goroutine
-// alone owns the llama context, the batch, the slots and their samplers.
+// Locks: a Runner holds none (its state is atomic flags and channels); the
+// stderr tail has its own mutex, held only to append a line or read it.
 package llama

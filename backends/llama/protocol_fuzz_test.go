@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/modeld/modeld/backends/llama/wire"
 	"io"
 	"testing"
 )
@@ -35,7 +36,7 @@ func FuzzNDJSONEvents(f *testing.F) {
 		var stream bytes.Buffer
 		for _, ev := range sent {
 			var line bytes.Buffer
-			if err := encodeLine(&line, toWireEvent(ev)); err != nil {
+			if err := wire.EncodeLine(&line, wire.FromEvent(ev)); err != nil {
 				t.Fatalf("encode %+v: %v", ev, err)
 			}
 			b := line.Bytes()

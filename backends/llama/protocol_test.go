@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/modeld/modeld/backends"
+	"github.com/modeld/modeld/backends/llama/wire"
 )
 
 // wireTrip sends v through JSON and back, as the runner socket does.
@@ -30,7 +31,7 @@ func wireTrip[T any](t *testing.T, v T) T {
 }
 
 func TestWireErrors(t *testing.T) {
-	cl := &ContextLengthError{PromptTokens: 100, MaxTokens: 50, ContextSize: 128}
+	cl := &backends.ContextOverflowError{PromptTokens: 100, MaxTokens: 50, ContextSize: 128}
 	errs := []error{
 		fmt.Errorf("%w: top_p 2 is outside [0, 1]", ErrInvalidRequest),
 		ErrBusy, ErrClosed, ErrNoChatTemplate, ErrNotInitialized,
@@ -43,10 +44,10 @@ func TestWireErrors(t *testing.T) {
 		errors.New("something else"),
 	}
 	for _, want := range errs {
-		got := wireTrip(t, toWire(want)).toError()
+		got := wireTrip(t, wire.FromError(want)).ToError()
 		sameErr(t, want.Error(), got, want)
-		var gotCL *ContextLengthError
-		if errors.As(want, new(*ContextLengthError)) {
+		var gotCL *backends.ContextOverflowError
+		if errors.As(want, new(*backends.ContextOverflowError)) {
 			if !errors.As(got, &gotCL) || *gotCL != *cl {
 				t.Errorf("context length error came back as %v", got)
 			}
@@ -54,7 +55,7 @@ func TestWireErrors(t *testing.T) {
 			t.Errorf("%v came back as a context length error", want)
 		}
 	}
-	if toWire(nil) != nil || (*wireError)(nil).toError() != nil {
+	if wire.FromError(nil) != nil || (*wire.Error)(nil).ToError() != nil {
 		t.Error("nil error does not stay nil")
 	}
 }
@@ -63,11 +64,11 @@ func TestWireRequestAndEvent(t *testing.T) {
 	seed := int64(-3)
 	req := Request{
 		Prompt: []int32{1, 2, 3}, MaxTokens: 9, Stop: []string{"</s>", "<|im_end|>"},
-		Sampling: Sampling{Temperature: 0.7, TopK: 5, TopP: 0.9, MinP: 0.05, Seed: &seed,
+		Sampling: backends.Sampling{Temperature: 0.7, TopK: 5, TopP: 0.9, MinP: 0.05, Seed: &seed,
 			PresencePenalty: 0.1, FrequencyPenalty: -0.2, RepeatPenalty: 1.1, PenaltyLastN: 64,
 			LogitBias: map[int32]float32{4: float32(math.Inf(-1)), 5: float32(math.Inf(1)), 6: 2.5, 7: -100}},
 	}
-	got, err := wireTrip(t, toWireRequest(req)).request()
+	got, err := wireTrip(t, wire.FromRequest(req)).ToRequest()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,8 +78,8 @@ func TestWireRequestAndEvent(t *testing.T) {
 	if req.Sampling.LogitBias == nil {
 		t.Error("toWireRequest changed the caller's request")
 	}
-	bad := wireRequest{Request: Request{Prompt: []int32{1}}, LogitBias: map[int32]string{1: "lots"}}
-	if _, err := bad.request(); !errors.Is(err, ErrInvalidRequest) {
+	bad := wire.Request{Request: Request{Prompt: []int32{1}}, LogitBias: map[int32]string{1: "lots"}}
+	if _, err := bad.ToRequest(); !errors.Is(err, ErrInvalidRequest) {
 		t.Errorf("bad bias: %v", err)
 	}
 
@@ -88,7 +89,7 @@ func TestWireRequestAndEvent(t *testing.T) {
 		{Token: -1, Done: true, Finish: FinishError, Err: fmt.Errorf("%w: llama_decode returned 1", ErrDecode)},
 	}
 	for _, want := range evs {
-		got := wireTrip(t, toWireEvent(want)).event()
+		got := wireTrip(t, wire.FromEvent(want)).ToEvent()
 		if want.Err != nil {
 			sameErr(t, "event error", got.Err, want.Err)
 			got.Err, want.Err = nil, nil
@@ -102,7 +103,7 @@ func TestWireRequestAndEvent(t *testing.T) {
 // TestRunnerArgs: every engine option reaches the runner. A new field of
 // Options fails here until the runner flags carry it.
 func TestRunnerArgs(t *testing.T) {
-	cfg := RunnerConfig{ModelPath: "/m/a b.gguf", Socket: "/tmp/s.sock", LibRoot: "/lib", ParentPID: 42, LogLevel: -4}
+	cfg := wire.Config{ModelPath: "/m/a b.gguf", Socket: "/tmp/s.sock", LibRoot: "/lib", ParentPID: 42, LogLevel: -4}
 	v := reflect.ValueOf(&cfg.Options).Elem()
 	for i := 0; i < v.NumField(); i++ {
 		f := v.Field(i)
@@ -111,7 +112,7 @@ func TestRunnerArgs(t *testing.T) {
 		}
 		f.SetInt(int64(i) - 1) // distinct, and one of them negative
 	}
-	got, err := parseRunnerArgs(cfg.args(), new(strings.Builder))
+	got, err := wire.ParseArgs(cfg.Args(), new(strings.Builder))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,11 +120,11 @@ func TestRunnerArgs(t *testing.T) {
 		t.Errorf("parsed\n%+v\nwant\n%+v", got, cfg)
 	}
 	var usage strings.Builder
-	if _, err := parseRunnerArgs([]string{"--slots=2", "extra"}, &usage); err == nil ||
+	if _, err := wire.ParseArgs([]string{"--slots=2", "extra"}, &usage); err == nil ||
 		!strings.Contains(err.Error(), "--model is required") || !strings.Contains(err.Error(), "unexpected arguments") {
 		t.Errorf("err = %v", err)
 	}
-	if _, err := parseRunnerArgs([]string{"-h"}, &usage); !errors.Is(err, flag.ErrHelp) || !strings.Contains(usage.String(), "-model") {
+	if _, err := wire.ParseArgs([]string{"-h"}, &usage); !errors.Is(err, flag.ErrHelp) || !strings.Contains(usage.String(), "-model") {
 		t.Errorf("help: %v, %q", err, usage.String())
 	}
 }
@@ -149,14 +150,14 @@ func TestTailAndLines(t *testing.T) {
 		t.Errorf("tail %q", got)
 	}
 
-	if st, ok := parseStatus(statusPrefix + `{"ready":true,"pid":5}`); !ok || !st.Ready || st.PID != 5 {
+	if st, ok := parseStatus(wire.StatusPrefix + `{"ready":true,"pid":5}`); !ok || !st.Ready || st.PID != 5 {
 		t.Errorf("status %+v %v", st, ok)
 	}
-	st, ok := parseStatus(strings.TrimSuffix(string(encodeStatus(runnerStatus{Error: toWire(ErrInvalidModel)})), "\n"))
-	if !ok || !errors.Is(st.Error.toError(), ErrInvalidModel) {
+	st, ok := parseStatus(strings.TrimSuffix(string(wire.EncodeStatus(wire.Status{Error: wire.FromError(ErrInvalidModel)})), "\n"))
+	if !ok || !errors.Is(st.Error.ToError(), ErrInvalidModel) {
 		t.Errorf("error status %+v %v", st, ok)
 	}
-	for _, l := range []string{"ready", statusPrefix + "{}", statusPrefix + "nope"} {
+	for _, l := range []string{"ready", wire.StatusPrefix + "{}", wire.StatusPrefix + "nope"} {
 		if _, ok := parseStatus(l); ok {
 			t.Errorf("%q read as a status", l)
 		}
@@ -167,25 +168,25 @@ func TestTailAndLines(t *testing.T) {
 // socket with their fields, so errors.As finds them in the daemon.
 func TestWireTypedErrors(t *testing.T) {
 	busy := &backends.BusyError{Reason: "llama: all 2 slots are busy and 4 requests wait", RetryAfter: 3 * time.Second}
-	got := wireTrip(t, toWire(fmt.Errorf("generate: %w", busy))).toError()
+	got := wireTrip(t, wire.FromError(fmt.Errorf("generate: %w", busy))).ToError()
 	var gb *backends.BusyError
 	if !errors.As(got, &gb) || *gb != *busy || !errors.Is(got, backends.ErrBusy) || gb.RetryAfterDuration() != 3*time.Second {
 		t.Errorf("busy came back as %#v", got)
 	}
 	bad := &backends.BadRequestError{Param: "tools", Message: "llama does not support tools yet"}
-	got = wireTrip(t, toWire(bad)).toError()
+	got = wireTrip(t, wire.FromError(bad)).ToError()
 	var gbr *backends.BadRequestError
 	if !errors.As(got, &gbr) || gbr.Param != "tools" || !errors.Is(got, backends.ErrInvalidRequest) {
 		t.Errorf("bad request came back as %#v", got)
 	}
 	died := &RunnerExitError{Backend: "llama", PID: 9, Status: "signal: killed", Stderr: "GGML_ASSERT", Stalled: time.Minute}
-	got = wireTrip(t, toWire(died)).toError()
+	got = wireTrip(t, wire.FromError(died)).ToError()
 	var gd *backends.RunnerDiedError
 	if !errors.As(got, &gd) || *gd != *died || !errors.Is(got, ErrRunnerStalled) || !errors.Is(got, ErrRunnerExited) {
 		t.Errorf("runner death came back as %#v", got)
 	}
 	over := &backends.ContextOverflowError{PromptTokens: 70, ContextSize: 64}
-	got = wireTrip(t, toWire(over)).toError()
+	got = wireTrip(t, wire.FromError(over)).ToError()
 	var go_ *backends.ContextOverflowError
 	if !errors.As(got, &go_) || go_.PromptTokens != 70 || go_.ContextSize != 64 || !errors.Is(got, backends.ErrContextOverflow) {
 		t.Errorf("overflow came back as %#v", got)

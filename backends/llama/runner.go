@@ -1,6 +1,8 @@
 package llama
 
 import (
+	"github.com/modeld/modeld/backends/llama/wire"
+
 	"bytes"
 	"context"
 	"encoding/json"
@@ -135,11 +137,11 @@ func StartRunner(ctx context.Context, opts RunnerOptions) (*Runner, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg := RunnerConfig{
+	cfg := wire.Config{
 		ModelPath: opts.ModelPath, Socket: filepath.Join(dir, "runner.sock"), LibRoot: opts.LibRoot,
 		Options: opts.Options, ParentPID: os.Getpid(), LogLevel: opts.LogLevel,
 	}
-	argv := append(append([]string(nil), opts.Command...), cfg.args()...)
+	argv := append(append([]string(nil), opts.Command...), cfg.Args()...)
 	log := opts.Logger.With("model", opts.ModelPath)
 	proc, err := startProcess(argv, opts.Env, log, func() { _ = os.RemoveAll(dir) })
 	if err != nil {
@@ -204,12 +206,12 @@ func (r *Runner) awaitReady(ctx context.Context) error {
 		// The runner exits right after reporting; wait for it so the
 		// stderr tail is complete.
 		r.stopQuietly()
-		return fmt.Errorf("llama: runner could not load %s: %w%s", path, st.Error.toError(), r.tailSuffix())
+		return fmt.Errorf("llama: runner could not load %s: %w%s", path, st.Error.ToError(), r.tailSuffix())
 	case <-p.done:
 		select {
 		case st := <-p.status: // reported, then exited before we looked
 			if st.Error != nil {
-				return fmt.Errorf("llama: runner could not load %s: %w%s", path, st.Error.toError(), r.tailSuffix())
+				return fmt.Errorf("llama: runner could not load %s: %w%s", path, st.Error.ToError(), r.tailSuffix())
 			}
 		default:
 		}
@@ -383,13 +385,13 @@ func (r *Runner) roundTrip(ctx context.Context, method, route string, q url.Valu
 	return b, nil
 }
 
-// replyError decodes a failed call's wireError.
+// replyError decodes a failed call's wire.Error.
 func replyError(status int, body []byte) error {
-	var we wireError
+	var we wire.Error
 	if err := json.Unmarshal(body, &we); err != nil || we.Message == "" {
 		return fmt.Errorf("llama: runner answered %d: %s", status, bytes.TrimSpace(body))
 	}
-	return we.toError()
+	return we.ToError()
 }
 
 func (r *Runner) callJSON(ctx context.Context, method, route string, q url.Values, body []byte, out any) error {
@@ -405,14 +407,14 @@ func (r *Runner) callJSON(ctx context.Context, method, route string, q url.Value
 
 func (r *Runner) fetchInfo() (Info, error) {
 	var info Info
-	err := r.callJSON(context.Background(), http.MethodGet, routeInfo, nil, nil, &info)
+	err := r.callJSON(context.Background(), http.MethodGet, wire.RouteInfo, nil, nil, &info)
 	return info, err
 }
 
 // StatsContext asks the runner for its scheduler's state.
 func (r *Runner) StatsContext(ctx context.Context) (Stats, error) {
 	var st Stats
-	err := r.callJSON(ctx, http.MethodGet, routeStats, nil, nil, &st)
+	err := r.callJSON(ctx, http.MethodGet, wire.RouteStats, nil, nil, &st)
 	return st, err
 }
 
@@ -437,8 +439,8 @@ func (r *Runner) Tokenize(text string, addSpecial, parseSpecial bool) ([]int32, 
 // tokenization already inside llama.cpp runs to its end, unseen).
 func (r *Runner) TokenizeContext(ctx context.Context, text string, addSpecial, parseSpecial bool) ([]int32, error) {
 	q := url.Values{"add_special": {strconv.FormatBool(addSpecial)}, "parse_special": {strconv.FormatBool(parseSpecial)}}
-	var out wireTokens
-	if err := r.callJSON(ctx, http.MethodPost, routeTokenize, q, []byte(text), &out); err != nil {
+	var out wire.Tokens
+	if err := r.callJSON(ctx, http.MethodPost, wire.RouteTokenize, q, []byte(text), &out); err != nil {
 		return nil, err
 	}
 	if out.Tokens == nil {
@@ -454,18 +456,18 @@ func (r *Runner) Detokenize(ids []int32, renderSpecial bool) (string, error) {
 
 // DetokenizeContext is Detokenize bounded by ctx, as TokenizeContext is.
 func (r *Runner) DetokenizeContext(ctx context.Context, ids []int32, renderSpecial bool) (string, error) {
-	body, err := json.Marshal(wireTokens{Tokens: ids})
+	body, err := json.Marshal(wire.Tokens{Tokens: ids})
 	if err != nil {
 		return "", fmt.Errorf("llama: encode tokens: %w", err)
 	}
-	b, err := r.call(ctx, http.MethodPost, routeDetokenize, url.Values{"render_special": {strconv.FormatBool(renderSpecial)}}, body)
+	b, err := r.call(ctx, http.MethodPost, wire.RouteDetokenize, url.Values{"render_special": {strconv.FormatBool(renderSpecial)}}, body)
 	return string(b), err
 }
 
 // TokenPiece is Model.TokenPiece, in the runner.
 func (r *Runner) TokenPiece(id int32, renderSpecial bool) (string, error) {
 	q := url.Values{"token": {strconv.FormatInt(int64(id), 10)}, "render_special": {strconv.FormatBool(renderSpecial)}}
-	b, err := r.call(context.Background(), http.MethodGet, routePiece, q, nil)
+	b, err := r.call(context.Background(), http.MethodGet, wire.RoutePiece, q, nil)
 	return string(b), err
 }
 
@@ -477,10 +479,10 @@ func (r *Runner) ApplyChatTemplate(msgs []Message, addAssistant bool) (string, e
 // ApplyChatTemplateContext is ApplyChatTemplate bounded by ctx, as
 // TokenizeContext is.
 func (r *Runner) ApplyChatTemplateContext(ctx context.Context, msgs []Message, addAssistant bool) (string, error) {
-	body, err := json.Marshal(wireTemplate{Messages: msgs, AddAssistant: addAssistant})
+	body, err := json.Marshal(wire.Template{Messages: msgs, AddAssistant: addAssistant})
 	if err != nil {
 		return "", fmt.Errorf("%w: messages cannot be encoded: %w", ErrInvalidRequest, err)
 	}
-	b, err := r.call(ctx, http.MethodPost, routeTemplate, nil, body)
+	b, err := r.call(ctx, http.MethodPost, wire.RouteTemplate, nil, body)
 	return string(b), err
 }

@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -152,36 +151,5 @@ func TestRunnerExitsOnStdinEOF(t *testing.T) {
 	var ee *RunnerExitError
 	if !errors.As(r.Err(), &ee) || ee.Status != "exit status 0" || !strings.Contains(ee.Stderr, "stdin closed") {
 		t.Errorf("Err() = %v, want a clean exit because stdin closed", r.Err())
-	}
-}
-
-func TestWatchParent(t *testing.T) {
-	var ppid atomic.Int64
-	ppid.Store(100)
-	getppid := func() int { return int(ppid.Load()) }
-	tick := make(chan time.Time)
-	errc := make(chan error, 1)
-	go func() { errc <- watchParent(context.Background(), 0, getppid, tick) }()
-	tick <- time.Time{} // taken: the watcher has read 100 as its parent
-	ppid.Store(1)       // re-parented
-	var err error
-	select {
-	case tick <- time.Time{}:
-		err = <-errc
-	case err = <-errc:
-	}
-	if err == nil || !strings.Contains(err.Error(), "parent process 100 is gone (parent is now 1)") {
-		t.Errorf("err = %v", err)
-	}
-
-	// A parent already gone before the first look (a given pid that is
-	// not the parent) is noticed at once.
-	if err := watchParent(context.Background(), 7, func() int { return 1 }, nil); err == nil {
-		t.Error("no error for a parent that is not the expected one")
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	if err := watchParent(ctx, 5, func() int { return 5 }, nil); err != nil {
-		t.Errorf("cancelled watch: %v", err)
 	}
 }

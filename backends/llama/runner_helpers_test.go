@@ -3,12 +3,16 @@ package llama
 import (
 	"context"
 	"errors"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
 
 	psprocess "github.com/shirou/gopsutil/v4/process"
 
+	"github.com/modeld/modeld/backends"
+	"github.com/modeld/modeld/backends/llama/engine"
+	"github.com/modeld/modeld/internal/ggufgen"
 	"github.com/modeld/modeld/internal/testenv"
 )
 
@@ -117,9 +121,37 @@ func sameErr(t testing.TB, what string, got, want error) {
 	if got.Error() != want.Error() {
 		t.Errorf("%s: message %q, want %q", what, got, want)
 	}
-	for _, k := range errorKinds {
-		if errors.Is(got, k.err) != errors.Is(want, k.err) {
-			t.Errorf("%s: errors.Is(%s) = %v, want %v", what, k.name, errors.Is(got, k.err), errors.Is(want, k.err))
+	for _, k := range sentinels {
+		if errors.Is(got, k) != errors.Is(want, k) {
+			t.Errorf("%s: errors.Is(%v) = %v, want %v", what, k, errors.Is(got, k), errors.Is(want, k))
 		}
 	}
 }
+
+// sentinels are the errors that survive the runner socket.
+var sentinels = []error{
+	ErrInvalidRequest, ErrBusy, backends.ErrContextOverflow, backends.ErrWrongModel,
+	ErrRunnerStalled, ErrClosed, ErrInvalidModel, ErrNoChatTemplate, ErrTemplate,
+	ErrDecode, ErrNotInitialized, ErrRunnerExited, context.Canceled, context.DeadlineExceeded,
+}
+
+// initLib loads the native library for the tests that compare a runner
+// with the engine in this process.
+func initLib(t testing.TB) {
+	t.Helper()
+	if err := engine.Init(testenv.LlamaDir(t)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// genModel writes a generated model into the test's temp dir.
+func genModel(t testing.TB, o ggufgen.Options) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "model.gguf")
+	if err := ggufgen.WriteFile(path, o); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+var bothVocabs = []ggufgen.VocabKind{ggufgen.SPM, ggufgen.BPE}

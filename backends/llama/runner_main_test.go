@@ -3,6 +3,8 @@ package llama
 import (
 	"context"
 	"fmt"
+	"github.com/modeld/modeld/backends/llama/runner"
+	"github.com/modeld/modeld/backends/llama/wire"
 	"io"
 	"log/slog"
 	"os"
@@ -58,7 +60,7 @@ func testRunnerMain() int {
 		fmt.Fprintln(os.Stderr, "test runner: want the runner subcommand first, got", args)
 		return 2
 	}
-	cfg, err := parseRunnerArgs(args[1:], os.Stderr)
+	cfg, err := wire.ParseArgs(args[1:], os.Stderr)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "test runner:", err)
 		return 2
@@ -74,9 +76,9 @@ func testRunnerMain() int {
 		<-ctx.Done()
 		return 0
 	}
-	var sm runnerSeams
+	var sm runner.Seams
 	if os.Getenv(envHoldText) == "1" {
-		sm.beforeText = func(ctx context.Context) {
+		sm.BeforeText = func(ctx context.Context) {
 			fmt.Fprintln(os.Stderr, textHeld)
 			select {
 			case <-ctx.Done():
@@ -89,8 +91,8 @@ func testRunnerMain() int {
 		var once sync.Once
 		released := make(chan struct{})
 		var paused atomic.Bool
-		sm.generateDone = func() { once.Do(func() { close(released) }) }
-		sm.hooks.afterToken = func(_, got int) {
+		sm.GenerateDone = func() { once.Do(func() { close(released) }) }
+		sm.Hooks.AfterToken = func(_, got int) {
 			if got != n || paused.Swap(true) {
 				return
 			}
@@ -102,15 +104,15 @@ func testRunnerMain() int {
 		}
 	}
 	if d, err := time.ParseDuration(os.Getenv(envTokenDelay)); err == nil && d > 0 {
-		next := sm.hooks.afterToken
-		sm.hooks.afterToken = func(slot, got int) {
+		next := sm.Hooks.AfterToken
+		sm.Hooks.AfterToken = func(slot, got int) {
 			time.Sleep(d) // the simulated cost of a token, in the runner process
 			if next != nil {
 				next(slot, got)
 			}
 		}
 	}
-	if err := runRunner(ctx, cfg, os.Stdin, os.Stdout, sm); err != nil {
+	if err := runner.Run(ctx, cfg, os.Stdin, os.Stdout, sm); err != nil {
 		fmt.Fprintln(os.Stderr, "test runner:", err)
 		return 1
 	}

@@ -1,6 +1,8 @@
 package llama
 
 import (
+	"github.com/modeld/modeld/backends/llama/wire"
+
 	"bytes"
 	"encoding/json"
 	"fmt"
@@ -39,7 +41,7 @@ type process struct {
 	stdin io.WriteCloser
 	tail  *tailBuffer
 
-	status chan runnerStatus // the start line from stdout, buffered 1
+	status chan wire.Status // the start line from stdout, buffered 1
 
 	stopping atomic.Bool  // set by stop: the exit is expected
 	stalled  atomic.Int64 // set by killStalled: the stall timeout
@@ -52,7 +54,7 @@ type process struct {
 func startProcess(argv, env []string, log *slog.Logger, onExit func()) (*process, error) {
 	p := &process{
 		tail:   &tailBuffer{max: stderrTail},
-		status: make(chan runnerStatus, 1),
+		status: make(chan wire.Status, 1),
 		done:   make(chan struct{}),
 	}
 	var pid atomic.Int64
@@ -174,14 +176,14 @@ func (p *process) kill() {
 	<-p.done
 }
 
-func parseStatus(line string) (runnerStatus, bool) {
-	rest, ok := strings.CutPrefix(line, statusPrefix)
+func parseStatus(line string) (wire.Status, bool) {
+	rest, ok := strings.CutPrefix(line, wire.StatusPrefix)
 	if !ok {
-		return runnerStatus{}, false
+		return wire.Status{}, false
 	}
-	var st runnerStatus
+	var st wire.Status
 	if err := json.Unmarshal([]byte(rest), &st); err != nil || (!st.Ready && st.Error == nil) {
-		return runnerStatus{}, false
+		return wire.Status{}, false
 	}
 	return st, true
 }

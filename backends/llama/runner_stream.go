@@ -1,6 +1,8 @@
 package llama
 
 import (
+	"github.com/modeld/modeld/backends/llama/wire"
+
 	"bytes"
 	"context"
 	"encoding/json"
@@ -9,9 +11,9 @@ import (
 	"net/http"
 )
 
-// engine is the method set a Runner shares with a Model, so callers can
-// hold either.
-type engine interface {
+// engineAPI is the method set a Runner shares with the engine's Model
+// (engine.Model, which a test checks), so callers can hold either.
+type engineAPI interface {
 	Info() Info
 	Tokenize(text string, addSpecial, parseSpecial bool) ([]int32, error)
 	Detokenize(ids []int32, renderSpecial bool) (string, error)
@@ -22,10 +24,7 @@ type engine interface {
 	Close() error
 }
 
-var (
-	_ engine = (*Model)(nil)
-	_ engine = (*Runner)(nil)
-)
+var _ engineAPI = (*Runner)(nil)
 
 // Generate is Model.Generate, in the runner: the same errors before the
 // stream starts, the same events, and the stream must likewise be read to
@@ -44,13 +43,13 @@ func (r *Runner) Generate(ctx context.Context, req Request) (<-chan Event, error
 	if err := r.resolvePrompt(ctx, &req); err != nil {
 		return nil, err
 	}
-	body, err := json.Marshal(toWireRequest(req))
+	body, err := json.Marshal(wire.FromRequest(req))
 	if err != nil {
 		return nil, fmt.Errorf("%w: the request cannot be encoded: %w", ErrInvalidRequest, err)
 	}
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, runnerBase+routeGenerate, bytes.NewReader(body))
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, runnerBase+wire.RouteGenerate, bytes.NewReader(body))
 	if err != nil {
-		return nil, fmt.Errorf("llama: runner call %s: %w", routeGenerate, err)
+		return nil, fmt.Errorf("llama: runner call %s: %w", wire.RouteGenerate, err)
 	}
 	r.live.begin() // the stream is work in flight until relay ends
 	resp, err := r.client.Do(hreq)
@@ -61,7 +60,7 @@ func (r *Runner) Generate(ctx context.Context, req Request) (<-chan Event, error
 	if resp.StatusCode != http.StatusOK {
 		defer r.live.end()
 		defer resp.Body.Close()
-		b, err := io.ReadAll(io.LimitReader(resp.Body, maxCallBody))
+		b, err := io.ReadAll(io.LimitReader(resp.Body, wire.MaxCallBody))
 		if err != nil {
 			return nil, r.brokenCall(ctx, err)
 		}
@@ -104,13 +103,13 @@ func (r *Runner) relay(ctx context.Context, body io.ReadCloser, promptTokens int
 	dec := json.NewDecoder(body)
 	received := 0
 	for {
-		var we wireEvent
+		var we wire.Event
 		if err := dec.Decode(&we); err != nil {
 			out <- r.brokenStream(ctx, err, Usage{PromptTokens: promptTokens, CompletionTokens: received})
 			return
 		}
 		r.live.progress()
-		ev := we.event()
+		ev := we.ToEvent()
 		if !ev.Done {
 			received++
 		}

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modeld/modeld/backends"
+	"github.com/modeld/modeld/backends/llama/engine"
 	"github.com/modeld/modeld/internal/ggufgen"
 )
 
@@ -23,7 +25,7 @@ func TestRunnerMatchesInProcess(t *testing.T) {
 	for _, kind := range bothVocabs {
 		t.Run(kind.String(), func(t *testing.T) {
 			path := genModel(t, ggufgen.Tiny(kind))
-			m, err := Open(path, opts)
+			m, err := engine.Open(path, opts)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -99,10 +101,10 @@ func TestRunnerMatchesInProcess(t *testing.T) {
 				t.Fatalf("greedy: %d events, want one per token and the final one", len(greedy))
 			}
 			seed := int64(42)
-			both("banned", Request{Prompt: prompt, MaxTokens: 24, Sampling: Sampling{LogitBias: map[int32]float32{
+			both("banned", Request{Prompt: prompt, MaxTokens: 24, Sampling: backends.Sampling{LogitBias: map[int32]float32{
 				greedy[0].Token: float32(math.Inf(-1)), 3: 2.5}}})
 			both("seeded", Request{Prompt: prompt, MaxTokens: 24,
-				Sampling: Sampling{Temperature: 0.9, TopK: 40, TopP: 0.95, Seed: &seed}})
+				Sampling: backends.Sampling{Temperature: 0.9, TopK: 40, TopP: 0.95, Seed: &seed}})
 			a, b := []rune(greedy[2].Text), []rune(greedy[3].Text)
 			if len(a) > 0 && len(b) > 0 {
 				stop := string(a[len(a)-1]) + string(b[0]) // split across two tokens
@@ -121,7 +123,7 @@ func TestRunnerErrors(t *testing.T) {
 	initLib(t)
 	opts := Options{Slots: 1, ContextSize: 128}
 	path := genModel(t, ggufgen.Tiny(ggufgen.SPM))
-	m, err := Open(path, opts)
+	m, err := engine.Open(path, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,12 +138,12 @@ func TestRunnerErrors(t *testing.T) {
 		"bad token":           {Prompt: []int32{1, 1 << 20}},
 		"context":             {Prompt: prompt, MaxTokens: 500},
 		"prompt fills ctx":    {Prompt: make([]int32, 128)},
-		"bad sampling":        {Prompt: prompt, Sampling: Sampling{TopP: 2, Temperature: -1}},
+		"bad sampling":        {Prompt: prompt, Sampling: backends.Sampling{TopP: 2, Temperature: -1}},
 	} {
 		_, gotErr := r.Generate(ctx, req)
 		_, wantErr := m.Generate(ctx, req)
 		sameErr(t, name, gotErr, wantErr)
-		var gotCL, wantCL *ContextLengthError
+		var gotCL, wantCL *backends.ContextOverflowError
 		if errors.As(wantErr, &wantCL) != errors.As(gotErr, &gotCL) || wantCL != nil && *gotCL != *wantCL {
 			t.Errorf("%s: context length error %+v, want %+v", name, gotCL, wantCL)
 		}
@@ -379,3 +381,6 @@ func TestRunnerCloseStuck(t *testing.T) {
 		t.Errorf("stream in flight ended with %+v, want ErrClosed", f)
 	}
 }
+
+// A Runner and the engine's Model have the same methods.
+var _ engineAPI = (*engine.Model)(nil)

@@ -1,6 +1,8 @@
 package llama
 
 import (
+	"github.com/modeld/modeld/backends/llama/wire"
+
 	"github.com/modeld/modeld/backends"
 
 	"context"
@@ -141,7 +143,7 @@ func (r *Runner) watch() {
 func (r *Runner) ping(ctx context.Context, limit time.Duration) (Stats, error) {
 	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
-	b, err := r.roundTrip(ctx, "GET", routeStats, nil, nil)
+	b, err := r.roundTrip(ctx, "GET", wire.RouteStats, nil, nil)
 	if err != nil {
 		return Stats{}, err
 	}

@@ -2,6 +2,7 @@ package llama
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"net"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modeld/modeld/backends/llama/wire"
 	"github.com/modeld/modeld/internal/ggufgen"
 )
 
@@ -123,14 +125,14 @@ func fakeStats(t *testing.T, reply func(ctx context.Context) (Stats, bool)) (soc
 	}
 	ch := make(chan struct{}, 1024)
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != routeStats {
+		if r.URL.Path != wire.RouteStats {
 			http.NotFound(w, r)
 			return
 		}
 		ch <- struct{}{}
 		st, ok := reply(r.Context())
 		if ok {
-			writeJSON(w, st)
+			_ = json.NewEncoder(w).Encode(st)
 		}
 	})}
 	go func() { _ = srv.Serve(ln) }()

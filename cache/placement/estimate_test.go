@@ -11,7 +11,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/modeld/modeld/backends/llama"
+	"github.com/modeld/modeld/backends/llama/engine"
 	"github.com/modeld/modeld/cache/placement"
 	"github.com/modeld/modeld/internal/ggufgen"
 	"github.com/modeld/modeld/internal/testenv"
@@ -100,7 +100,7 @@ func mib(n int64) float64 { return float64(n) / (1 << 20) }
 // right only for plain multi-head attention: it is 4x too big at 4:1 GQA
 // and 8x at 8:1.
 func TestGGUFEstimateMatchesLlamaCpp(t *testing.T) {
-	if err := llama.Init(testenv.LlamaDir(t)); err != nil {
+	if err := engine.Init(testenv.LlamaDir(t)); err != nil {
 		t.Fatal(err)
 	}
 	logs := &llamaLog{}
@@ -127,13 +127,13 @@ func TestGGUFEstimateMatchesLlamaCpp(t *testing.T) {
 				t.Run(fmt.Sprintf("%s/ctx=%d/slots=%d", sh.name, ctx, slots), func(t *testing.T) {
 					plan, err := noGPU.Place(context.Background(), placement.Model{
 						ID: "m", Task: "chat", Format: placement.GGUF, Path: path, Digest: "sha256:" + sh.name,
-						ContextSize: ctx, Slots: slots, BatchSize: llama.DefaultBatchSize,
+						ContextSize: ctx, Slots: slots, BatchSize: engine.DefaultBatchSize,
 					})
 					if err != nil {
 						t.Fatal(err)
 					}
 					logs.take()
-					m, err := llama.Open(path, llama.Options{ContextSize: ctx, Slots: slots})
+					m, err := engine.Open(path, engine.Options{ContextSize: ctx, Slots: slots})
 					if err != nil {
 						t.Fatal(err)
 					}

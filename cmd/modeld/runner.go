@@ -9,13 +9,13 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/modeld/modeld/backends/llama"
+	"github.com/modeld/modeld/backends/llama/runner"
 )
 
 func init() { extraCommands = append(extraCommands, newRunnerCommand) }
 
 // newRunnerCommand is `modeld runner`, the child process the daemon starts
-// for each loaded GGUF model (llama.StartRunner). It takes every setting
+// for each loaded GGUF model (llama.StartRunner, which runs this command). It takes every setting
 // from its own flags, which the daemon sets; it reads no MODELD_*
 // environment and no config file, so it skips the root's configuration
 // step. It exits on SIGTERM, when its stdin reaches EOF (the daemon closed
@@ -25,12 +25,12 @@ func newRunnerCommand(a *app) *cobra.Command {
 		Use:                "runner --model PATH --socket PATH --lib-dir DIR [flags]",
 		Short:              "Serve one GGUF model to the daemon over a unix socket (started by the daemon)",
 		Hidden:             true,
-		DisableFlagParsing: true, // llama.RunnerMain parses them
+		DisableFlagParsing: true, // runner.Main parses them
 		PersistentPreRunE:  func(*cobra.Command, []string) error { return nil },
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			err := llama.RunnerMain(ctx, args, os.Stdin, a.stdout, a.stderr)
+			err := runner.Main(ctx, args, os.Stdin, a.stdout, a.stderr)
 			if errors.Is(err, flag.ErrHelp) {
 				return nil
 			}

@@ -15,6 +15,7 @@ import (
 	yz "github.com/hybridgroup/yzma/pkg/llama"
 
 	"github.com/modeld/modeld/backends/llama"
+	"github.com/modeld/modeld/backends/llama/engine"
 )
 
 // engineParams are the settings shared by every in-process measurement.
@@ -78,11 +79,11 @@ func runEngine(args []string) error {
 		return errors.New("engine: -model, -lib and -prompt are required")
 	}
 	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
-	if err := llama.Init(filepath.Join(p.libRoot, "llama")); err != nil {
+	if err := engine.Init(filepath.Join(p.libRoot, "llama")); err != nil {
 		return err
 	}
 	if p.batchThreads == 0 {
-		p.batchThreads = llama.DefaultBatchThreads()
+		p.batchThreads = engine.DefaultBatchThreads()
 	}
 	res := engineResult{Threads: p.threads, BatchThreads: p.batchThreads, Context: p.ctx, Tokens: p.tokens, Streams: p.streams}
 	var err error
@@ -92,7 +93,7 @@ func runEngine(args []string) error {
 	if res.Direct.Aggregate, err = measureDirectBatch(p); err != nil {
 		return fmt.Errorf("direct, %d sequences: %w", p.streams, err)
 	}
-	m, err := llama.Open(p.model, p.engineOptions())
+	m, err := engine.Open(p.model, p.engineOptions())
 	if err != nil {
 		return err
 	}

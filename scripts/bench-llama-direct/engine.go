@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/modeld/modeld/backends/llama"
+	llama "github.com/modeld/modeld/backends/llama/engine"
 )
 
 // engine drives modeld's engine.

@@ -24,7 +24,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/modeld/modeld/backends/llama"
+	llama "github.com/modeld/modeld/backends/llama/engine"
 	"github.com/modeld/modeld/internal/ggufgen"
 )
 

@@ -1,4 +1,4 @@
-package llama
+package engine
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 	"github.com/modeld/modeld/internal/ggufgen"
 )
 
-// hookBox lets a test change the scheduler's afterToken hook while the
+// hookBox lets a test change the scheduler's AfterToken hook while the
 // scheduler runs.
 type hookBox struct {
 	mu sync.Mutex
@@ -23,8 +23,8 @@ func (b *hookBox) set(fn func(slot, n int)) {
 	b.mu.Unlock()
 }
 
-func (b *hookBox) hooks() hooks {
-	return hooks{afterToken: func(slot, n int) {
+func (b *hookBox) hooks() Hooks {
+	return Hooks{AfterToken: func(slot, n int) {
 		b.mu.Lock()
 		fn := b.fn
 		b.mu.Unlock()

@@ -1,4 +1,4 @@
-package llama
+package wire
 
 import (
 	"bytes"
@@ -17,41 +17,41 @@ import (
 // where the payload is text that may hold any bytes: /tokenize takes the raw
 // text as its body, /detokenize, /piece and /template answer with the raw
 // text. /generate answers with one JSON event per line (NDJSON), flushed
-// per event. A failed call answers a non-2xx status with a wireError.
+// per event. A failed call answers a non-2xx status with an Error.
 //
 // The runner reports its start on stdout with one line that begins with
-// statusPrefix: {"ready":true} once it serves, or {"error":...} when it
+// StatusPrefix: {"ready":true} once it serves, or {"error":...} when it
 // could not load the model. Everything else it prints goes to stderr.
 const (
-	routeHealth     = "/health"
-	routeInfo       = "/info"
-	routeStats      = "/stats"
-	routeTokenize   = "/tokenize"   // ?add_special=&parse_special=, body: text
-	routeDetokenize = "/detokenize" // ?render_special=, body: {"tokens":[...]}
-	routePiece      = "/piece"      // ?token=&render_special=
-	routeTemplate   = "/template"   // body: wireTemplate
-	routeGenerate   = "/generate"   // body: wireRequest
+	RouteHealth     = "/health"
+	RouteInfo       = "/info"
+	RouteStats      = "/stats"
+	RouteTokenize   = "/tokenize"   // ?add_special=&parse_special=, body: text
+	RouteDetokenize = "/detokenize" // ?render_special=, body: {"tokens":[...]}
+	RoutePiece      = "/piece"      // ?token=&render_special=
+	RouteTemplate   = "/template"   // body: Template
+	RouteGenerate   = "/generate"   // body: Request
 
-	statusPrefix = "modeld-runner-status "
+	StatusPrefix = "modeld-runner-status "
 
-	// maxCallBody bounds a request body the runner reads (a prompt of a
+	// MaxCallBody bounds a request body the runner reads (a prompt of a
 	// million tokens is ~8 MB of JSON).
-	maxCallBody = 64 << 20
+	MaxCallBody = 64 << 20
 )
 
-// runnerStatus is the one start line of a runner on stdout.
-type runnerStatus struct {
-	Ready bool       `json:"ready,omitempty"`
-	PID   int        `json:"pid,omitempty"`
-	Error *wireError `json:"error,omitempty"`
+// Status is the one start line of a runner on stdout.
+type Status struct {
+	Ready bool   `json:"ready,omitempty"`
+	PID   int    `json:"pid,omitempty"`
+	Error *Error `json:"error,omitempty"`
 }
 
-// wireError carries an engine error across the socket: its message, the
+// Error carries an engine error across the socket: its message, the
 // sentinels it wraps (by name) and the typed errors of package backends it
 // holds, with their fields (a context overflow's numbers, a busy model's
 // retry-after, a refused parameter), so that errors.Is and errors.As give
 // the same answers on both ends.
-type wireError struct {
+type Error struct {
 	Message string   `json:"message"`
 	Kinds   []string `json:"kinds,omitempty"`
 	// Context is set for a *backends.ContextOverflowError.
@@ -67,28 +67,28 @@ var errorKinds = []struct {
 	name string
 	err  error
 }{
-	{"invalid_request", ErrInvalidRequest},
-	{"busy", ErrBusy},
+	{"invalid_request", backends.ErrInvalidRequest},
+	{"busy", backends.ErrBusy},
 	{"context_overflow", backends.ErrContextOverflow},
 	{"wrong_model", backends.ErrWrongModel},
-	{"runner_stalled", ErrRunnerStalled},
-	{"closed", ErrClosed},
-	{"invalid_model", ErrInvalidModel},
-	{"no_chat_template", ErrNoChatTemplate},
-	{"template", ErrTemplate},
+	{"runner_stalled", backends.ErrRunnerStalled},
+	{"closed", backends.ErrClosed},
+	{"invalid_model", backends.ErrInvalidModel},
+	{"no_chat_template", backends.ErrNoChatTemplate},
+	{"template", backends.ErrTemplate},
 	{"decode", ErrDecode},
 	{"not_initialized", ErrNotInitialized},
-	{"runner_exited", ErrRunnerExited},
+	{"runner_exited", backends.ErrRunnerDied},
 	{"canceled", context.Canceled},
 	{"deadline_exceeded", context.DeadlineExceeded},
 }
 
-// toWire describes err for the other end; nil for nil.
-func toWire(err error) *wireError {
+// FromError describes err for the other end; nil for nil.
+func FromError(err error) *Error {
 	if err == nil {
 		return nil
 	}
-	w := &wireError{Message: err.Error()}
+	w := &Error{Message: err.Error()}
 	var cl *backends.ContextOverflowError
 	if errors.As(err, &cl) {
 		c := *cl
@@ -116,9 +116,9 @@ func toWire(err error) *wireError {
 	return w
 }
 
-// toError rebuilds the error: same message, and errors.Is / errors.As give
+// ToError rebuilds the error: same message, and errors.Is / errors.As give
 // the same answers as for the original. Kinds it does not know are dropped.
-func (w *wireError) toError() error {
+func (w *Error) ToError() error {
 	if w == nil {
 		return nil
 	}
@@ -158,32 +158,35 @@ type remoteError struct {
 func (e *remoteError) Error() string   { return e.msg }
 func (e *remoteError) Unwrap() []error { return e.wrapped }
 
-// wireEvent is an Event on the wire: Err travels as a wireError.
-type wireEvent struct {
-	Event
-	Err *wireError `json:"Err,omitempty"`
+// Event is a backends.Event on the wire: Err travels as an Error.
+type Event struct {
+	backends.Event
+	Err *Error `json:"Err,omitempty"`
 }
 
-func toWireEvent(ev Event) wireEvent {
-	return wireEvent{Event: ev, Err: toWire(ev.Err)}
+// FromEvent is ev for the wire.
+func FromEvent(ev backends.Event) Event {
+	return Event{Event: ev, Err: FromError(ev.Err)}
 }
 
-func (w wireEvent) event() Event {
+// ToEvent is the event w carries.
+func (w Event) ToEvent() backends.Event {
 	ev := w.Event
-	ev.Err = w.Err.toError()
+	ev.Err = w.Err.ToError()
 	return ev
 }
 
-// wireRequest is a Request on the wire. JSON has no infinities, and a logit
+// Request is a backends.Request on the wire. JSON has no infinities, and a logit
 // bias of -Inf is how a token is banned, so the biases travel as strings
 // ("-Inf", "2.5") beside the rest of the request.
-type wireRequest struct {
-	Request
+type Request struct {
+	backends.Request
 	LogitBias map[int32]string `json:"logit_bias,omitempty"`
 }
 
-func toWireRequest(r Request) wireRequest {
-	w := wireRequest{Request: r}
+// FromRequest is r for the wire.
+func FromRequest(r backends.Request) Request {
+	w := Request{Request: r}
 	if len(r.Sampling.LogitBias) > 0 {
 		w.LogitBias = make(map[int32]string, len(r.Sampling.LogitBias))
 		for t, b := range r.Sampling.LogitBias {
@@ -194,14 +197,16 @@ func toWireRequest(r Request) wireRequest {
 	return w
 }
 
-func (w wireRequest) request() (Request, error) {
+// ToRequest is the request w carries; a malformed logit bias is an
+// ErrInvalidRequest.
+func (w Request) ToRequest() (backends.Request, error) {
 	r := w.Request
 	if len(w.LogitBias) > 0 {
 		r.Sampling.LogitBias = make(map[int32]float32, len(w.LogitBias))
 		for t, s := range w.LogitBias {
 			b, err := strconv.ParseFloat(s, 32)
 			if err != nil {
-				return r, fmt.Errorf("%w: logit_bias of token %d: %w", ErrInvalidRequest, t, err)
+				return r, fmt.Errorf("%w: logit_bias of token %d: %w", backends.ErrInvalidRequest, t, err)
 			}
 			r.Sampling.LogitBias[t] = float32(b)
 		}
@@ -209,27 +214,27 @@ func (w wireRequest) request() (Request, error) {
 	return r, nil
 }
 
-// wireTemplate is the body of /template.
-type wireTemplate struct {
-	Messages     []Message `json:"messages"`
-	AddAssistant bool      `json:"add_assistant"`
+// Template is the body of /template.
+type Template struct {
+	Messages     []backends.Message `json:"messages"`
+	AddAssistant bool               `json:"add_assistant"`
 }
 
-// wireTokens is the reply of /tokenize and the body of /detokenize.
-type wireTokens struct {
+// Tokens is the reply of /tokenize and the body of /detokenize.
+type Tokens struct {
 	Tokens []int32 `json:"tokens"`
 }
 
-// encodeLine appends v to b as one JSON line, with <, > and & left as they
+// EncodeLine appends v to b as one JSON line, with <, > and & left as they
 // are (chat markers stay readable on the socket).
-func encodeLine(b *bytes.Buffer, v any) error {
+func EncodeLine(b *bytes.Buffer, v any) error {
 	enc := json.NewEncoder(b)
 	enc.SetEscapeHTML(false)
 	return enc.Encode(v)
 }
 
-// encodeStatus renders a runner's start line.
-func encodeStatus(st runnerStatus) []byte {
+// EncodeStatus renders a runner's start line.
+func EncodeStatus(st Status) []byte {
 	b, _ := json.Marshal(st) // only strings, ints and bools: cannot fail
-	return append(append([]byte(statusPrefix), b...), '\n')
+	return append(append([]byte(StatusPrefix), b...), '\n')
 }

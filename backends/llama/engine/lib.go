@@ -1,4 +1,4 @@
-package llama
+package engine
 
 import (
 	"bytes"
@@ -15,10 +15,12 @@ import (
 	"github.com/ebitengine/purego"
 	yz "github.com/hybridgroup/yzma/pkg/llama"
 	"golang.org/x/sys/unix"
+
+	"github.com/modeld/modeld/backends/llama/wire"
 )
 
 // ErrNotInitialized is returned by Open before Init succeeded.
-var ErrNotInitialized = errors.New("llama: runtime library not initialised (call Init)")
+var ErrNotInitialized = wire.ErrNotInitialized
 
 // native is the process-wide llama.cpp library. It is package state because
 // the library it mirrors is: it can be loaded once per process, from one

@@ -1,4 +1,4 @@
-package llama
+package engine
 
 import (
 	"errors"
@@ -10,13 +10,6 @@ import (
 	yz "github.com/hybridgroup/yzma/pkg/llama"
 
 	"github.com/modeld/modeld/backends"
-)
-
-// Defaults of Options.
-const (
-	DefaultSlots      = 4
-	DefaultContextCap = backends.DefaultContextCap
-	DefaultBatchSize  = 512
 )
 
 // DefaultThreads is the thread count for single-token decode steps (one
@@ -58,33 +51,8 @@ func defaultBatchThreads(numCPU, perfCores int) int {
 	return max(1, perfCores)
 }
 
-// Options configure Open. Zero fields take the defaults.
-type Options struct {
-	// ContextSize is the context of one sequence (one request), in tokens.
-	// 0 means min(the model's trained context, ContextCap). Each slot gets
-	// its own ContextSize, so the KV cache holds Slots*ContextSize tokens.
-	ContextSize int
-	// ContextCap bounds the default context size (default DefaultContextCap).
-	ContextCap int
-	// Slots is the number of sequences decoded together (default 4).
-	Slots int
-	// Threads used by decode steps of one token (default DefaultThreads()).
-	Threads int
-	// BatchThreads used by steps of several tokens: prompt chunks, several
-	// streams at once (default DefaultBatchThreads()).
-	BatchThreads int
-	// BatchSize is the most tokens one decode step carries (default 512).
-	BatchSize int
-	// GPULayers is the number of layers to offload: -1 all, 0 none (CPU).
-	// When loading with layers on a GPU fails, Open falls back to the CPU
-	// and says why in Info.GPUFallback.
-	GPULayers int
-	// MaxWaiting bounds the requests waiting for a free slot; Generate
-	// returns ErrBusy beyond it. 0 means no bound.
-	MaxWaiting int
-}
-
-func (o Options) withDefaults() Options {
+// withDefaults fills o's zero fields with the defaults.
+func withDefaults(o Options) Options {
 	if o.ContextCap == 0 {
 		o.ContextCap = DefaultContextCap
 	}
@@ -103,7 +71,7 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-func (o Options) validate() error {
+func validateOptions(o Options) error {
 	var errs []error
 	if o.ContextSize < 0 {
 		errs = append(errs, fmt.Errorf("context size %d is negative", o.ContextSize))
@@ -135,33 +103,6 @@ func (o Options) validate() error {
 	return nil
 }
 
-// Info describes a loaded model.
-type Info struct {
-	Path           string
-	Arch           string // general.architecture
-	Name           string // general.name
-	Description    string // llama.cpp's one-line description
-	FileType       string // e.g. "F16", "Q4_K - Medium"
-	Params         uint64
-	SizeBytes      uint64
-	TrainedContext int
-	ContextSize    int // per sequence
-	Slots          int
-	BatchSize      int
-	Threads        int
-	BatchThreads   int
-	VocabSize      int
-	VocabType      string // "spm", "bpe", "wpm", "ugm", "rwkv", "plamo2"
-	AddBOS         bool
-	BOS, EOS       int32
-	ChatTemplate   string // "" when the model has none
-	GPULayers      int    // layers requested on a GPU (0 on the CPU)
-	GPUFallback    string // why the GPU load failed and the CPU was used
-}
-
-// HasChatTemplate reports whether the model carries tokenizer.chat_template.
-func (i Info) HasChatTemplate() bool { return i.ChatTemplate != "" }
-
 // Model is a loaded GGUF model with its llama context and scheduler.
 // Its methods are safe for concurrent use.
 type Model struct {
@@ -183,15 +124,21 @@ type Model struct {
 // checked in Go first: a truncated or garbage file gives an error wrapping
 // ErrInvalidModel.
 func Open(path string, opts Options) (*Model, error) {
-	return open(path, opts, hooks{})
+	return open(path, opts, Hooks{})
 }
 
-func open(path string, opts Options, h hooks) (*Model, error) {
+// OpenWithHooks is Open with test seams: a runner process started by a test
+// uses them to pause or slow its decode loop.
+func OpenWithHooks(path string, opts Options, h Hooks) (*Model, error) {
+	return open(path, opts, h)
+}
+
+func open(path string, opts Options, h Hooks) (*Model, error) {
 	if !initialized() {
 		return nil, ErrNotInitialized
 	}
-	opts = opts.withDefaults()
-	if err := opts.validate(); err != nil {
+	opts = withDefaults(opts)
+	if err := validateOptions(opts); err != nil {
 		return nil, err
 	}
 	facts, err := inspectFile(path)

@@ -1,4 +1,4 @@
-package llama
+package engine
 
 import (
 	"context"
@@ -84,7 +84,7 @@ func (d *fakeDecoder) promptTokens(seq int) int {
 // startFake runs a scheduler over dec; it stops at the end of the test.
 func startFake(t *testing.T, dec *fakeDecoder, slots, nBatch, maxWaiting int) *scheduler {
 	t.Helper()
-	s := newSchedulerWith(dec, slots, nBatch, 1<<20, maxWaiting, hooks{})
+	s := newSchedulerWith(dec, slots, nBatch, 1<<20, maxWaiting, Hooks{})
 	go s.loop()
 	t.Cleanup(func() {
 		if dec.gate != nil {

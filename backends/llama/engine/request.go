@@ -1,4 +1,4 @@
-package llama
+package engine
 
 import (
 	"errors"
@@ -6,11 +6,13 @@ import (
 	"strings"
 
 	"github.com/modeld/modeld/backends"
+	"github.com/modeld/modeld/backends/llama/wire"
 )
 
 // Errors of the engine. The request, event and error types are those of
 // package backends (the aliases below keep the engine's names); ErrDecode
-// and ErrNotInitialized are the engine's own.
+// and ErrNotInitialized are the engine's own, defined in package wire so
+// that they survive the runner socket.
 var (
 	// ErrClosed: the model was closed before or while the request ran.
 	ErrClosed = backends.ErrClosed
@@ -24,7 +26,26 @@ var (
 	// ErrNoChatTemplate: the model has no tokenizer.chat_template.
 	ErrNoChatTemplate = backends.ErrNoChatTemplate
 	// ErrDecode: llama_decode failed.
-	ErrDecode = errors.New("llama: decode failed")
+	ErrDecode = wire.ErrDecode
+)
+
+// The engine's settings and descriptions, which cross the runner socket.
+type (
+	Options = wire.Options
+	Info    = wire.Info
+	Stats   = wire.Stats
+)
+
+// Defaults of Options.
+const (
+	DefaultSlots      = wire.DefaultSlots
+	DefaultContextCap = wire.DefaultContextCap
+	DefaultBatchSize  = wire.DefaultBatchSize
+)
+
+var (
+	_ backends.Generator = (*Model)(nil)
+	_ backends.Tokenizer = (*Model)(nil)
 )
 
 // ContextLengthError says that the prompt and the requested completion do not

@@ -1,4 +1,4 @@
-package llama
+package engine
 
 import (
 	"context"
@@ -32,10 +32,10 @@ func genModel(t testing.TB, o ggufgen.Options) string {
 // openModel opens a generated model with test options and closes it at the end.
 func openModel(t testing.TB, o ggufgen.Options, opts Options) *Model {
 	t.Helper()
-	return openWithHooks(t, o, opts, hooks{})
+	return openWithHooks(t, o, opts, Hooks{})
 }
 
-func openWithHooks(t testing.TB, o ggufgen.Options, opts Options, h hooks) *Model {
+func openWithHooks(t testing.TB, o ggufgen.Options, opts Options, h Hooks) *Model {
 	t.Helper()
 	initLib(t)
 	if opts.ContextSize == 0 {

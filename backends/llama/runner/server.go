@@ -1,11 +1,10 @@
-package llama
+package runner
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -16,23 +15,9 @@ import (
 	"time"
 
 	"github.com/modeld/modeld/backends"
+	"github.com/modeld/modeld/backends/llama/engine"
+	"github.com/modeld/modeld/backends/llama/wire"
 )
-
-// RunnerConfig is what one runner process serves: one model, on one socket.
-// It is given only by flags (see RunnerMain); a runner reads no environment
-// and no config file.
-type RunnerConfig struct {
-	ModelPath string
-	Socket    string
-	// LibRoot is the runtime-library root; llama.cpp loads from its llama/
-	// directory (backends.Libs.LlamaDir).
-	LibRoot string
-	Options Options
-	// ParentPID is the daemon's process id: the runner exits when its parent
-	// is another process (0: whatever parent it has at start).
-	ParentPID int
-	LogLevel  slog.Level
-}
 
 // Runner timing.
 const (
@@ -41,68 +26,7 @@ const (
 	runnerReadHeader = 10 * time.Second
 )
 
-// args renders c as the flags RunnerMain parses.
-func (c RunnerConfig) args() []string {
-	o := c.Options
-	kv := []struct {
-		name string
-		v    any
-	}{
-		{"model", c.ModelPath}, {"socket", c.Socket}, {"lib-dir", c.LibRoot},
-		{"context-size", o.ContextSize}, {"context-cap", o.ContextCap}, {"slots", o.Slots},
-		{"threads", o.Threads}, {"batch-threads", o.BatchThreads}, {"gpu-layers", o.GPULayers}, {"batch-size", o.BatchSize},
-		{"max-waiting", o.MaxWaiting}, {"parent-pid", c.ParentPID}, {"log-level", c.LogLevel.String()},
-	}
-	out := make([]string, 0, len(kv))
-	for _, f := range kv {
-		out = append(out, fmt.Sprintf("--%s=%v", f.name, f.v))
-	}
-	return out
-}
-
-// parseRunnerArgs reads the flags of `modeld runner`.
-func parseRunnerArgs(args []string, stderr io.Writer) (RunnerConfig, error) {
-	var c RunnerConfig
-	o := &c.Options
-	fs := flag.NewFlagSet("modeld runner", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: modeld runner --model PATH --socket PATH --lib-dir DIR [flags]")
-		fmt.Fprintln(stderr, "Serves one GGUF model to the daemon that started it; not meant to be run by hand.")
-		fs.PrintDefaults()
-	}
-	fs.StringVar(&c.ModelPath, "model", "", "GGUF model file")
-	fs.StringVar(&c.Socket, "socket", "", "unix socket to serve on")
-	fs.StringVar(&c.LibRoot, "lib-dir", "", "runtime-library root (holding llama/)")
-	fs.IntVar(&o.ContextSize, "context-size", 0, "context per sequence (0: the model's, bounded by --context-cap)")
-	fs.IntVar(&o.ContextCap, "context-cap", 0, "bound of the default context size (0: built-in default)")
-	fs.IntVar(&o.Slots, "slots", 0, "sequences decoded together (0: default)")
-	fs.IntVar(&o.Threads, "threads", 0, "decode threads (0: measured default)")
-	fs.IntVar(&o.BatchThreads, "batch-threads", 0, "threads of multi-token decode steps (0: measured default)")
-	fs.IntVar(&o.GPULayers, "gpu-layers", 0, "layers offloaded to a GPU (-1 all, 0 none)")
-	fs.IntVar(&o.BatchSize, "batch-size", 0, "most tokens per decode step (0: default)")
-	fs.IntVar(&o.MaxWaiting, "max-waiting", 0, "requests that may wait for a slot (0: no bound)")
-	fs.IntVar(&c.ParentPID, "parent-pid", 0, "exit when the parent process is no longer this one")
-	fs.TextVar(&c.LogLevel, "log-level", slog.LevelInfo, "log level: debug, info, warn or error")
-	if err := fs.Parse(args); err != nil {
-		return c, err
-	}
-	var errs []error
-	if fs.NArg() > 0 {
-		errs = append(errs, fmt.Errorf("unexpected arguments %q", fs.Args()))
-	}
-	for name, v := range map[string]string{"--model": c.ModelPath, "--socket": c.Socket, "--lib-dir": c.LibRoot} {
-		if v == "" {
-			errs = append(errs, fmt.Errorf("%s is required", name))
-		}
-	}
-	if err := errors.Join(errs...); err != nil {
-		return c, fmt.Errorf("llama runner: %w", err)
-	}
-	return c, nil
-}
-
-// RunnerMain is the main of a runner process (`modeld runner`): it parses
+// Main is the main of a runner process (`modeld runner`): it parses
 // args, logs to stderr at the requested level (it sets the process's
 // default slog logger, which llama.cpp's own log lines go through), loads
 // the model and serves it on the socket until ctx is done (the caller
@@ -110,27 +34,30 @@ func parseRunnerArgs(args []string, stderr io.Writer) (RunnerConfig, error) {
 // the daemon holds its write end), or the parent process changes. Before
 // serving it writes one status line to stdout: ready, or the load error.
 // A clean shutdown returns nil; -h returns flag.ErrHelp.
-func RunnerMain(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	cfg, err := parseRunnerArgs(args, stderr)
+func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	cfg, err := wire.ParseArgs(args, stderr)
 	if err != nil {
 		return err
 	}
 	slog.SetDefault(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: cfg.LogLevel})))
-	return runRunner(ctx, cfg, stdin, stdout, runnerSeams{})
+	return Run(ctx, cfg, stdin, stdout, Seams{})
 }
 
-// runnerSeams are test seams of a runner process.
-type runnerSeams struct {
-	hooks hooks
-	// generateDone runs when a /generate request's context ends (the
+// Seams are test seams of a runner process.
+type Seams struct {
+	// Hooks are the engine's.
+	Hooks engine.Hooks
+	// GenerateDone runs when a /generate request's context ends (the
 	// client went away, or the handler returned).
-	generateDone func()
-	// beforeText runs when a /tokenize or /template request has been
+	GenerateDone func()
+	// BeforeText runs when a /tokenize or /template request has been
 	// read, before the model's work on it starts.
-	beforeText func(ctx context.Context)
+	BeforeText func(ctx context.Context)
 }
 
-func runRunner(ctx context.Context, cfg RunnerConfig, stdin io.Reader, stdout io.Writer, sm runnerSeams) error {
+// Run is Main after its flags were read, with test seams (tests run a
+// runner in their own binary).
+func Run(ctx context.Context, cfg wire.Config, stdin io.Reader, stdout io.Writer, sm Seams) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	go func() {
@@ -148,13 +75,13 @@ func runRunner(ctx context.Context, cfg RunnerConfig, stdin io.Reader, stdout io
 		}
 	}()
 	fail := func(err error) error {
-		_, _ = stdout.Write(encodeStatus(runnerStatus{Error: toWire(err)}))
+		_, _ = stdout.Write(wire.EncodeStatus(wire.Status{Error: wire.FromError(err)}))
 		return err
 	}
-	if err := Init(backends.Libs{Root: cfg.LibRoot}.LlamaDir()); err != nil {
+	if err := engine.Init(backends.Libs{Root: cfg.LibRoot}.LlamaDir()); err != nil {
 		return fail(err)
 	}
-	m, err := open(cfg.ModelPath, cfg.Options, sm.hooks)
+	m, err := engine.OpenWithHooks(cfg.ModelPath, cfg.Options, sm.Hooks)
 	if err != nil {
 		return fail(err)
 	}
@@ -171,7 +98,7 @@ func runRunner(ctx context.Context, cfg RunnerConfig, stdin io.Reader, stdout io
 	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
-	if _, err := stdout.Write(encodeStatus(runnerStatus{Ready: true, PID: os.Getpid()})); err != nil {
+	if _, err := stdout.Write(wire.EncodeStatus(wire.Status{Ready: true, PID: os.Getpid()})); err != nil {
 		cancel(fmt.Errorf("cannot report readiness: %w", err))
 	}
 	slog.Info("llama runner: ready", "model", cfg.ModelPath, "pid", os.Getpid(), "socket", cfg.Socket)
@@ -190,7 +117,7 @@ func runRunner(ctx context.Context, cfg RunnerConfig, stdin io.Reader, stdout io
 // handlers return) while the server stops taking requests, bounded by
 // runnerShutdown; a runner stuck in native code is left to its parent's
 // SIGKILL.
-func shutdownRunner(srv *http.Server, m *Model) error {
+func shutdownRunner(srv *http.Server, m *engine.Model) error {
 	done := make(chan error, 1)
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), runnerShutdown)
@@ -238,30 +165,30 @@ func watchParent(ctx context.Context, want int, getppid func() int, tick <-chan 
 
 // runnerServer serves one model over the runner protocol.
 type runnerServer struct {
-	m     *Model
-	seams runnerSeams
+	m     *engine.Model
+	seams Seams
 }
 
 func (s *runnerServer) handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET "+routeHealth, func(w http.ResponseWriter, _ *http.Request) {
+	mux.HandleFunc("GET "+wire.RouteHealth, func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, map[string]string{"status": "ok"})
 	})
-	mux.HandleFunc("GET "+routeInfo, func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, s.m.Info()) })
-	mux.HandleFunc("GET "+routeStats, func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, s.m.Stats()) })
-	mux.HandleFunc("POST "+routeTokenize, s.tokenize)
-	mux.HandleFunc("POST "+routeDetokenize, s.detokenize)
-	mux.HandleFunc("GET "+routePiece, s.piece)
-	mux.HandleFunc("POST "+routeTemplate, s.template)
-	mux.HandleFunc("POST "+routeGenerate, s.generate)
+	mux.HandleFunc("GET "+wire.RouteInfo, func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, s.m.Info()) })
+	mux.HandleFunc("GET "+wire.RouteStats, func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, s.m.Stats()) })
+	mux.HandleFunc("POST "+wire.RouteTokenize, s.tokenize)
+	mux.HandleFunc("POST "+wire.RouteDetokenize, s.detokenize)
+	mux.HandleFunc("GET "+wire.RoutePiece, s.piece)
+	mux.HandleFunc("POST "+wire.RouteTemplate, s.template)
+	mux.HandleFunc("POST "+wire.RouteGenerate, s.generate)
 	return mux
 }
 
 // clientGone reports whether the request's client went away before its
 // work started: then the work is skipped, as nobody would read the answer.
 func (s *runnerServer) clientGone(r *http.Request) bool {
-	if s.seams.beforeText != nil {
-		s.seams.beforeText(r.Context())
+	if s.seams.BeforeText != nil {
+		s.seams.BeforeText(r.Context())
 	}
 	if err := r.Context().Err(); err != nil {
 		slog.Debug("llama runner: request dropped, its client is gone", "path", r.URL.Path, "err", err)
@@ -285,11 +212,11 @@ func (s *runnerServer) tokenize(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	writeJSON(w, wireTokens{Tokens: ids})
+	writeJSON(w, wire.Tokens{Tokens: ids})
 }
 
 func (s *runnerServer) detokenize(w http.ResponseWriter, r *http.Request) {
-	var req wireTokens
+	var req wire.Tokens
 	if err := decodeBody(r, &req); err != nil {
 		writeError(w, err)
 		return
@@ -302,7 +229,7 @@ func (s *runnerServer) piece(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	id, err := strconv.ParseInt(q.Get("token"), 10, 32)
 	if err != nil {
-		writeError(w, fmt.Errorf("%w: token %q: %w", ErrInvalidRequest, q.Get("token"), err))
+		writeError(w, fmt.Errorf("%w: token %q: %w", backends.ErrInvalidRequest, q.Get("token"), err))
 		return
 	}
 	text, err := s.m.TokenPiece(int32(id), queryBool(q.Get("render_special")))
@@ -310,7 +237,7 @@ func (s *runnerServer) piece(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *runnerServer) template(w http.ResponseWriter, r *http.Request) {
-	var req wireTemplate
+	var req wire.Template
 	if err := decodeBody(r, &req); err != nil {
 		writeError(w, err)
 		return
@@ -327,18 +254,18 @@ func (s *runnerServer) template(w http.ResponseWriter, r *http.Request) {
 // the server watches the connection), which stops the sequence within one
 // decode step; the stream is still drained to its final event.
 func (s *runnerServer) generate(w http.ResponseWriter, r *http.Request) {
-	var wr wireRequest
+	var wr wire.Request
 	if err := decodeBody(r, &wr); err != nil {
 		writeError(w, err)
 		return
 	}
-	req, err := wr.request()
+	req, err := wr.ToRequest()
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	if s.seams.generateDone != nil {
-		context.AfterFunc(r.Context(), s.seams.generateDone)
+	if s.seams.GenerateDone != nil {
+		context.AfterFunc(r.Context(), s.seams.GenerateDone)
 	}
 	ch, err := s.m.Generate(r.Context(), req)
 	if err != nil {
@@ -357,7 +284,7 @@ func (s *runnerServer) generate(w http.ResponseWriter, r *http.Request) {
 			continue
 		}
 		line.Reset()
-		err := encodeLine(&line, toWireEvent(ev))
+		err := wire.EncodeLine(&line, wire.FromEvent(ev))
 		if err == nil {
 			_, err = w.Write(line.Bytes())
 		}
@@ -371,12 +298,12 @@ func (s *runnerServer) generate(w http.ResponseWriter, r *http.Request) {
 }
 
 func readBody(r *http.Request) ([]byte, error) {
-	b, err := io.ReadAll(io.LimitReader(r.Body, maxCallBody+1))
+	b, err := io.ReadAll(io.LimitReader(r.Body, wire.MaxCallBody+1))
 	if err != nil {
 		return nil, fmt.Errorf("llama runner: read request: %w", err)
 	}
-	if len(b) > maxCallBody {
-		return nil, fmt.Errorf("%w: request body over %d bytes", ErrInvalidRequest, maxCallBody)
+	if len(b) > wire.MaxCallBody {
+		return nil, fmt.Errorf("%w: request body over %d bytes", backends.ErrInvalidRequest, wire.MaxCallBody)
 	}
 	return b, nil
 }
@@ -387,7 +314,7 @@ func decodeBody(r *http.Request, v any) error {
 		return err
 	}
 	if err := json.Unmarshal(b, v); err != nil {
-		return fmt.Errorf("%w: malformed runner request: %w", ErrInvalidRequest, err)
+		return fmt.Errorf("%w: malformed runner request: %w", backends.ErrInvalidRequest, err)
 	}
 	return nil
 }
@@ -399,7 +326,7 @@ func queryBool(v string) bool {
 
 func writeJSON(w http.ResponseWriter, v any) {
 	var b bytes.Buffer
-	if err := encodeLine(&b, v); err != nil {
+	if err := wire.EncodeLine(&b, v); err != nil {
 		writeError(w, err)
 		return
 	}
@@ -416,10 +343,10 @@ func writeText(w http.ResponseWriter, text string, err error) {
 	_, _ = io.WriteString(w, text)
 }
 
-// writeError answers err as a wireError. The status is for people reading
+// writeError answers err as a wire.Error. The status is for people reading
 // the socket with curl; the client goes by the error's kinds.
 func writeError(w http.ResponseWriter, err error) {
-	we := toWire(err)
+	we := wire.FromError(err)
 	status := http.StatusInternalServerError
 	for _, k := range we.Kinds {
 		switch k {
@@ -433,7 +360,7 @@ func writeError(w http.ResponseWriter, err error) {
 		status = http.StatusBadRequest
 	}
 	var b bytes.Buffer
-	_ = encodeLine(&b, we) // strings and ints: cannot fail
+	_ = wire.EncodeLine(&b, we) // strings and ints: cannot fail
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_, _ = w.Write(b.Bytes())

@@ -1,4 +1,4 @@
-package llama
+package engine
 
 import (
 	"cmp"
@@ -14,20 +14,11 @@ import (
 	"github.com/modeld/modeld/backends"
 )
 
-// hooks are test seams, called on the scheduler goroutine.
-type hooks struct {
-	// afterToken runs after a token of the request in slot was handled; n
+// Hooks are test seams (OpenWithHooks), called on the scheduler goroutine.
+type Hooks struct {
+	// AfterToken runs after a token of the request in slot was handled; n
 	// is that request's completion token count so far.
-	afterToken func(slot, n int)
-}
-
-// Stats is a snapshot of a model's scheduler.
-type Stats struct {
-	Slots         int
-	Active        int    // slots running a request
-	Waiting       int    // requests waiting for a slot
-	DecodeCalls   uint64 // llama_decode calls
-	DecodedTokens uint64 // tokens evaluated (prompt and generated)
+	AfterToken func(slot, n int)
 }
 
 // scheduler runs continuous batching over one llama context: one sequence
@@ -40,7 +31,7 @@ type scheduler struct {
 	nBatch  int
 	ctxSize int
 	slots   []*slot
-	hooks   hooks
+	hooks   Hooks
 	clock   uint64 // loop goroutine only
 
 	mu         sync.Mutex // guards waiting and closed
@@ -58,7 +49,7 @@ type scheduler struct {
 	decodedTokens atomic.Uint64
 }
 
-func newScheduler(m *Model, o Options, h hooks) (*scheduler, error) {
+func newScheduler(m *Model, o Options, h Hooks) (*scheduler, error) {
 	nBatch := max(o.BatchSize, o.Slots)
 	dec, err := newLlamaDecoder(m, o, nBatch, m.info.ContextSize)
 	if err != nil {
@@ -70,7 +61,7 @@ func newScheduler(m *Model, o Options, h hooks) (*scheduler, error) {
 // newSchedulerWith makes a scheduler over dec with slots sequences of
 // ctxSize tokens, nBatch tokens per step and at most maxWaiting requests
 // waiting (0: no bound). Its loop is not started.
-func newSchedulerWith(dec decoder, slots, nBatch, ctxSize, maxWaiting int, h hooks) *scheduler {
+func newSchedulerWith(dec decoder, slots, nBatch, ctxSize, maxWaiting int, h Hooks) *scheduler {
 	s := &scheduler{
 		dec: dec, batch: make([]batchToken, 0, nBatch),
 		nBatch: nBatch, ctxSize: ctxSize, hooks: h, maxWaiting: maxWaiting,

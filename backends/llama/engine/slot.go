@@ -1,4 +1,4 @@
-package llama
+package engine
 
 import (
 	"context"
@@ -106,8 +106,8 @@ func (s *scheduler) onToken(sl *slot, tok yz.Token) {
 	sl.usage.CompletionTokens++
 	n := sl.usage.CompletionTokens
 	defer func() {
-		if s.hooks.afterToken != nil {
-			s.hooks.afterToken(sl.id, n)
+		if s.hooks.AfterToken != nil {
+			s.hooks.AfterToken(sl.id, n)
 		}
 	}()
 	if s.dec.isEOG(tok) {

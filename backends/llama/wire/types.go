@@ -1,0 +1,86 @@
+package wire
+
+import (
+	"errors"
+
+	"github.com/modeld/modeld/backends"
+)
+
+// Defaults of Options.
+const (
+	DefaultSlots      = 4
+	DefaultContextCap = backends.DefaultContextCap
+	DefaultBatchSize  = 512
+)
+
+// Options are the engine's settings of one model (engine.Open), which the
+// daemon passes to a runner by flags. Zero fields take the defaults.
+type Options struct {
+	// ContextSize is the context of one sequence (one request), in tokens.
+	// 0 means min(the model's trained context, ContextCap). Each slot gets
+	// its own ContextSize, so the KV cache holds Slots*ContextSize tokens.
+	ContextSize int
+	// ContextCap bounds the default context size (default DefaultContextCap).
+	ContextCap int
+	// Slots is the number of sequences decoded together (default 4).
+	Slots int
+	// Threads used by decode steps of one token (default engine.DefaultThreads()).
+	Threads int
+	// BatchThreads used by steps of several tokens: prompt chunks, several
+	// streams at once (default engine.DefaultBatchThreads()).
+	BatchThreads int
+	// BatchSize is the most tokens one decode step carries (default 512).
+	BatchSize int
+	// GPULayers is the number of layers to offload: -1 all, 0 none (CPU).
+	// When loading with layers on a GPU fails, the engine falls back to the CPU
+	// and says why in Info.GPUFallback.
+	GPULayers int
+	// MaxWaiting bounds the requests waiting for a free slot; Generate
+	// returns ErrBusy beyond it. 0 means no bound.
+	MaxWaiting int
+}
+
+// Info describes a loaded model.
+type Info struct {
+	Path           string
+	Arch           string // general.architecture
+	Name           string // general.name
+	Description    string // llama.cpp's one-line description
+	FileType       string // e.g. "F16", "Q4_K - Medium"
+	Params         uint64
+	SizeBytes      uint64
+	TrainedContext int
+	ContextSize    int // per sequence
+	Slots          int
+	BatchSize      int
+	Threads        int
+	BatchThreads   int
+	VocabSize      int
+	VocabType      string // "spm", "bpe", "wpm", "ugm", "rwkv", "plamo2"
+	AddBOS         bool
+	BOS, EOS       int32
+	ChatTemplate   string // "" when the model has none
+	GPULayers      int    // layers requested on a GPU (0 on the CPU)
+	GPUFallback    string // why the GPU load failed and the CPU was used
+}
+
+// HasChatTemplate reports whether the model carries tokenizer.chat_template.
+func (i Info) HasChatTemplate() bool { return i.ChatTemplate != "" }
+
+// Stats is a snapshot of a model's scheduler.
+type Stats struct {
+	Slots         int
+	Active        int    // slots running a request
+	Waiting       int    // requests waiting for a slot
+	DecodeCalls   uint64 // llama_decode calls
+	DecodedTokens uint64 // tokens evaluated (prompt and generated)
+}
+
+// Errors of the engine that are not the backends contract's: they are
+// defined here so that errors.Is finds them on both ends of the socket.
+var (
+	// ErrDecode: llama_decode failed.
+	ErrDecode = errors.New("llama: decode failed")
+	// ErrNotInitialized: the runtime library was not loaded (engine.Init).
+	ErrNotInitialized = errors.New("llama: runtime library not initialised (call Init)")
+)
