@@ -5,8 +5,8 @@ import (
 	"log/slog"
 	"testing"
 
+	"github.com/modeld/modeld/backends"
 	"github.com/modeld/modeld/cache"
-	"github.com/modeld/modeld/pipelines"
 )
 
 // "m:latest" and "m" are one model for requests, ps (the loaded section),
@@ -44,7 +44,7 @@ func TestDeleteLatestUnloadsTheModel(t *testing.T) {
 		return cache.Spec{ID: id, Task: "embed", Backend: "onnx"}, nil
 	}
 	load := func(_ context.Context, spec cache.Spec) (cache.Instance, error) {
-		return &closeSpy{fakeInstance: fakeInstance{p: &fakeEmbed{fakeBase: fakeBase{pipelines.TaskEmbed}, dim: 4}}, id: spec.ID, closed: closed}, nil
+		return &closeSpy{fakeInstance: fakeInstance{p: &fakeEmbed{fakeBase: fakeBase{backends.TaskEmbed}, dim: 4}}, id: spec.ID, closed: closed}, nil
 	}
 	c, err := cache.New(cache.DefaultConfig(), resolve, load, cache.WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {

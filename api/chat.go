@@ -116,16 +116,17 @@ func (s *Server) acquire(c *gin.Context, id string, ka KeepAlive) (*cache.Handle
 	return h, nil
 }
 
-// acquireChat finds or loads model id and checks that it serves chat.
+// acquireChat finds or loads model id and checks that it serves chat; a
+// model the store says serves another task is refused before it is loaded.
 func (s *Server) acquireChat(c *gin.Context, id string, ka KeepAlive) (*cache.Handle, ChatModel, error) {
-	h, err := s.acquire(c, id, ka)
+	h, m, err := s.acquireModel(c, id, ka, chatEndpoint)
 	if err != nil {
 		return nil, nil, err
 	}
-	cm, ok := backends.Unwrap(h.Instance()).(ChatModel)
+	cm, ok := m.(ChatModel)
 	if !ok {
 		h.Release()
-		return nil, nil, badRequest("model", "model %s does not serve chat or completions (it is not a generating model)", quote(id))
+		return nil, nil, wrongModel(id, m, chatEndpoint.what)
 	}
 	return h, cm, nil
 }

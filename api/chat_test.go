@@ -95,8 +95,11 @@ func (f *fakeChat) Generate(ctx context.Context, req backends.Request) (<-chan b
 type fakeEmbedder struct{}
 
 func (fakeEmbedder) Close() error { return nil }
-func (fakeEmbedder) Size() int64  { return 1 }
-func (fakeEmbedder) Slots() int   { return 1 }
+func (fakeEmbedder) Info() backends.Info {
+	return backends.Info{Task: backends.TaskEmbed}
+}
+func (fakeEmbedder) Size() int64 { return 1 }
+func (fakeEmbedder) Slots() int  { return 1 }
 
 func chatServer(t *testing.T, models map[string]cache.Instance) *Server {
 	t.Helper()
@@ -264,7 +267,7 @@ func TestChatErrors(t *testing.T) {
 		{`{"model":"m","messages":[{"role":"user","content":"x"}],"max_tokens":0}`, 400, "max_tokens must be at least 1"},
 		{`{"model":"m","messages":[{"role":"user","content":"x"}],"logit_bias":{"abc":1}}`, 400, "not a token id"},
 		{`{"model":"notmpl","messages":[{"role":"user","content":"x"}]}`, 400, "use /v1/completions"},
-		{`{"model":"emb","messages":[{"role":"user","content":"x"}]}`, 400, "does not serve chat"},
+		{`{"model":"emb","messages":[{"role":"user","content":"x"}]}`, 400, "serves embeddings (POST /v1/embeddings), not chat or completions"},
 		{`{"model":"full","messages":[{"role":"user","content":"x"}]}`, 400, "context of 64 tokens"},
 		{`{"model":"busy","messages":[{"role":"user","content":"x"}]}`, 503, "too many requests"},
 	}

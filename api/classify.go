@@ -4,36 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"strings"
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/modeld/modeld/pipelines"
-)
-
-// Classifier is a loaded text-classification pipeline (*pipelines.Classifier).
-type Classifier interface {
-	Classify(ctx context.Context, texts []string, opts pipelines.ClassifyOptions) (pipelines.ClassifyResult, error)
-}
-
-// ZeroShotClassifier classifies texts against labels chosen per request
-// (*pipelines.ZeroShot).
-type ZeroShotClassifier interface {
-	Classify(ctx context.Context, texts, candidateLabels []string, opts pipelines.ZeroShotOptions) (pipelines.ZeroShotResult, error)
-}
-
-// nliClassifier is a classifier that may offer a zero-shot view of its model
-// (*pipelines.Classifier; ErrWrongModel when the model is not an NLI model).
-type nliClassifier interface {
-	ZeroShot() (*pipelines.ZeroShot, error)
-}
-
-var (
-	_ Classifier         = (*pipelines.Classifier)(nil)
-	_ nliClassifier      = (*pipelines.Classifier)(nil)
-	_ ZeroShotClassifier = (*pipelines.ZeroShot)(nil)
+	"github.com/modeld/modeld/backends"
 )
 
 // ClassifyRequest is modeld's classification request, after transformers.js's
@@ -82,8 +58,8 @@ type classifyPlan struct {
 	topK     int // <= 0: all
 	zeroShot bool
 	labels   []string
-	opts     pipelines.ClassifyOptions
-	zsOpts   pipelines.ZeroShotOptions
+	opts     backends.ClassifyOptions
+	zsOpts   backends.ZeroShotOptions
 }
 
 func (r *ClassifyRequest) plan() (*classifyPlan, error) {
@@ -134,9 +110,9 @@ func (r *ClassifyRequest) plan() (*classifyPlan, error) {
 		if r.HypothesisTemplate != nil {
 			p.zsOpts.HypothesisTemplate = *r.HypothesisTemplate
 			if *r.HypothesisTemplate == "" {
-				errs = append(errs, badRequest("hypothesis_template", "hypothesis_template is empty; it needs {} where the label goes, e.g. %q", pipelines.DefaultHypothesisTemplate))
+				errs = append(errs, badRequest("hypothesis_template", "hypothesis_template is empty; it needs {} where the label goes, e.g. %q", backends.DefaultHypothesisTemplate))
 			} else if !strings.Contains(*r.HypothesisTemplate, "{}") {
-				errs = append(errs, badRequest("hypothesis_template", "hypothesis_template %s has no {} where the label goes, e.g. %q", quote(*r.HypothesisTemplate), pipelines.DefaultHypothesisTemplate))
+				errs = append(errs, badRequest("hypothesis_template", "hypothesis_template %s has no {} where the label goes, e.g. %q", quote(*r.HypothesisTemplate), backends.DefaultHypothesisTemplate))
 			}
 		}
 		if r.MultiLabel != nil {
@@ -147,7 +123,7 @@ func (r *ClassifyRequest) plan() (*classifyPlan, error) {
 	if r.HypothesisTemplate != nil || r.MultiLabel != nil {
 		errs = append(errs, badRequest("candidate_labels", "hypothesis_template and multi_label need candidate_labels (zero-shot classification)"))
 	}
-	if p.opts.Function, err = pipelines.ParseScoring(r.FunctionToApply); err != nil {
+	if p.opts.Function, err = backends.ParseScoring(r.FunctionToApply); err != nil {
 		errs = append(errs, badRequest("function_to_apply", "function_to_apply %s is not one of softmax, sigmoid, none", quote(r.FunctionToApply)))
 	}
 	p.opts.TopK = p.topK
@@ -165,7 +141,7 @@ func (s *Server) classify(c *gin.Context) {
 		writeError(c, err)
 		return
 	}
-	h, p, err := s.acquirePipeline(c, req.Model, req.KeepAlive)
+	h, p, err := s.acquireModel(c, req.Model, req.KeepAlive, classifyEndpoint)
 	if err != nil {
 		writeError(c, err)
 		return
@@ -194,10 +170,10 @@ func (s *Server) classify(c *gin.Context) {
 	c.JSON(http.StatusOK, out)
 }
 
-func classifyTexts(ctx context.Context, id string, p any, plan *classifyPlan) (*ClassificationList, int, error) {
-	cl, ok := p.(Classifier)
+func classifyTexts(ctx context.Context, id string, p backends.Model, plan *classifyPlan) (*ClassificationList, int, error) {
+	cl, ok := p.(backends.Classifier)
 	if !ok {
-		if _, zs := p.(ZeroShotClassifier); zs {
+		if _, zs := p.(backends.ZeroShotClassifier); zs {
 			return nil, 0, badRequest("candidate_labels", "model %s is a zero-shot classifier: give candidate_labels", quote(id))
 		}
 		return nil, 0, wrongModel(id, p, "text classification")
@@ -217,25 +193,18 @@ func classifyTexts(ctx context.Context, id string, p any, plan *classifyPlan) (*
 	return out, res.Truncated, nil
 }
 
-func zeroShot(ctx context.Context, id string, p any, plan *classifyPlan) (*ClassificationList, int, error) {
-	zs, ok := p.(ZeroShotClassifier)
+func zeroShot(ctx context.Context, id string, p backends.Model, plan *classifyPlan) (*ClassificationList, int, error) {
+	zs, ok := p.(backends.ZeroShotClassifier)
 	if !ok {
-		nli, isNLI := p.(nliClassifier)
-		if !isNLI {
-			return nil, 0, wrongModel(id, p, "zero-shot classification")
-		}
-		z, err := nli.ZeroShot()
-		if err != nil {
-			if errors.Is(err, pipelines.ErrWrongModel) {
-				e := badRequest("candidate_labels", "model %s cannot do zero-shot classification (it needs an NLI model whose labels include entailment and contradiction); drop candidate_labels to use its own labels: %v", quote(id), err)
-				e.Code = "wrong_model_type"
-				return nil, 0, e
-			}
-			return nil, 0, fmt.Errorf("zero-shot view of %s: %w", quote(id), err)
-		}
-		zs = z
+		return nil, 0, wrongModel(id, p, "zero-shot classification")
 	}
-	res, err := zs.Classify(ctx, plan.texts, plan.labels, plan.zsOpts)
+	res, err := zs.ClassifyZeroShot(ctx, plan.texts, plan.labels, plan.zsOpts)
+	if errors.Is(err, backends.ErrWrongModel) {
+		// A classifier whose labels do not make it an NLI model.
+		e := badRequest("candidate_labels", "model %s cannot do zero-shot classification (it needs an NLI model whose labels include entailment and contradiction); drop candidate_labels to use its own labels: %v", quote(id), err)
+		e.Code = "wrong_model_type"
+		return nil, 0, e
+	}
 	if err != nil {
 		return nil, 0, err
 	}

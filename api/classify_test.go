@@ -5,23 +5,23 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/modeld/modeld/pipelines"
+	"github.com/modeld/modeld/backends"
 )
 
 // fakeClassify scores labels pos (0.7) and neg (0.3) for every text and records
-// its options. It is not an NLI model: ZeroShot refuses.
+// its options. It is not an NLI model: ClassifyZeroShot refuses.
 type fakeClassify struct {
 	fakeBase
-	gotOpts pipelines.ClassifyOptions
+	gotOpts backends.ClassifyOptions
 	calls   int
 }
 
-func (f *fakeClassify) Classify(_ context.Context, texts []string, opts pipelines.ClassifyOptions) (pipelines.ClassifyResult, error) {
+func (f *fakeClassify) Classify(_ context.Context, texts []string, opts backends.ClassifyOptions) (backends.ClassifyResult, error) {
 	f.gotOpts = opts
 	f.calls++
-	res := pipelines.ClassifyResult{Tokens: 2 * len(texts), Device: "cpu"}
+	res := backends.ClassifyResult{Tokens: 2 * len(texts), Device: "cpu"}
 	for range texts {
-		all := []pipelines.LabelScore{{Label: "pos", Index: 1, Score: 0.7}, {Label: "neg", Index: 0, Score: 0.3}}
+		all := []backends.LabelScore{{Label: "pos", Index: 1, Score: 0.7}, {Label: "neg", Index: 0, Score: 0.3}}
 		if opts.TopK > 0 {
 			all = all[:min(opts.TopK, len(all))]
 		}
@@ -30,22 +30,22 @@ func (f *fakeClassify) Classify(_ context.Context, texts []string, opts pipeline
 	return res, nil
 }
 
-func (f *fakeClassify) ZeroShot() (*pipelines.ZeroShot, error) {
-	return nil, fmt.Errorf("pipelines: labels [neg pos] lack entailment and contradiction: %w", pipelines.ErrWrongModel)
+func (f *fakeClassify) ClassifyZeroShot(context.Context, []string, []string, backends.ZeroShotOptions) (backends.ZeroShotResult, error) {
+	return backends.ZeroShotResult{}, fmt.Errorf("pipelines: labels [neg pos] lack entailment and contradiction: %w", backends.ErrWrongModel)
 }
 
 // fakeZeroShot ranks the candidate labels in reverse order with scores 0.5, 0.3, 0.2, ...
 type fakeZeroShot struct {
 	fakeBase
 	gotLabels []string
-	gotOpts   pipelines.ZeroShotOptions
+	gotOpts   backends.ZeroShotOptions
 }
 
-func (f *fakeZeroShot) Classify(_ context.Context, texts, labels []string, opts pipelines.ZeroShotOptions) (pipelines.ZeroShotResult, error) {
+func (f *fakeZeroShot) ClassifyZeroShot(_ context.Context, texts, labels []string, opts backends.ZeroShotOptions) (backends.ZeroShotResult, error) {
 	f.gotLabels, f.gotOpts = labels, opts
-	res := pipelines.ZeroShotResult{Tokens: len(texts) * len(labels), Device: "cpu"}
+	res := backends.ZeroShotResult{Tokens: len(texts) * len(labels), Device: "cpu"}
 	for _, t := range texts {
-		r := pipelines.ZeroShotScores{Sequence: t}
+		r := backends.ZeroShotScores{Sequence: t}
 		score := 0.5
 		for i := len(labels) - 1; i >= 0; i-- {
 			r.Labels = append(r.Labels, labels[i])
@@ -58,8 +58,8 @@ func (f *fakeZeroShot) Classify(_ context.Context, texts, labels []string, opts 
 }
 
 func TestClassify(t *testing.T) {
-	cl := &fakeClassify{fakeBase: fakeBase{pipelines.TaskClassify}}
-	s, _ := pipelineServer(t, map[string]pipelines.Pipeline{"m": cl})
+	cl := &fakeClassify{fakeBase: fakeBase{backends.TaskClassify}}
+	s, _ := pipelineServer(t, map[string]backends.Model{"m": cl})
 	var got ClassificationList
 	decodeBody(t, pipePost(t, s, "/v1/classify", `{"model":"m","input":["a","b"]}`), &got)
 	if got.Object != "list" || got.Model != "m" || len(got.Data) != 2 || got.Usage.PromptTokens != 4 || got.Usage.TotalTokens != 4 {
@@ -85,14 +85,14 @@ func TestClassify(t *testing.T) {
 		}
 	}
 	decodeBody(t, pipePost(t, s, "/v1/classify", `{"model":"m","input":"a","function_to_apply":"sigmoid"}`), &got)
-	if cl.gotOpts.Function != pipelines.ScoringSigmoid {
+	if cl.gotOpts.Function != backends.ScoringSigmoid {
 		t.Errorf("function = %q", cl.gotOpts.Function)
 	}
 }
 
 func TestZeroShot(t *testing.T) {
-	z := &fakeZeroShot{fakeBase: fakeBase{pipelines.TaskZeroShot}}
-	s, _ := pipelineServer(t, map[string]pipelines.Pipeline{"z": z})
+	z := &fakeZeroShot{fakeBase: fakeBase{backends.TaskZeroShot}}
+	s, _ := pipelineServer(t, map[string]backends.Model{"z": z})
 	var got ClassificationList
 	decodeBody(t, pipePost(t, s, "/v1/classify", `{"model":"z","input":"a","candidate_labels":["x","y","w"],"hypothesis_template":"About {}.","multi_label":true}`), &got)
 	if len(got.Data) != 1 || got.Usage.PromptTokens != 3 {
@@ -115,8 +115,8 @@ func TestZeroShot(t *testing.T) {
 }
 
 func TestClassifyValidation(t *testing.T) {
-	cl := &fakeClassify{fakeBase: fakeBase{pipelines.TaskClassify}}
-	s, _ := pipelineServer(t, map[string]pipelines.Pipeline{"m": cl})
+	cl := &fakeClassify{fakeBase: fakeBase{backends.TaskClassify}}
+	s, _ := pipelineServer(t, map[string]backends.Model{"m": cl})
 	cases := []struct{ body, param, msg string }{
 		{`{"model":"m","input":""}`, "input", "empty string"},
 		{`{"model":"m","input":"a","top_k":0}`, "top_k", "positive integer"},

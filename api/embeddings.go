@@ -1,7 +1,6 @@
 package api
 
 import (
-	"context"
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
@@ -12,17 +11,8 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/modeld/modeld/pipelines"
+	"github.com/modeld/modeld/backends"
 )
-
-// Embedder is a loaded feature-extraction pipeline (*pipelines.Embedder).
-type Embedder interface {
-	Embed(ctx context.Context, texts []string, opts pipelines.EmbedOptions) (pipelines.EmbedResult, error)
-	// Dimensions is the vectors' length (0 when the model does not say).
-	Dimensions() int
-}
-
-var _ Embedder = (*pipelines.Embedder)(nil)
 
 // EmbeddingRequest is OpenAI's embeddings request plus modeld's pooling,
 // normalize and keep_alive.
@@ -56,7 +46,7 @@ type EmbeddingList struct {
 }
 
 // embedOptions validates the request and returns the texts and pipeline options.
-func (r *EmbeddingRequest) embedOptions() ([]string, pipelines.EmbedOptions, error) {
+func (r *EmbeddingRequest) embedOptions() ([]string, backends.EmbedOptions, error) {
 	var errs []error
 	texts, err := parseTexts("input", r.Input, MaxEmbeddingInputs)
 	if err != nil {
@@ -67,7 +57,7 @@ func (r *EmbeddingRequest) embedOptions() ([]string, pipelines.EmbedOptions, err
 	default:
 		errs = append(errs, badRequest("encoding_format", "encoding_format %s is not one of float, base64", quote(r.EncodingFormat)))
 	}
-	opts := pipelines.EmbedOptions{Normalize: r.Normalize}
+	opts := backends.EmbedOptions{Normalize: r.Normalize}
 	if opts.Normalize == nil {
 		on := true
 		opts.Normalize = &on
@@ -78,7 +68,7 @@ func (r *EmbeddingRequest) embedOptions() ([]string, pipelines.EmbedOptions, err
 		}
 		opts.Dimensions = *d
 	}
-	if opts.Pooling, err = pipelines.ParsePooling(r.Pooling); err != nil {
+	if opts.Pooling, err = backends.ParsePooling(r.Pooling); err != nil {
 		errs = append(errs, badRequest("pooling", "pooling %s is not one of mean, cls, last_token", quote(r.Pooling)))
 	}
 	return texts, opts, joinBadRequests(errs)
@@ -95,7 +85,7 @@ func (s *Server) embeddings(c *gin.Context) {
 		writeError(c, err)
 		return
 	}
-	h, e, ok := acquireAs[Embedder](s, c, req.Model, req.KeepAlive, "embeddings")
+	h, e, ok := acquireAs[backends.Embedder](s, c, req.Model, req.KeepAlive, embedEndpoint)
 	if !ok {
 		return
 	}

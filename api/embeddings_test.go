@@ -11,7 +11,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/modeld/modeld/pipelines"
+	"github.com/modeld/modeld/backends"
 )
 
 // fakeEmbed returns, for text i, the vector [i+1, i+2, ...] of length dim (or
@@ -23,21 +23,21 @@ type fakeEmbed struct {
 	truncated int
 
 	gotTexts []string
-	gotOpts  pipelines.EmbedOptions
+	gotOpts  backends.EmbedOptions
 }
 
 func (f *fakeEmbed) Dimensions() int { return f.dim }
 
-func (f *fakeEmbed) Embed(_ context.Context, texts []string, opts pipelines.EmbedOptions) (pipelines.EmbedResult, error) {
+func (f *fakeEmbed) Embed(_ context.Context, texts []string, opts backends.EmbedOptions) (backends.EmbedResult, error) {
 	f.gotTexts, f.gotOpts = texts, opts
 	if f.err != nil {
-		return pipelines.EmbedResult{}, f.err
+		return backends.EmbedResult{}, f.err
 	}
 	n := f.dim
 	if opts.Dimensions > 0 {
 		n = opts.Dimensions
 	}
-	res := pipelines.EmbedResult{Tokens: 3 * len(texts), Truncated: f.truncated, Device: "cpu"}
+	res := backends.EmbedResult{Tokens: 3 * len(texts), Truncated: f.truncated, Device: "cpu"}
 	for i := range texts {
 		v := make([]float32, n)
 		for j := range v {
@@ -52,8 +52,8 @@ func (f *fakeEmbed) Embed(_ context.Context, texts []string, opts pipelines.Embe
 }
 
 func TestEmbeddingsOpenAIShape(t *testing.T) {
-	e := &fakeEmbed{fakeBase: fakeBase{pipelines.TaskEmbed}, dim: 3, truncated: 1}
-	s, _ := pipelineServer(t, map[string]pipelines.Pipeline{"m": e})
+	e := &fakeEmbed{fakeBase: fakeBase{backends.TaskEmbed}, dim: 3, truncated: 1}
+	s, _ := pipelineServer(t, map[string]backends.Model{"m": e})
 	w := pipePost(t, s, "/v1/embeddings", `{"model":"m","input":["a","b"],"user":"u1"}`)
 	var got EmbeddingList
 	decodeBody(t, w, &got)
@@ -79,26 +79,26 @@ func TestEmbeddingsOpenAIShape(t *testing.T) {
 }
 
 func TestEmbeddingsOptions(t *testing.T) {
-	e := &fakeEmbed{fakeBase: fakeBase{pipelines.TaskEmbed}, dim: 4}
-	s, _ := pipelineServer(t, map[string]pipelines.Pipeline{"m": e})
+	e := &fakeEmbed{fakeBase: fakeBase{backends.TaskEmbed}, dim: 4}
+	s, _ := pipelineServer(t, map[string]backends.Model{"m": e})
 	w := pipePost(t, s, "/v1/embeddings", `{"model":"m","input":"a","pooling":"cls","normalize":false,"dimensions":2,"encoding_format":"float"}`)
 	var got EmbeddingList
 	decodeBody(t, w, &got)
-	if e.gotOpts.Pooling != pipelines.PoolingCLS || *e.gotOpts.Normalize || e.gotOpts.Dimensions != 2 {
+	if e.gotOpts.Pooling != backends.PoolingCLS || *e.gotOpts.Normalize || e.gotOpts.Dimensions != 2 {
 		t.Errorf("options = %+v", e.gotOpts)
 	}
 	if len(got.Data[0].Embedding.([]any)) != 2 {
 		t.Errorf("embedding = %v", got.Data[0].Embedding)
 	}
 	pipePost(t, s, "/v1/embeddings", `{"model":"m","input":"a","pooling":"last_token"}`)
-	if e.gotOpts.Pooling != pipelines.PoolingLastToken {
+	if e.gotOpts.Pooling != backends.PoolingLastToken {
 		t.Errorf("pooling = %q", e.gotOpts.Pooling)
 	}
 }
 
 func TestEmbeddingsBase64(t *testing.T) {
-	e := &fakeEmbed{fakeBase: fakeBase{pipelines.TaskEmbed}, dim: 3}
-	s, _ := pipelineServer(t, map[string]pipelines.Pipeline{"m": e})
+	e := &fakeEmbed{fakeBase: fakeBase{backends.TaskEmbed}, dim: 3}
+	s, _ := pipelineServer(t, map[string]backends.Model{"m": e})
 	var got struct {
 		Data []struct {
 			Embedding string `json:"embedding"`
@@ -119,8 +119,8 @@ func TestEmbeddingsBase64(t *testing.T) {
 }
 
 func TestEmbeddingsValidation(t *testing.T) {
-	e := &fakeEmbed{fakeBase: fakeBase{pipelines.TaskEmbed}, dim: 4}
-	s, _ := pipelineServer(t, map[string]pipelines.Pipeline{"m": e})
+	e := &fakeEmbed{fakeBase: fakeBase{backends.TaskEmbed}, dim: 4}
+	s, _ := pipelineServer(t, map[string]backends.Model{"m": e})
 	cases := []struct {
 		body, param, msg string
 	}{

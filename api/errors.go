@@ -12,7 +12,6 @@ import (
 
 	"github.com/modeld/modeld/backends"
 	"github.com/modeld/modeld/cache"
-	"github.com/modeld/modeld/pipelines"
 )
 
 // Error is an API error in OpenAI's shape:
@@ -77,12 +76,6 @@ func mapError(err error) *Error {
 			Message: err.Error() + "; use /v1/completions with a raw prompt"}
 	case errors.Is(err, cache.ErrDied):
 		return &Error{Status: http.StatusBadGateway, Type: "server_error", Code: "model_crashed", Message: err.Error()}
-	case errors.Is(err, pipelines.ErrInvalidInput):
-		return &Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Message: err.Error()}
-	case errors.Is(err, pipelines.ErrWrongModel):
-		return &Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "wrong_model_type", Message: err.Error()}
-	case errors.Is(err, pipelines.ErrBusy), errors.Is(err, pipelines.ErrBatcherClosed):
-		return &Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "model_busy", Message: err.Error(), RetryAfter: time.Second}
 	}
 	if e := statusError(err); e != nil {
 		return e

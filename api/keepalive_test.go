@@ -67,7 +67,7 @@ func TestKeepAliveForms(t *testing.T) {
 	} {
 		ps := allFakes()
 		resolve := func(_ context.Context, id string) (cache.Spec, error) {
-			return cache.Spec{ID: id, Task: string(ps[id].Task()), Backend: "onnx"}, nil
+			return cache.Spec{ID: id, Task: ps[id].Info().Task, Backend: "onnx"}, nil
 		}
 		load := func(_ context.Context, spec cache.Spec) (cache.Instance, error) {
 			return &fakeInstance{p: ps[spec.ID], device: "cpu"}, nil

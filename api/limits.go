@@ -6,14 +6,13 @@ import (
 	"unicode/utf8"
 
 	"github.com/modeld/modeld/backends"
-	"github.com/modeld/modeld/pipelines"
 )
 
 // Request limits. Each is checked when the request is decoded, before the
 // model is acquired (so before it is loaded) and before anything is
 // tokenized; a request over one is a 400 whose param names the field.
 // docs/API.md lists them under "Limits". The task pipelines enforce their
-// own bounds for every caller (pipelines/limits.go); the values here are
+// own bounds for every caller (backends/tasks.go); the values here are
 // those bounds, so the API refuses what the pipeline would, earlier and
 // with the field named.
 const (
@@ -34,21 +33,21 @@ const (
 	MaxTools       = 128
 	// MaxEmbeddingInputs bounds inputs per embeddings request (OpenAI's own
 	// limit), MaxClassifyInputs those per classification request.
-	MaxEmbeddingInputs = pipelines.MaxEmbedInputs
-	MaxClassifyInputs  = pipelines.MaxClassifyInputs
+	MaxEmbeddingInputs = backends.MaxEmbedInputs
+	MaxClassifyInputs  = backends.MaxClassifyInputs
 	// MaxCandidateLabels bounds zero-shot labels, and MaxZeroShotPairs the
 	// texts × labels pairs one request runs through the model.
-	MaxCandidateLabels = pipelines.MaxCandidateLabels
-	MaxZeroShotPairs   = pipelines.MaxZeroShotPairs
+	MaxCandidateLabels = backends.MaxCandidateLabels
+	MaxZeroShotPairs   = backends.MaxZeroShotPairs
 	// MaxRerankDocuments bounds documents per rerank request.
-	MaxRerankDocuments = pipelines.MaxRerankDocuments
+	MaxRerankDocuments = backends.MaxRerankDocuments
 	// MaxSummarizeInputs bounds texts per summarize request, MaxNumBeams
 	// num_beams and MaxNewTokens max_new_tokens (and min_new_tokens). The
 	// summarizer decodes at most pipelines.MaxDecoderRows texts × beams at
 	// once and runs larger requests group by group.
-	MaxSummarizeInputs = pipelines.MaxSummarizeInputs
-	MaxNumBeams        = pipelines.MaxNumBeams
-	MaxNewTokens       = pipelines.MaxNewTokens
+	MaxSummarizeInputs = backends.MaxSummarizeInputs
+	MaxNumBeams        = backends.MaxNumBeams
+	MaxNewTokens       = backends.MaxNewTokens
 
 	// MaxBytesPerToken is the most bytes of text one token is assumed to
 	// stand for. A prompt of more than contextTokens × MaxBytesPerToken bytes

@@ -5,29 +5,25 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"slices"
 	"strconv"
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/modeld/modeld/backends"
 	"github.com/modeld/modeld/cache"
-	"github.com/modeld/modeld/pipelines"
+	"github.com/modeld/modeld/models"
 )
 
 // The task pipelines' endpoints (/v1/embeddings, /v1/classify, /v1/rerank,
 // /v1/summarize) share what is in this file: how a handler gets the pipeline a
-// model id names, how a wrong model is refused, and how text inputs are read.
+// model id names (a backends.Model whose task capability a type assertion
+// finds), how a wrong model is refused, and how text inputs are read.
 // docs/API.md documents the request and response shapes.
 
 // TruncatedHeader names the response header that counts the inputs cut to the
 // model's maximum length (0 when none was).
 const TruncatedHeader = "X-Modeld-Truncated"
-
-// Unwrapper is implemented by cache instances that hold a task pipeline (the
-// daemon's ONNX instances); the handlers use the pipeline it returns. An instance
-// without it is used as the pipeline itself.
-type Unwrapper interface {
-	Unwrap() pipelines.Pipeline
-}
 
 // TaskUsage counts the tokens fed to a model by a task without generation.
 type TaskUsage struct {
@@ -37,32 +33,70 @@ type TaskUsage struct {
 
 func taskUsage(tokens int) TaskUsage { return TaskUsage{PromptTokens: tokens, TotalTokens: tokens} }
 
-// acquirePipeline finds or loads model id and returns the handle (to release) and
-// the pipeline it holds, after setting the device header.
-func (s *Server) acquirePipeline(c *gin.Context, id string, ka KeepAlive) (*cache.Handle, any, error) {
+// endpoint is what a route serves: its task in words, for refusals, and the
+// store's task names of the models that serve it.
+type endpoint struct {
+	what  string
+	tasks []string
+}
+
+var (
+	embedEndpoint     = endpoint{"embeddings", []string{backends.TaskEmbed}}
+	classifyEndpoint  = endpoint{"text classification", []string{backends.TaskClassify, backends.TaskZeroShot}}
+	rerankEndpoint    = endpoint{"reranking", []string{backends.TaskRerank}}
+	summarizeEndpoint = endpoint{"summarization", []string{backends.TaskSummarize}}
+	chatEndpoint      = endpoint{"chat or completions", []string{backends.TaskChat}}
+)
+
+// checkTask refuses, before the model is acquired (so before it is loaded
+// or queued for), a model whose stored tasks do not include one that ep
+// serves. It passes when Options.Tasks is unset or cannot say: acquiring
+// then answers (a model not found, a wrong model found by its capabilities).
+func (s *Server) checkTask(id string, ep endpoint) error {
+	if s.opt.Tasks == nil || id == "" {
+		return nil
+	}
+	canon, err := models.ParseID(id)
+	if err != nil {
+		return nil
+	}
+	tasks, err := s.opt.Tasks(canon.String())
+	if err != nil || len(tasks) == 0 {
+		return nil
+	}
+	for _, t := range tasks {
+		if slices.Contains(ep.tasks, t) {
+			return nil
+		}
+	}
+	return wrongModelType(id, taskServed(tasks[0]), ep.what)
+}
+
+// acquireModel checks model id's task against ep, then finds or loads it and
+// returns the handle (to release) and the backend model it holds.
+func (s *Server) acquireModel(c *gin.Context, id string, ka KeepAlive, ep endpoint) (*cache.Handle, backends.Model, error) {
+	if err := s.checkTask(id, ep); err != nil {
+		return nil, nil, err
+	}
 	h, err := s.acquire(c, id, ka)
 	if err != nil {
 		return nil, nil, err
 	}
-	var p any = h.Instance()
-	if u, ok := p.(Unwrapper); ok {
-		p = u.Unwrap()
-	}
-	return h, p, nil
+	return h, backends.Unwrap(h.Instance()), nil
 }
 
-// acquireAs acquires model id and checks that its pipeline is a T (what names
-// the endpoint's task in the refusal). When ok is false the error has been
-// written; otherwise the caller must release the handle.
-func acquireAs[T any](s *Server, c *gin.Context, id string, ka KeepAlive, what string) (h *cache.Handle, t T, ok bool) {
-	h, p, err := s.acquirePipeline(c, id, ka)
+// acquireAs acquires model id and checks that its model has the capability T
+// (ep names the endpoint's task in the refusal). When ok is false the error
+// has been written; otherwise the caller must release the handle.
+func acquireAs[T any](s *Server, c *gin.Context, id string, ka KeepAlive, ep endpoint) (h *cache.Handle, t T, ok bool) {
+	h, m, err := s.acquireModel(c, id, ka, ep)
 	if err != nil {
 		writeError(c, err)
 		return nil, t, false
 	}
-	if t, ok = p.(T); !ok {
+	if t, ok = m.(T); !ok {
 		h.Release()
-		writeError(c, wrongModel(id, p, what))
+		writeError(c, wrongModel(id, m, ep.what))
 		return nil, t, false
 	}
 	return h, t, true
@@ -70,33 +104,47 @@ func acquireAs[T any](s *Server, c *gin.Context, id string, ka KeepAlive, what s
 
 // wrongModel refuses a request whose model does not serve the endpoint's task,
 // naming what the model does serve and where.
-func wrongModel(id string, p any, want string) *Error {
-	e := badRequest("model", "model %s serves %s, not %s", quote(id), servedBy(p), want)
+func wrongModel(id string, m backends.Model, want string) *Error {
+	return wrongModelType(id, servedBy(m), want)
+}
+
+func wrongModelType(id, served, want string) *Error {
+	e := badRequest("model", "model %s serves %s, not %s", quote(id), served, want)
 	e.Code = "wrong_model_type"
 	return e
 }
 
 // servedBy describes the task of a loaded model and its endpoint.
-func servedBy(p any) string {
-	if t, ok := p.(interface{ Task() pipelines.Task }); ok {
-		switch t.Task() {
-		case pipelines.TaskEmbed:
-			return "embeddings (POST /v1/embeddings)"
-		case pipelines.TaskClassify:
-			return "text classification (POST /v1/classify)"
-		case pipelines.TaskZeroShot:
-			return "zero-shot classification (POST /v1/classify with candidate_labels)"
-		case pipelines.TaskRerank:
-			return "reranking (POST /v1/rerank)"
-		case pipelines.TaskSummarize:
-			return "summarization (POST /v1/summarize)"
-		}
-		return "the task " + string(t.Task())
+func servedBy(m backends.Model) string {
+	if m == nil {
+		return "another task"
 	}
-	if _, ok := p.(ChatModel); ok {
-		return "chat (POST /v1/chat/completions)"
+	if t := m.Info().Task; t != "" {
+		return taskServed(t)
+	}
+	if _, ok := m.(backends.Generator); ok {
+		return taskServed(backends.TaskChat)
 	}
 	return "another task"
+}
+
+// taskServed describes a task, in the store's names, and its endpoint.
+func taskServed(task string) string {
+	switch task {
+	case backends.TaskChat:
+		return "chat (POST /v1/chat/completions)"
+	case backends.TaskEmbed:
+		return "embeddings (POST /v1/embeddings)"
+	case backends.TaskClassify:
+		return "text classification (POST /v1/classify)"
+	case backends.TaskZeroShot:
+		return "zero-shot classification (POST /v1/classify with candidate_labels)"
+	case backends.TaskRerank:
+		return "reranking (POST /v1/rerank)"
+	case backends.TaskSummarize:
+		return "summarization (POST /v1/summarize)"
+	}
+	return "the task " + quote(task)
 }
 
 // parseTexts reads a JSON string or array of at most limit strings (param

@@ -10,47 +10,47 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/modeld/modeld/backends"
 	"github.com/modeld/modeld/cache"
-	"github.com/modeld/modeld/pipelines"
 )
 
-// fakeBase gives a fake pipeline the pipelines.Pipeline methods.
-type fakeBase struct{ task pipelines.Task }
+// fakeBase gives a fake pipeline the backends.Model methods; its Info names
+// its task.
+type fakeBase struct{ task string }
 
-func (f fakeBase) Task() pipelines.Task { return f.task }
-func (fakeBase) Device() string         { return "cpu" }
-func (fakeBase) FallbackReason() string { return "" }
-func (fakeBase) Size() int64            { return 1 }
-func (fakeBase) Close() error           { return nil }
+func (f fakeBase) Info() backends.Info {
+	return backends.Info{Backend: "onnx", Task: f.task, Device: "cpu"}
+}
+func (fakeBase) Close() error { return nil }
 
-// fakeInstance is a loaded pipeline as the daemon's cache holds it: it unwraps to
-// the pipeline and knows its device.
+// fakeInstance is a loaded pipeline as the daemon's cache holds it: it holds
+// the model (backends.Holder) and knows its device.
 type fakeInstance struct {
-	p      pipelines.Pipeline
+	p      backends.Model
 	device string
 }
 
 func (f *fakeInstance) Close() error               { return nil }
 func (f *fakeInstance) Size() int64                { return 1 }
 func (f *fakeInstance) Slots() int                 { return 64 }
-func (f *fakeInstance) Unwrap() pipelines.Pipeline { return f.p }
+func (f *fakeInstance) Backend() backends.Model    { return f.p }
 func (f *fakeInstance) Placement() cache.Placement { return cache.Placement{Device: f.device} }
 
 var (
-	_ cache.Instance = (*fakeInstance)(nil)
-	_ cache.Placed   = (*fakeInstance)(nil)
-	_ Unwrapper      = (*fakeInstance)(nil)
+	_ cache.Instance  = (*fakeInstance)(nil)
+	_ cache.Placed    = (*fakeInstance)(nil)
+	_ backends.Holder = (*fakeInstance)(nil)
 )
 
 // pipelineServer serves the given pipelines by model id, each through a fakeInstance.
-func pipelineServer(t *testing.T, ps map[string]pipelines.Pipeline) (*Server, *cache.Cache) {
+func pipelineServer(t *testing.T, ps map[string]backends.Model) (*Server, *cache.Cache) {
 	t.Helper()
 	resolve := func(_ context.Context, id string) (cache.Spec, error) {
 		p, ok := ps[id]
 		if !ok {
 			return cache.Spec{}, fmt.Errorf("model %s: %w", id, errNotFound)
 		}
-		return cache.Spec{ID: id, Task: string(p.Task()), Backend: "onnx"}, nil
+		return cache.Spec{ID: id, Task: p.Info().Task, Backend: "onnx"}, nil
 	}
 	load := func(_ context.Context, spec cache.Spec) (cache.Instance, error) {
 		return &fakeInstance{p: ps[spec.ID], device: "cpu"}, nil
@@ -109,13 +109,13 @@ func wantError(t *testing.T, w *httptest.ResponseRecorder, status int, param str
 	return e
 }
 
-func allFakes() map[string]pipelines.Pipeline {
-	return map[string]pipelines.Pipeline{
-		"embed":     &fakeEmbed{fakeBase: fakeBase{pipelines.TaskEmbed}, dim: 4},
-		"classify":  &fakeClassify{fakeBase: fakeBase{pipelines.TaskClassify}},
-		"zeroshot":  &fakeZeroShot{fakeBase: fakeBase{pipelines.TaskZeroShot}},
-		"rerank":    &fakeRerank{fakeBase: fakeBase{pipelines.TaskRerank}},
-		"summarize": &fakeSummarize{fakeBase: fakeBase{pipelines.TaskSummarize}},
+func allFakes() map[string]backends.Model {
+	return map[string]backends.Model{
+		"embed":     &fakeEmbed{fakeBase: fakeBase{backends.TaskEmbed}, dim: 4},
+		"classify":  &fakeClassify{fakeBase: fakeBase{backends.TaskClassify}},
+		"zeroshot":  &fakeZeroShot{fakeBase: fakeBase{backends.TaskZeroShot}},
+		"rerank":    &fakeRerank{fakeBase: fakeBase{backends.TaskRerank}},
+		"summarize": &fakeSummarize{fakeBase: fakeBase{backends.TaskSummarize}},
 	}
 }
 
@@ -162,14 +162,14 @@ func TestPipelineErrorMapping(t *testing.T) {
 		status     int
 		retryAfter string
 	}{
-		{fmt.Errorf("pipelines: dimensions: %w", pipelines.ErrInvalidInput), 400, ""},
-		{fmt.Errorf("pipelines: pooling: %w", pipelines.ErrWrongModel), 400, ""},
-		{fmt.Errorf("embed: %w", pipelines.ErrBusy), 503, "1"},
-		{fmt.Errorf("embed: %w", pipelines.ErrBatcherClosed), 503, "1"},
+		{fmt.Errorf("pipelines: dimensions: %w", backends.ErrInvalidRequest), 400, ""},
+		{fmt.Errorf("pipelines: pooling: %w", backends.ErrWrongModel), 400, ""},
+		{fmt.Errorf("embed: %w", backends.ErrBusy), 503, "1"},
+		{fmt.Errorf("embed: %w", backends.NewKind("batcher closed", 503, "model_busy")), 503, "1"},
 		{errors.New("onnxruntime: run failed"), 500, ""},
 	}
 	for _, c := range cases {
-		s, _ := pipelineServer(t, map[string]pipelines.Pipeline{"m": &fakeEmbed{fakeBase: fakeBase{pipelines.TaskEmbed}, err: c.err}})
+		s, _ := pipelineServer(t, map[string]backends.Model{"m": &fakeEmbed{fakeBase: fakeBase{backends.TaskEmbed}, err: c.err}})
 		w := pipePost(t, s, "/v1/embeddings", `{"model":"m","input":"x"}`)
 		wantError(t, w, c.status, "", c.err.Error())
 		if got := w.Header().Get("Retry-After"); got != c.retryAfter {
@@ -181,7 +181,7 @@ func TestPipelineErrorMapping(t *testing.T) {
 func TestPipelinesSetDeviceAndKeepAlive(t *testing.T) {
 	ps := allFakes()
 	resolve := func(_ context.Context, id string) (cache.Spec, error) {
-		return cache.Spec{ID: id, Task: string(ps[id].Task()), Backend: "onnx"}, nil
+		return cache.Spec{ID: id, Task: ps[id].Info().Task, Backend: "onnx"}, nil
 	}
 	load := func(_ context.Context, spec cache.Spec) (cache.Instance, error) {
 		return &fakeInstance{p: ps[spec.ID], device: "cuda:0"}, nil

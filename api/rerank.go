@@ -1,21 +1,13 @@
 package api
 
 import (
-	"context"
 	"encoding/json"
 	"net/http"
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/modeld/modeld/pipelines"
+	"github.com/modeld/modeld/backends"
 )
-
-// Reranker is a loaded cross-encoder (*pipelines.Reranker).
-type Reranker interface {
-	Rerank(ctx context.Context, query string, documents []string, opts pipelines.RerankOptions) (pipelines.RerankResult, error)
-}
-
-var _ Reranker = (*pipelines.Reranker)(nil)
 
 // RerankRequest is the rerank request of llama.cpp's server, LocalAI and Jina:
 // documents are strings (or objects with a "text" field).
@@ -50,9 +42,9 @@ type RerankResponse struct {
 	Usage   TaskUsage    `json:"usage"`
 }
 
-func (r *RerankRequest) validate() (string, []string, pipelines.RerankOptions, error) {
+func (r *RerankRequest) validate() (string, []string, backends.RerankOptions, error) {
 	var errs []error
-	var opts pipelines.RerankOptions
+	var opts backends.RerankOptions
 	query := ""
 	switch {
 	case r.Query == nil:
@@ -104,7 +96,7 @@ func (s *Server) rerank(c *gin.Context) {
 		writeError(c, err)
 		return
 	}
-	h, rr, ok := acquireAs[Reranker](s, c, req.Model, req.KeepAlive, "reranking")
+	h, rr, ok := acquireAs[backends.Reranker](s, c, req.Model, req.KeepAlive, rerankEndpoint)
 	if !ok {
 		return
 	}

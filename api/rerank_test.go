@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/modeld/modeld/pipelines"
+	"github.com/modeld/modeld/backends"
 )
 
 // fakeRerank scores each document by its length over 10, most relevant first.
@@ -13,14 +13,14 @@ type fakeRerank struct {
 	fakeBase
 	gotQuery string
 	gotDocs  []string
-	gotOpts  pipelines.RerankOptions
+	gotOpts  backends.RerankOptions
 }
 
-func (f *fakeRerank) Rerank(_ context.Context, query string, docs []string, opts pipelines.RerankOptions) (pipelines.RerankResult, error) {
+func (f *fakeRerank) Rerank(_ context.Context, query string, docs []string, opts backends.RerankOptions) (backends.RerankResult, error) {
 	f.gotQuery, f.gotDocs, f.gotOpts = query, docs, opts
-	res := pipelines.RerankResult{Tokens: len(docs) * 4, Device: "cpu"}
+	res := backends.RerankResult{Tokens: len(docs) * 4, Device: "cpu"}
 	for i, d := range docs {
-		res.Results = append(res.Results, pipelines.RerankScore{Index: i, Score: float64(len(d)) / 10})
+		res.Results = append(res.Results, backends.RerankScore{Index: i, Score: float64(len(d)) / 10})
 	}
 	// sort by score descending (insertion sort: few documents)
 	r := res.Results
@@ -36,8 +36,8 @@ func (f *fakeRerank) Rerank(_ context.Context, query string, docs []string, opts
 }
 
 func TestRerankShape(t *testing.T) {
-	rr := &fakeRerank{fakeBase: fakeBase{pipelines.TaskRerank}}
-	s, _ := pipelineServer(t, map[string]pipelines.Pipeline{"r": rr})
+	rr := &fakeRerank{fakeBase: fakeBase{backends.TaskRerank}}
+	s, _ := pipelineServer(t, map[string]backends.Model{"r": rr})
 	var got RerankResponse
 	decodeBody(t, pipePost(t, s, "/v1/rerank", `{"model":"r","query":"q","documents":["aa","a",{"text":"aaa"}],"top_n":2}`), &got)
 	if got.Object != "list" || got.Model != "r" || got.Usage != (TaskUsage{PromptTokens: 12, TotalTokens: 12}) || len(got.Results) != 2 {
@@ -67,8 +67,8 @@ func TestRerankShape(t *testing.T) {
 }
 
 func TestRerankValidation(t *testing.T) {
-	rr := &fakeRerank{fakeBase: fakeBase{pipelines.TaskRerank}}
-	s, _ := pipelineServer(t, map[string]pipelines.Pipeline{"r": rr})
+	rr := &fakeRerank{fakeBase: fakeBase{backends.TaskRerank}}
+	s, _ := pipelineServer(t, map[string]backends.Model{"r": rr})
 	cases := []struct{ body, param, msg string }{
 		{`{"model":"r","documents":["a"]}`, "query", "query is required"},
 		{`{"model":"r","query":"","documents":["a"]}`, "query", "empty string"},

@@ -46,6 +46,11 @@ type Options struct {
 	ContextCap int
 	// Cache finds or loads the model a request names.
 	Cache *cache.Cache
+	// Tasks, when set, gives the tasks a model serves (the store's names,
+	// backends.TaskChat, ...) from its canonical id without loading it, so
+	// that a request of the wrong kind is refused before the model is loaded
+	// or queued for. An error leaves the answer to the cache.
+	Tasks func(id string) ([]string, error)
 	// Collectors are more metrics for GET /metrics.
 	Collectors []prometheus.Collector
 }

@@ -1,7 +1,6 @@
 package api
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,15 +8,8 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/modeld/modeld/pipelines"
+	"github.com/modeld/modeld/backends"
 )
-
-// Summarizer is a loaded encoder-decoder pipeline (*pipelines.Summarizer).
-type Summarizer interface {
-	Summarize(ctx context.Context, texts []string, opts pipelines.SummarizeOptions) (pipelines.SummarizeResult, error)
-}
-
-var _ Summarizer = (*pipelines.Summarizer)(nil)
 
 // SummarizeRequest takes transformers.js's generation options; unset ones come
 // from the model's generation_config.json.
@@ -62,9 +54,9 @@ type SummaryChunk struct {
 	Usage        *Usage  `json:"usage,omitempty"`
 }
 
-func (r *SummarizeRequest) options() ([]string, pipelines.SummarizeOptions, error) {
+func (r *SummarizeRequest) options() ([]string, backends.SummarizeOptions, error) {
 	var errs []error
-	var o pipelines.SummarizeOptions
+	var o backends.SummarizeOptions
 	texts, err := parseTexts("input", r.Input, MaxSummarizeInputs)
 	if err != nil {
 		errs = append(errs, err)
@@ -113,12 +105,12 @@ func (r *SummarizeRequest) options() ([]string, pipelines.SummarizeOptions, erro
 		var s string
 		switch {
 		case json.Unmarshal(r.EarlyStopping, &b) == nil:
-			o.EarlyStopping = pipelines.EarlyStoppingFalse
+			o.EarlyStopping = backends.EarlyStoppingFalse
 			if b {
-				o.EarlyStopping = pipelines.EarlyStoppingTrue
+				o.EarlyStopping = backends.EarlyStoppingTrue
 			}
 		case json.Unmarshal(r.EarlyStopping, &s) == nil && s == "never":
-			o.EarlyStopping = pipelines.EarlyStoppingNever
+			o.EarlyStopping = backends.EarlyStoppingNever
 		default:
 			errs = append(errs, badRequest("early_stopping", "early_stopping must be true, false or \"never\", got %s", clip(es)))
 		}
@@ -147,7 +139,7 @@ func (s *Server) summarize(c *gin.Context) {
 		writeError(c, err)
 		return
 	}
-	h, sm, ok := acquireAs[Summarizer](s, c, req.Model, req.KeepAlive, "summarization")
+	h, sm, ok := acquireAs[backends.Summarizer](s, c, req.Model, req.KeepAlive, summarizeEndpoint)
 	if !ok {
 		return
 	}
@@ -169,7 +161,7 @@ func (s *Server) summarize(c *gin.Context) {
 	c.JSON(http.StatusOK, out)
 }
 
-func summaryUsage(res pipelines.SummarizeResult) Usage {
+func summaryUsage(res backends.SummarizeResult) Usage {
 	return Usage{PromptTokens: res.InputTokens, CompletionTokens: res.OutputTokens, TotalTokens: res.InputTokens + res.OutputTokens}
 }
 
@@ -179,10 +171,10 @@ var errClientGone = errors.New("client disconnected")
 // summarizeStream sends each generated piece as it comes, then a last event with
 // the finish reason, the whole summary and usage, then [DONE]. An error before
 // the first event is an ordinary error response; after it, an error event.
-func (s *Server) summarizeStream(c *gin.Context, id string, sm Summarizer, text string, opts pipelines.SummarizeOptions) {
+func (s *Server) summarizeStream(c *gin.Context, id string, sm backends.Summarizer, text string, opts backends.SummarizeOptions) {
 	ctx := c.Request.Context()
 	sse := newSSE(c)
-	opts.OnToken = func(ev pipelines.TokenEvent) error {
+	opts.OnToken = func(ev backends.TokenEvent) error {
 		if ctx.Err() != nil {
 			return errClientGone
 		}

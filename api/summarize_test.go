@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/modeld/modeld/pipelines"
+	"github.com/modeld/modeld/backends"
 )
 
 // fakeSummarize summarizes text t as "sum of t" in the pieces "sum", " of", " t",
@@ -17,40 +17,40 @@ type fakeSummarize struct {
 	fakeBase
 	err       error
 	failAfter int
-	gotOpts   pipelines.SummarizeOptions
+	gotOpts   backends.SummarizeOptions
 	calls     int
 }
 
-func (f *fakeSummarize) Summarize(ctx context.Context, texts []string, opts pipelines.SummarizeOptions) (pipelines.SummarizeResult, error) {
+func (f *fakeSummarize) Summarize(ctx context.Context, texts []string, opts backends.SummarizeOptions) (backends.SummarizeResult, error) {
 	f.gotOpts = opts
 	f.calls++
-	res := pipelines.SummarizeResult{InputTokens: 5 * len(texts), Device: "cpu"}
+	res := backends.SummarizeResult{InputTokens: 5 * len(texts), Device: "cpu"}
 	for i, t := range texts {
 		pieces := []string{"sum", " of", " " + t}
 		for j, p := range pieces {
 			if f.err != nil && j == f.failAfter {
-				return pipelines.SummarizeResult{}, f.err
+				return backends.SummarizeResult{}, f.err
 			}
 			if opts.OnToken != nil {
-				if err := opts.OnToken(pipelines.TokenEvent{Index: i, TokenID: int64(10 + j), Text: p}); err != nil {
-					return pipelines.SummarizeResult{}, err
+				if err := opts.OnToken(backends.TokenEvent{Index: i, TokenID: int64(10 + j), Text: p}); err != nil {
+					return backends.SummarizeResult{}, err
 				}
 			}
 		}
 		if opts.OnToken != nil {
-			if err := opts.OnToken(pipelines.TokenEvent{Index: i, TokenID: 3}); err != nil {
-				return pipelines.SummarizeResult{}, err
+			if err := opts.OnToken(backends.TokenEvent{Index: i, TokenID: 3}); err != nil {
+				return backends.SummarizeResult{}, err
 			}
 		}
-		res.Summaries = append(res.Summaries, pipelines.Summary{Text: strings.Join(pieces, ""), TokenIDs: []int64{10, 11, 12}, FinishReason: "stop"})
+		res.Summaries = append(res.Summaries, backends.Summary{Text: strings.Join(pieces, ""), TokenIDs: []int64{10, 11, 12}, FinishReason: "stop"})
 		res.OutputTokens += 4
 	}
 	return res, ctx.Err()
 }
 
 func TestSummarize(t *testing.T) {
-	sm := &fakeSummarize{fakeBase: fakeBase{pipelines.TaskSummarize}}
-	s, _ := pipelineServer(t, map[string]pipelines.Pipeline{"s": sm})
+	sm := &fakeSummarize{fakeBase: fakeBase{backends.TaskSummarize}}
+	s, _ := pipelineServer(t, map[string]backends.Model{"s": sm})
 	var got SummaryList
 	w := pipePost(t, s, "/v1/summarize", `{"model":"s","input":["a","b"],"max_new_tokens":9,"min_new_tokens":2,"num_beams":3,
 		"length_penalty":0.5,"early_stopping":"never","no_repeat_ngram_size":0}`)
@@ -68,13 +68,13 @@ func TestSummarize(t *testing.T) {
 	}
 	o := sm.gotOpts
 	if o.MaxNewTokens != 9 || *o.MinNewTokens != 2 || o.NumBeams != 3 || *o.LengthPenalty != 0.5 ||
-		o.EarlyStopping != pipelines.EarlyStoppingNever || *o.NoRepeatNgramSize != 0 || o.OnToken != nil {
+		o.EarlyStopping != backends.EarlyStoppingNever || *o.NoRepeatNgramSize != 0 || o.OnToken != nil {
 		t.Errorf("options = %+v", o)
 	}
-	for body, want := range map[string]pipelines.EarlyStopping{
-		`{"model":"s","input":"a"}`:                        pipelines.EarlyStoppingDefault,
-		`{"model":"s","input":"a","early_stopping":true}`:  pipelines.EarlyStoppingTrue,
-		`{"model":"s","input":"a","early_stopping":false}`: pipelines.EarlyStoppingFalse,
+	for body, want := range map[string]backends.EarlyStopping{
+		`{"model":"s","input":"a"}`:                        backends.EarlyStoppingDefault,
+		`{"model":"s","input":"a","early_stopping":true}`:  backends.EarlyStoppingTrue,
+		`{"model":"s","input":"a","early_stopping":false}`: backends.EarlyStoppingFalse,
 	} {
 		decodeBody(t, pipePost(t, s, "/v1/summarize", body), &got)
 		if sm.gotOpts.EarlyStopping != want || sm.gotOpts.MinNewTokens != nil || sm.gotOpts.NumBeams != 0 {
@@ -84,8 +84,8 @@ func TestSummarize(t *testing.T) {
 }
 
 func TestSummarizeStream(t *testing.T) {
-	sm := &fakeSummarize{fakeBase: fakeBase{pipelines.TaskSummarize}}
-	s, _ := pipelineServer(t, map[string]pipelines.Pipeline{"s": sm})
+	sm := &fakeSummarize{fakeBase: fakeBase{backends.TaskSummarize}}
+	s, _ := pipelineServer(t, map[string]backends.Model{"s": sm})
 	w := pipePost(t, s, "/v1/summarize", `{"model":"s","input":"x","stream":true}`)
 	if w.Code != 200 || !strings.HasPrefix(w.Header().Get("Content-Type"), "text/event-stream") || w.Header().Get(DeviceHeader) != "cpu" {
 		t.Fatalf("status %d, headers %v", w.Code, w.Header())
@@ -127,10 +127,10 @@ func TestSummarizeStream(t *testing.T) {
 
 func TestSummarizeStreamErrors(t *testing.T) {
 	// Before the first token: an ordinary error response.
-	sm := &fakeSummarize{fakeBase: fakeBase{pipelines.TaskSummarize}, err: fmt.Errorf("decoder: %w", pipelines.ErrBusy), failAfter: 0}
-	s, _ := pipelineServer(t, map[string]pipelines.Pipeline{"s": sm})
+	sm := &fakeSummarize{fakeBase: fakeBase{backends.TaskSummarize}, err: fmt.Errorf("decoder: %w", backends.ErrBusy), failAfter: 0}
+	s, _ := pipelineServer(t, map[string]backends.Model{"s": sm})
 	w := pipePost(t, s, "/v1/summarize", `{"model":"s","input":"x","stream":true}`)
-	wantError(t, w, 503, "", "too many queued requests")
+	wantError(t, w, 503, "", "too many requests waiting")
 	// After it: an error event ends the stream.
 	sm.err, sm.failAfter = errors.New("decoder: run failed"), 1
 	w = pipePost(t, s, "/v1/summarize", `{"model":"s","input":"x","stream":true}`)
@@ -141,8 +141,8 @@ func TestSummarizeStreamErrors(t *testing.T) {
 }
 
 func TestSummarizeValidation(t *testing.T) {
-	sm := &fakeSummarize{fakeBase: fakeBase{pipelines.TaskSummarize}}
-	s, _ := pipelineServer(t, map[string]pipelines.Pipeline{"s": sm})
+	sm := &fakeSummarize{fakeBase: fakeBase{backends.TaskSummarize}}
+	s, _ := pipelineServer(t, map[string]backends.Model{"s": sm})
 	cases := []struct{ body, param, msg string }{
 		{`{"model":"s","input":""}`, "input", "empty string"},
 		{`{"model":"s","input":"a","max_new_tokens":0}`, "max_new_tokens", "at least 1"},

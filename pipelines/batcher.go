@@ -3,18 +3,21 @@ package pipelines
 import (
 	"context"
 	"errors"
+	"net/http"
 	"sync"
 	"time"
+
+	"github.com/modeld/modeld/backends"
 )
 
 // ErrBatcherClosed is returned by a Batcher that has been closed.
-var ErrBatcherClosed = errors.New("pipelines: batcher closed")
+var ErrBatcherClosed = backends.NewKind("pipelines: batcher closed", http.StatusServiceUnavailable, "model_busy")
 
 // ErrBusy is returned when a batcher's queue is full. A loaded pipeline's
 // batcher queues MaxInFlight requests, as many as the cache lets call it at
 // once, so behind the cache it never answers ErrBusy: the cache is the one
 // admission point of a model, and refuses with a retry-after.
-var ErrBusy = errors.New("pipelines: too many queued requests")
+var ErrBusy = backends.NewKind("pipelines: too many queued requests", http.StatusServiceUnavailable, "model_busy")
 
 // MaxInFlight is the most requests a loaded pipeline serves at once: its
 // slots in the cache (cmd/modeld's pipeline instance reports it) and the

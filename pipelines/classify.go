@@ -6,51 +6,34 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/modeld/modeld/backends"
 )
 
-// Scoring turns a classifier's logits into scores.
-type Scoring string
+// The classification option and result types are backends'.
+type (
+	Scoring         = backends.Scoring
+	ClassifyOptions = backends.ClassifyOptions
+	LabelScore      = backends.LabelScore
+	ClassifyResult  = backends.ClassifyResult
+	ZeroShotOptions = backends.ZeroShotOptions
+	ZeroShotScores  = backends.ZeroShotScores
+	ZeroShotResult  = backends.ZeroShotResult
+)
 
 // Scorings. The model's default is ScoringSigmoid when config.json says
 // problem_type multi_label_classification, else ScoringSoftmax.
 const (
-	ScoringSoftmax Scoring = "softmax"
-	ScoringSigmoid Scoring = "sigmoid"
-	ScoringNone    Scoring = "none" // raw logits
+	ScoringSoftmax = backends.ScoringSoftmax
+	ScoringSigmoid = backends.ScoringSigmoid
+	ScoringNone    = backends.ScoringNone
 )
 
 // ParseScoring accepts softmax, sigmoid and none; "" means the model's default.
-func ParseScoring(s string) (Scoring, error) {
-	switch Scoring(s) {
-	case "", ScoringSoftmax, ScoringSigmoid, ScoringNone:
-		return Scoring(s), nil
-	}
-	return "", fmt.Errorf("pipelines: unknown scoring function %s (want softmax, sigmoid or none): %w", quoteInput(s), ErrInvalidInput)
-}
+func ParseScoring(s string) (Scoring, error) { return backends.ParseScoring(s) }
 
-// ClassifyOptions adjust one Classify call.
-type ClassifyOptions struct {
-	// TopK is how many labels to return per text, best first; <= 0 returns all.
-	// (transformers.js defaults to 1; callers choose.)
-	TopK int
-	// Function overrides the model's scoring function.
-	Function Scoring
-}
-
-// LabelScore is one label's score.
-type LabelScore struct {
-	Label string
-	Index int // the model's output index
-	Score float64
-}
-
-// ClassifyResult holds the labels of each text, best first.
-type ClassifyResult struct {
-	Results   [][]LabelScore
-	Tokens    int
-	Truncated int
-	Device    string
-}
+// DefaultHypothesisTemplate is the zero-shot hypothesis template transformers.js uses.
+const DefaultHypothesisTemplate = backends.DefaultHypothesisTemplate
 
 // Classifier is a text-classification pipeline (a sequence-classification model
 // with a logits output and id2label in config.json).
@@ -171,35 +154,6 @@ func (c *Classifier) Task() Task { return TaskClassify }
 
 // Close releases the model.
 func (c *Classifier) Close() error { return c.enc.close() }
-
-// DefaultHypothesisTemplate is the zero-shot hypothesis template transformers.js uses.
-const DefaultHypothesisTemplate = "This example is {}."
-
-// ZeroShotOptions adjust one zero-shot call.
-type ZeroShotOptions struct {
-	// HypothesisTemplate has "{}" where a candidate label goes (its first "{}"
-	// only); "" uses DefaultHypothesisTemplate.
-	HypothesisTemplate string
-	// MultiLabel scores each label on its own (softmax over contradiction vs
-	// entailment); otherwise the entailment logits are softmaxed across labels. A
-	// single candidate label is always scored on its own.
-	MultiLabel bool
-}
-
-// ZeroShotScores are one text's candidate labels, best first.
-type ZeroShotScores struct {
-	Sequence string
-	Labels   []string
-	Scores   []float64
-}
-
-// ZeroShotResult holds the labels of each text.
-type ZeroShotResult struct {
-	Results   []ZeroShotScores
-	Tokens    int
-	Truncated int
-	Device    string
-}
 
 // ZeroShot classifies texts against labels chosen per request with an NLI model:
 // each (text, hypothesis) pair is scored for entailment, as transformers.js's

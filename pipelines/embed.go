@@ -9,56 +9,28 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/modeld/modeld/backends"
 )
 
-// Pooling turns token vectors into one vector per text.
-type Pooling string
+// The embedding option and result types are backends'.
+type (
+	Pooling      = backends.Pooling
+	EmbedOptions = backends.EmbedOptions
+	EmbedResult  = backends.EmbedResult
+)
 
 // Poolings. The default for a model without a sentence-transformers pooling config
 // is PoolingMean.
 const (
-	PoolingMean      Pooling = "mean"       // attention-masked mean of the token vectors
-	PoolingCLS       Pooling = "cls"        // the first token's vector
-	PoolingLastToken Pooling = "last_token" // the last non-padding token's vector
+	PoolingMean      = backends.PoolingMean
+	PoolingCLS       = backends.PoolingCLS
+	PoolingLastToken = backends.PoolingLastToken
 )
 
 // ParsePooling accepts mean, cls (or first_token) and last_token (or eos), the
 // names transformers.js uses; "" means the model's default.
-func ParsePooling(s string) (Pooling, error) {
-	switch s {
-	case "":
-		return "", nil
-	case "mean":
-		return PoolingMean, nil
-	case "cls", "first_token":
-		return PoolingCLS, nil
-	case "last_token", "eos", "lasttoken":
-		return PoolingLastToken, nil
-	}
-	return "", fmt.Errorf("pipelines: unknown pooling %s (want mean, cls or last_token): %w", quoteInput(s), ErrInvalidInput)
-}
-
-// EmbedOptions adjust one Embed call; zero values take the model's defaults.
-type EmbedOptions struct {
-	Pooling Pooling
-	// Normalize L2-normalizes the vectors; nil takes the model's default (true when
-	// its modules.json lists a Normalize module, else false).
-	Normalize *bool
-	// Dimensions > 0 keeps the first Dimensions values of each vector and then
-	// L2-normalizes them (Matryoshka truncation), unless Normalize is explicitly
-	// false.
-	Dimensions int
-}
-
-// EmbedResult holds one vector per input text.
-type EmbedResult struct {
-	Vectors [][]float32
-	// Tokens counts the tokens fed to the model (special tokens included, after
-	// truncation); Truncated counts the texts that were cut to the model's length.
-	Tokens    int
-	Truncated int
-	Device    string
-}
+func ParsePooling(s string) (Pooling, error) { return backends.ParsePooling(s) }
 
 // Embedder is a feature-extraction pipeline.
 type Embedder struct {

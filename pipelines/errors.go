@@ -1,12 +1,13 @@
 package pipelines
 
-import "errors"
+import "github.com/modeld/modeld/backends"
 
-// Errors callers map to responses: ErrInvalidInput is the caller's fault (bad
-// request); ErrWrongModel means the model folder does not hold a model for the
-// task asked (bad request naming the model); anything else is a server-side
-// failure (a corrupt file, a runtime error).
+// Errors callers map to responses, backends' own: ErrInvalidInput is the
+// caller's fault (bad request); ErrWrongModel means the model folder does not
+// hold a model for the task asked (bad request naming the model); anything
+// else is a server-side failure (a corrupt file, a runtime error). Each says
+// its HTTP meaning through backends.StatusError.
 var (
-	ErrInvalidInput = errors.New("invalid input")
-	ErrWrongModel   = errors.New("model does not fit the task")
+	ErrInvalidInput = backends.ErrInvalidRequest
+	ErrWrongModel   = backends.ErrWrongModel
 )

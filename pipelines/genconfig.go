@@ -7,39 +7,23 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+
+	"github.com/modeld/modeld/backends"
 )
 
-// EarlyStopping is beam search's stopping rule (generation_config.json
-// early_stopping: true, false or "never").
-type EarlyStopping int
+// EarlyStopping is beam search's stopping rule (backends').
+type EarlyStopping = backends.EarlyStopping
 
 // Stopping rules.
 const (
-	EarlyStoppingDefault EarlyStopping = iota // the model's generation_config.json
-	// EarlyStoppingTrue stops a text once num_beams hypotheses are finished.
-	EarlyStoppingTrue
-	// EarlyStoppingFalse stops when no running beam can still beat the worst kept
-	// hypothesis, judged at the current length.
-	EarlyStoppingFalse
-	// EarlyStoppingNever stops only when no running beam can beat it at any length
-	// up to the maximum (canonical beam search).
-	EarlyStoppingNever
+	EarlyStoppingDefault = backends.EarlyStoppingDefault
+	EarlyStoppingTrue    = backends.EarlyStoppingTrue
+	EarlyStoppingFalse   = backends.EarlyStoppingFalse
+	EarlyStoppingNever   = backends.EarlyStoppingNever
 )
 
 // ParseEarlyStopping accepts "true", "false" and "never"; "" is the default.
-func ParseEarlyStopping(s string) (EarlyStopping, error) {
-	switch s {
-	case "":
-		return EarlyStoppingDefault, nil
-	case "true":
-		return EarlyStoppingTrue, nil
-	case "false":
-		return EarlyStoppingFalse, nil
-	case "never":
-		return EarlyStoppingNever, nil
-	}
-	return 0, fmt.Errorf("pipelines: early_stopping %q (want true, false or never): %w", s, ErrInvalidInput)
-}
+func ParseEarlyStopping(s string) (EarlyStopping, error) { return backends.ParseEarlyStopping(s) }
 
 // generationConfig holds generation settings as config.json and
 // generation_config.json spell them; nil means unset.

@@ -1,17 +1,21 @@
 package pipelines
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/modeld/modeld/backends"
+)
 
 // Task names a pipeline kind.
 type Task string
 
-// Tasks.
+// Tasks, named as backends (and so the model store) name them.
 const (
-	TaskEmbed     Task = "embed"
-	TaskClassify  Task = "classify"
-	TaskZeroShot  Task = "zero-shot"
-	TaskRerank    Task = "rerank"
-	TaskSummarize Task = "summarize"
+	TaskEmbed     Task = backends.TaskEmbed
+	TaskClassify  Task = backends.TaskClassify
+	TaskZeroShot  Task = backends.TaskZeroShot
+	TaskRerank    Task = backends.TaskRerank
+	TaskSummarize Task = backends.TaskSummarize
 )
 
 // Tasks lists every task, in a stable order.
@@ -19,7 +23,7 @@ func Tasks() []Task {
 	return []Task{TaskEmbed, TaskClassify, TaskZeroShot, TaskRerank, TaskSummarize}
 }
 
-// ParseTask accepts a task name (embed, classify, zero-shot, rerank, summarize).
+// ParseTask accepts a task name (embed, classify, zero-shot-classify, rerank, summarize).
 func ParseTask(s string) (Task, error) {
 	for _, t := range Tasks() {
 		if string(t) == s {
@@ -29,8 +33,11 @@ func ParseTask(s string) (Task, error) {
 	return "", fmt.Errorf("pipelines: unknown task %q (want one of %v): %w", s, Tasks(), ErrInvalidInput)
 }
 
-// Pipeline is what every loaded pipeline offers besides its task method.
+// Pipeline is what every loaded pipeline offers besides its task method: it
+// is a backends.Model, whose task capability (backends.Embedder, ...) a type
+// assertion finds.
 type Pipeline interface {
+	backends.Model
 	Task() Task
 	// Device is where the model runs: "cpu" or "cuda:N".
 	Device() string
@@ -38,7 +45,6 @@ type Pipeline interface {
 	FallbackReason() string
 	// Size is the bytes of the model folder's files.
 	Size() int64
-	Close() error
 }
 
 var (

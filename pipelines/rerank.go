@@ -5,31 +5,16 @@ import (
 	"context"
 	"fmt"
 	"slices"
+
+	"github.com/modeld/modeld/backends"
 )
 
-// RerankOptions adjust one Rerank call.
-type RerankOptions struct {
-	// TopN keeps the N most relevant documents; <= 0 keeps all.
-	TopN int
-	// RawScores returns the cross-encoder's logit instead of sigmoid(logit).
-	RawScores bool
-}
-
-// RerankScore is one document's relevance.
-type RerankScore struct {
-	Index int // the document's position in the request
-	// Score is sigmoid(logit) in [0, 1] (the logit itself with RawScores), the
-	// score sentence-transformers' CrossEncoder gives single-logit models.
-	Score float64
-}
-
-// RerankResult lists documents most relevant first (ties: earlier document first).
-type RerankResult struct {
-	Results   []RerankScore
-	Tokens    int
-	Truncated int
-	Device    string
-}
+// The rerank option and result types are backends'.
+type (
+	RerankOptions = backends.RerankOptions
+	RerankScore   = backends.RerankScore
+	RerankResult  = backends.RerankResult
+)
 
 // Reranker scores (query, document) pairs with a cross-encoder: a
 // sequence-classification model with a single logit.

@@ -5,50 +5,19 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/modeld/modeld/backends"
 	"github.com/modeld/modeld/pipelines/tokenizer"
 )
 
-// SummarizeOptions adjust one Summarize call; unset fields (nil or zero) take the
-// model's generation_config.json, then transformers.js's defaults (max_length 20,
-// greedy search).
-type SummarizeOptions struct {
-	MaxNewTokens      int // > 0 limits the generated tokens (EOS included)
-	MinNewTokens      *int
-	NumBeams          int // 1 = greedy search; > 1 = beam search
-	LengthPenalty     *float64
-	EarlyStopping     EarlyStopping
-	NoRepeatNgramSize *int // 0 turns the model's setting off
-	// OnToken, when set, is called after each generated token (greedy search only).
-	// An error from it stops generation and is returned.
-	OnToken func(TokenEvent) error
-}
-
-// TokenEvent is one streamed token. The Text pieces of a summary concatenate to
-// its final Text, except where decoding a later token rewrites earlier characters
-// (the tokenizer's clean-up of spaces before punctuation can): then the piece is ""
-// and Summary.Text is authoritative.
-type TokenEvent struct {
-	Index   int    // which input text
-	TokenID int64  // the token generated (the final EOS included)
-	Text    string // the text it adds to the summary so far
-}
-
-// Summary is one text's summary.
-type Summary struct {
-	Text     string
-	TokenIDs []int64 // generated ids, without the decoder start token and final EOS
-	// FinishReason is "stop" (EOS generated) or "length" (length limit reached).
-	FinishReason string
-}
-
-// SummarizeResult holds one summary per input text.
-type SummarizeResult struct {
-	Summaries    []Summary
-	InputTokens  int
-	OutputTokens int
-	Truncated    int
-	Device       string
-}
+// The summarization option and result types are backends'. Unset options
+// (nil or zero) take the model's generation_config.json, then
+// transformers.js's defaults (max_length 20, greedy search).
+type (
+	SummarizeOptions = backends.SummarizeOptions
+	TokenEvent       = backends.TokenEvent
+	Summary          = backends.Summary
+	SummarizeResult  = backends.SummarizeResult
+)
 
 // Summarizer is a summarization pipeline over an encoder-decoder model.
 type Summarizer struct {

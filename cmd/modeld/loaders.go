@@ -11,7 +11,6 @@ import (
 	"github.com/modeld/modeld/backends/llama"
 	"github.com/modeld/modeld/backends/onnx"
 	"github.com/modeld/modeld/cache"
-	"github.com/modeld/modeld/models"
 	"github.com/modeld/modeld/pipelines"
 )
 
@@ -187,7 +186,9 @@ type onnxLoader struct {
 	err  error
 }
 
-// pipelineInstance is a loaded ONNX pipeline.
+// pipelineInstance is a loaded ONNX pipeline as the cache holds it: the
+// pipeline (a backends.Model with its task's capability) plus where it runs
+// and what it costs. The API handlers reach the pipeline through Backend.
 type pipelineInstance struct {
 	pipelines.Pipeline
 	slots  int
@@ -196,14 +197,15 @@ type pipelineInstance struct {
 }
 
 var (
-	_ cache.Instance = (*pipelineInstance)(nil)
-	_ cache.Placed   = (*pipelineInstance)(nil)
+	_ cache.Instance  = (*pipelineInstance)(nil)
+	_ cache.Placed    = (*pipelineInstance)(nil)
+	_ backends.Holder = (*pipelineInstance)(nil)
 )
 
 func (p *pipelineInstance) Slots() int { return p.slots }
 
-// Unwrap gives the API handlers the pipeline.
-func (p *pipelineInstance) Unwrap() pipelines.Pipeline { return p.Pipeline }
+// Backend is the loaded pipeline.
+func (p *pipelineInstance) Backend() backends.Model { return p.Pipeline }
 
 // Placement is the planned GPU, or the CPU when the pipeline runs there (a
 // CUDA session that could not be made). No VRAM measurement: the cache keeps
@@ -224,8 +226,8 @@ func (o *onnxLoader) load(_ context.Context, spec cache.Spec, plan *loadPlan) (c
 		return nil, o.err
 	}
 	name := plan.task
-	if name == string(models.TaskZeroShot) {
-		name = "classify" // a classifier serves zero-shot through its NLI labels
+	if name == backends.TaskZeroShot {
+		name = backends.TaskClassify // a classifier serves zero-shot through its NLI labels
 	}
 	task, err := pipelines.ParseTask(name)
 	if err != nil {
@@ -264,4 +266,18 @@ func logLevel(cfg Config) slog.Level {
 	var l slog.Level
 	_ = l.UnmarshalText([]byte(cfg.LogLevel))
 	return l
+}
+
+// tasks is api.Options.Tasks: the tasks the store's manifest of id lists, read
+// without loading the model.
+func (r *runtime) tasks(id string) ([]string, error) {
+	m, err := r.store.Get(id)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, len(m.Tasks))
+	for i, t := range m.Tasks {
+		out[i] = string(t)
+	}
+	return out, nil
 }

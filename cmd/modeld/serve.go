@@ -103,6 +103,7 @@ func (a *app) serve(ctx context.Context) error {
 		Settings:   cfg.public(),
 		Origins:    cfg.Origins,
 		Cache:      loaded,
+		Tasks:      rt.tasks, // a request of the wrong kind is refused before any load
 		Collectors: metrics.collectors(),
 		ContextCap: cfg.ContextSize,
 
