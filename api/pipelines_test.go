@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http/httptest"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/modeld/modeld/backends"
@@ -244,5 +246,87 @@ func TestParseTexts(t *testing.T) {
 		if !errors.As(err, &ae) || ae.Status != 400 || !strings.Contains(ae.Message, c.msg) || ae.Param == nil || *ae.Param != "input" {
 			t.Errorf("%s: err %v, want a 400 on input saying %q", c.raw, err, c.msg)
 		}
+	}
+}
+
+// TestWrongKindRefusedBeforeLoad: a request of the wrong kind (embeddings to
+// a chat model, chat to an embedding model) is refused from the model's
+// stored tasks with wrong_model_type naming what the model serves, before
+// the model is loaded or queued for; a request of the right kind loads it.
+func TestWrongKindRefusedBeforeLoad(t *testing.T) {
+	tasks := map[string][]string{
+		"chat":     {backends.TaskChat},
+		"embed":    {backends.TaskEmbed},
+		"classify": {backends.TaskClassify, backends.TaskZeroShot},
+	}
+	var mu sync.Mutex
+	var loads []string
+	loaded := func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(loads)
+	}
+	resolve := func(_ context.Context, id string) (cache.Spec, error) {
+		ts, ok := tasks[id]
+		if !ok {
+			return cache.Spec{}, fmt.Errorf("model %s: %w", id, errNotFound)
+		}
+		return cache.Spec{ID: id, Task: ts[0], Backend: "onnx"}, nil
+	}
+	load := func(_ context.Context, spec cache.Spec) (cache.Instance, error) {
+		mu.Lock()
+		loads = append(loads, spec.ID)
+		mu.Unlock()
+		switch spec.ID {
+		case "embed":
+			return &fakeInstance{p: &fakeEmbed{fakeBase: fakeBase{backends.TaskEmbed}, dim: 4}, device: "cpu"}, nil
+		case "classify":
+			return &fakeInstance{p: &fakeClassify{fakeBase: fakeBase{backends.TaskClassify}}, device: "cpu"}, nil
+		}
+		return nil, fmt.Errorf("no fake for %s", spec.ID)
+	}
+	log := slog.New(slog.DiscardHandler)
+	c, err := cache.New(cache.DefaultConfig(), resolve, load, cache.WithLogger(log))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close(context.Background()) })
+	var asked []string
+	s := New(Options{Version: "test", Libs: backendsLibs(t), Cache: c, Log: log, Tasks: func(id string) ([]string, error) {
+		asked = append(asked, id)
+		if ts, ok := tasks[id]; ok {
+			return ts, nil
+		}
+		return nil, errNotFound
+	}})
+
+	for _, tc := range []struct{ path, body, serves string }{
+		{"/v1/embeddings", `{"model":"chat","input":"x"}`, "chat (POST /v1/chat/completions)"},
+		{"/v1/rerank", `{"model":"chat:latest","query":"q","documents":["d"]}`, "chat (POST /v1/chat/completions)"},
+		{"/v1/chat/completions", `{"model":"embed","messages":[{"role":"user","content":"x"}]}`, "embeddings (POST /v1/embeddings)"},
+		{"/v1/completions", `{"model":"embed","prompt":"x"}`, "embeddings (POST /v1/embeddings)"},
+		{"/v1/summarize", `{"model":"classify","input":"x"}`, "text classification (POST /v1/classify)"},
+	} {
+		e := wantError(t, pipePost(t, s, tc.path, tc.body), 400, "model", "serves "+tc.serves)
+		if e.Error.Code != "wrong_model_type" {
+			t.Errorf("%s: code %v, want wrong_model_type", tc.path, e.Error.Code)
+		}
+	}
+	if l := loaded(); len(l) != 0 {
+		t.Fatalf("refused requests loaded %v", l)
+	}
+	if len(asked) < 2 || asked[1] != "chat" {
+		t.Errorf("Tasks was asked %v; want canonical ids (chat:latest is chat)", asked)
+	}
+	// The right kind loads and answers; so does zero-shot on a classifier.
+	decodeBody(t, pipePost(t, s, "/v1/embeddings", `{"model":"embed","input":"x"}`), &EmbeddingList{})
+	decodeBody(t, pipePost(t, s, "/v1/classify", `{"model":"classify","input":"x"}`), &ClassificationList{})
+	if l := loaded(); !slices.Equal(l, []string{"embed", "classify"}) {
+		t.Errorf("loads = %v, want embed and classify", l)
+	}
+	// A model the store does not know is the cache's answer (its 404), not
+	// a refusal from Tasks.
+	if e := wantError(t, pipePost(t, s, "/v1/embeddings", `{"model":"other","input":"x"}`), 404, ""); e.Error.Code != "model_not_found" {
+		t.Errorf("unknown model: code %v, want model_not_found", e.Error.Code)
 	}
 }

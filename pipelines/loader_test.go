@@ -3,8 +3,11 @@ package pipelines
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/modeld/modeld/backends"
 )
 
 func TestLoadByTask(t *testing.T) {
@@ -23,6 +26,14 @@ func TestLoadByTask(t *testing.T) {
 		}
 		if p.Task() != task || p.Device() != "cpu" || p.FallbackReason() != "" || p.Size() < 100_000 {
 			t.Errorf("%s: task %s device %s fallback %q size %d", task, p.Task(), p.Device(), p.FallbackReason(), p.Size())
+		}
+		// Each pipeline is a backends.Model that describes itself in the
+		// store's task names, with its task's capability.
+		if info := p.Info(); info.Backend != Backend || info.Task != string(task) || info.Device != "cpu" || info.Slots != MaxInFlight || info.Path == "" {
+			t.Errorf("%s: Info() = %+v", task, info)
+		}
+		if !hasCapability(p, task) {
+			t.Errorf("%s: %T lacks its task's capability", task, p)
 		}
 		closeP(t, p)
 	}
@@ -82,5 +93,45 @@ func TestClosedPipeline(t *testing.T) {
 	}
 	if _, err := e.Embed(context.Background(), []string{"x"}, EmbedOptions{}); !errors.Is(err, ErrBatcherClosed) {
 		t.Fatalf("embed after close: %v", err)
+	}
+}
+
+// hasCapability reports whether p has the backends capability of task.
+func hasCapability(p Pipeline, task Task) bool {
+	var ok bool
+	switch task {
+	case TaskEmbed:
+		_, ok = p.(backends.Embedder)
+	case TaskClassify:
+		_, ok = p.(backends.Classifier)
+	case TaskZeroShot:
+		_, ok = p.(backends.ZeroShotClassifier)
+	case TaskRerank:
+		_, ok = p.(backends.Reranker)
+	case TaskSummarize:
+		_, ok = p.(backends.Summarizer)
+	}
+	return ok
+}
+
+// TestErrorsSayTheirStatus: the pipelines' errors are backends' kinds, so the
+// API maps them with no knowledge of this package: a bad input or a wrong
+// model is a 400, a full or closed batcher a 503 with a retry-after.
+func TestErrorsSayTheirStatus(t *testing.T) {
+	for err, want := range map[error]int{
+		ErrInvalidInput: 400, ErrWrongModel: 400, ErrBusy: 503, ErrBatcherClosed: 503,
+	} {
+		var se backends.StatusError
+		if !errors.As(fmt.Errorf("wrapped: %w", err), &se) || se.HTTPStatus() != want {
+			t.Errorf("%v: status %v, want %d", err, se, want)
+			continue
+		}
+		var ra backends.RetryAfterError
+		if want == 503 && (!errors.As(err, &ra) || ra.RetryAfterDuration() <= 0) {
+			t.Errorf("%v: no retry-after", err)
+		}
+	}
+	if _, err := ParsePooling("max"); !errors.Is(err, ErrInvalidInput) {
+		t.Errorf("ParsePooling(max) = %v, want ErrInvalidInput", err)
 	}
 }
