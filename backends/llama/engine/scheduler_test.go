@@ -247,6 +247,9 @@ func TestSchedulerCancelMidPrefill(t *testing.T) {
 // token before prompt chunks, so a long prompt does not stall the others.
 func TestSchedulerGeneratingFirst(t *testing.T) {
 	dec := newFakeDecoder()
+	// The first decode waits until both requests are in: else the short one
+	// could finish before the long one arrives.
+	dec.gate = make(chan struct{})
 	s := startFake(t, dec, 2, 4, 0)
 	short, err := submitFake(t, s, context.Background(), 2, 6)
 	if err != nil {
@@ -256,6 +259,7 @@ func TestSchedulerGeneratingFirst(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	close(dec.gate)
 	last(t, short)
 	last(t, long)
 	dec.mu.Lock()
