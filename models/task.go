@@ -6,20 +6,23 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/modeld/modeld/backends"
 )
 
 // Task is what a model can be used for.
 type Task string
 
-// Tasks the store knows. A model's tasks are inferred at import or pull time
-// (see InferTasks) or given by the user with --task.
+// Tasks the store knows: the task vocabulary of backends, the one that the
+// pipelines and the configuration use too. A model's tasks are inferred at
+// import or pull time (see InferTasks) or given by the user with --task.
 const (
-	TaskChat      Task = "chat"               // GGUF text generation
-	TaskEmbed     Task = "embed"              // feature extraction
-	TaskClassify  Task = "classify"           // sequence classification
-	TaskZeroShot  Task = "zero-shot-classify" // NLI classifier used for zero-shot labels
-	TaskRerank    Task = "rerank"             // cross-encoder with one score
-	TaskSummarize Task = "summarize"          // encoder-decoder generation
+	TaskChat      Task = backends.TaskChat      // GGUF text generation
+	TaskEmbed     Task = backends.TaskEmbed     // feature extraction
+	TaskClassify  Task = backends.TaskClassify  // sequence classification
+	TaskZeroShot  Task = backends.TaskZeroShot  // NLI classifier used for zero-shot labels
+	TaskRerank    Task = backends.TaskRerank    // cross-encoder with one score
+	TaskSummarize Task = backends.TaskSummarize // encoder-decoder generation
 )
 
 // Tasks lists every known task, in a stable order.

@@ -78,8 +78,9 @@ const (
 	sourceKeyFile = "api_key_file" // the API key, read from --api-key-file
 )
 
-// Tasks modeld serves; the GPU allowlist names a subset of them.
-var knownTasks = []string{"chat", "embed", "classify", "rerank", "summarize"}
+// Tasks the GPU allowlist may name, from backends' task vocabulary. Zero-shot
+// classification runs on a classifier, so it follows classify.
+var knownTasks = []string{backends.TaskChat, backends.TaskEmbed, backends.TaskClassify, backends.TaskRerank, backends.TaskSummarize}
 
 // setting is one configuration value: a flag --name, the environment variable
 // MODELD_NAME, and the config-file key name (dashes become underscores). It is
