@@ -25,6 +25,7 @@ import (
 	"github.com/modeld/modeld/backends"
 	"github.com/modeld/modeld/cache"
 	"github.com/modeld/modeld/models"
+	"github.com/modeld/modeld/models/hub"
 )
 
 // spy records the work requests cause: models acquired or loaded, hub requests
@@ -45,12 +46,12 @@ type spy struct {
 func guardedServer(t *testing.T, opt Options) (*Server, *spy) {
 	t.Helper()
 	sp := &spy{unloader: &fakeUnloader{}, store: storeWithModels(t)}
-	hub := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	fakeHub := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		sp.hubHits.Add(1)
 		http.NotFound(w, r)
 	}))
-	t.Cleanup(hub.Close)
-	pl, err := models.NewPuller(sp.store, models.PullConfig{Endpoint: hub.URL, MaxRetries: 1})
+	t.Cleanup(fakeHub.Close)
+	pl, err := hub.NewPuller(sp.store, hub.PullConfig{Endpoint: fakeHub.URL, MaxRetries: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/modeld/modeld/backends"
 	"github.com/modeld/modeld/models"
+	"github.com/modeld/modeld/models/hub"
 )
 
 // Request routes whose body FuzzDecodeRequest decodes and validates, as their
@@ -140,7 +141,7 @@ func FuzzModelRoutes(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	puller, err := models.NewPuller(store, models.PullConfig{Offline: true})
+	puller, err := hub.NewPuller(store, hub.PullConfig{Offline: true})
 	if err != nil {
 		f.Fatal(err)
 	}

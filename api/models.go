@@ -14,6 +14,7 @@ import (
 	"github.com/modeld/modeld/backends"
 	"github.com/modeld/modeld/cache"
 	"github.com/modeld/modeld/models"
+	"github.com/modeld/modeld/models/hub"
 )
 
 // ModelUnloader unloads a model before the store deletes it; *cache.Cache
@@ -27,8 +28,8 @@ type ModelUnloader interface {
 // ModelsOptions are the dependencies of the model routes.
 type ModelsOptions struct {
 	Store    *models.Store
-	Puller   *models.Puller // nil: POST /v1/models/pull is refused
-	Unloader ModelUnloader  // nil: no model is ever loaded
+	Puller   *hub.Puller   // nil: POST /v1/models/pull is refused
+	Unloader ModelUnloader // nil: no model is ever loaded
 }
 
 // RegisterModels adds the model store routes:
@@ -181,7 +182,7 @@ func (h *modelHandlers) pull(c *gin.Context) {
 	// A pull refused before any network access (bad reference, name or task,
 	// offline mode) is a plain HTTP error; from then on the stream has started
 	// and errors end it as {"status":"error"} lines.
-	opts := models.PullOptions{Name: req.Name, Task: req.Task, Variant: req.Variant, Revision: req.Revision}
+	opts := hub.PullOptions{Name: req.Name, Task: req.Task, Variant: req.Variant, Revision: req.Revision}
 	if err := h.o.Puller.Check(req.Model, opts); err != nil {
 		writeError(c, err)
 		return

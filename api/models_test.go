@@ -20,6 +20,7 @@ import (
 	"github.com/modeld/modeld/cache"
 	"github.com/modeld/modeld/internal/ggufgen"
 	"github.com/modeld/modeld/models"
+	"github.com/modeld/modeld/models/hub"
 )
 
 func tinyGGUF(t *testing.T) []byte {
@@ -197,12 +198,12 @@ func miniHub(t *testing.T, name string, body []byte) *httptest.Server {
 
 func TestModelsPullStreamsNDJSON(t *testing.T) {
 	body := tinyGGUF(t)
-	hub := miniHub(t, "tiny-Q4_0.gguf", body)
+	fakeHub := miniHub(t, "tiny-Q4_0.gguf", body)
 	st, err := models.Open(t.TempDir(), models.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	pl, err := models.NewPuller(st, models.PullConfig{Endpoint: hub.URL, ProgressStep: 64 << 10})
+	pl, err := hub.NewPuller(st, hub.PullConfig{Endpoint: fakeHub.URL, ProgressStep: 64 << 10})
 	if err != nil {
 		t.Fatal(err)
 	}

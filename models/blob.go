@@ -15,21 +15,23 @@ import (
 )
 
 const (
-	digestPrefix   = "sha256:"
+	// DigestPrefix starts every digest a manifest records ("sha256:<hex>").
+	DigestPrefix   = "sha256:"
 	blobNamePrefix = "sha256-"
 )
 
 // parseDigest checks "sha256:<64 lowercase hex>" and returns the hex part.
 func parseDigest(d string) (string, error) {
-	h, ok := strings.CutPrefix(d, digestPrefix)
-	if !ok || !isSHA256Hex(h) {
+	h, ok := strings.CutPrefix(d, DigestPrefix)
+	if !ok || !IsSHA256Hex(h) {
 		return "", fmt.Errorf("digest %q is not sha256:<64 lowercase hex digits>", shownID(d))
 	}
 	return h, nil
 }
 
-// isSHA256Hex reports whether h is 64 lowercase hex digits.
-func isSHA256Hex(h string) bool {
+// IsSHA256Hex reports whether h is 64 lowercase hex digits, the form of a
+// blob name.
+func IsSHA256Hex(h string) bool {
 	if len(h) != 64 {
 		return false
 	}
@@ -120,7 +122,7 @@ func (s *Store) goodBlob(ctx context.Context, hexDigest string, size int64) bool
 	}
 	r := s.hashBlob(ctx, hexDigest, size)
 	if r.status == CheckCorrupt && r.err == nil {
-		s.log.Warn("models: blob does not match its digest; fetching it again", "digest", digestPrefix+hexDigest, "got", r.got)
+		s.log.Warn("models: blob does not match its digest; fetching it again", "digest", DigestPrefix+hexDigest, "got", r.got)
 	}
 	return r.status == CheckOK
 }

@@ -1,8 +1,9 @@
 // Package models owns modeld's model store under $MODELD_HOME: content-addressed
 // blobs, one manifest per model id, import of local GGUF files and Hugging
-// Face-style ONNX folders, resumable and verified pulls from a Hugging Face hub
-// or a plain URL, listing with per-model disk usage, removal and garbage
-// collection.
+// Face-style ONNX folders, verification, listing with per-model disk usage,
+// removal and garbage collection, and the checks every model file passes
+// before it is stored. Pulls (package models/hub) add models through the
+// staging API of stage.go only, so the invariants below are kept here.
 //
 // Layout of a store rooted at ROOT:
 //
@@ -22,8 +23,8 @@
 // the old state or the new one, plus at most some orphaned blobs, partials or
 // temporary files that Prune removes. Readers (List, Get) take no lock.
 //
-// The package reads no environment variables and prints nothing: the caller
-// passes a PullConfig and consumes Progress events. It must not load models
+// The package reads no environment variables, touches no network and prints
+// nothing: callers consume Progress events. It must not load models
 // or know about the daemon; the api package unloads a model before it asks
 // the store to remove it.
 package models

@@ -91,7 +91,7 @@ func (s *Store) DiskUsage() (*Usage, error) {
 		u.Total += e.Size
 		top, rest, _ := strings.Cut(e.Path, "/")
 		switch {
-		case top == dirBlobs && strings.HasPrefix(rest, blobNamePrefix) && isSHA256Hex(strings.TrimPrefix(rest, blobNamePrefix)):
+		case top == dirBlobs && strings.HasPrefix(rest, blobNamePrefix) && IsSHA256Hex(strings.TrimPrefix(rest, blobNamePrefix)):
 			h := strings.TrimPrefix(rest, blobNamePrefix)
 			if len(refs[h]) > 0 {
 				u.Blobs += e.Size

@@ -48,7 +48,7 @@ func (s *Store) Remove(ctx context.Context, id string) (*RemoveReport, error) {
 		m = &Manifest{ID: pid.String()}
 		if data, rerr := readManifestFile(s.manifestPath(pid)); rerr == nil {
 			for _, h := range manifestDigests(data) {
-				m.Files = append(m.Files, File{Path: blobNamePrefix + h, Digest: digestPrefix + h})
+				m.Files = append(m.Files, File{Path: blobNamePrefix + h, Digest: DigestPrefix + h})
 			}
 		}
 	} else if err != nil {
@@ -156,7 +156,7 @@ func (s *Store) Prune(ctx context.Context) (*PruneReport, error) {
 		name := e.Name()
 		h, isBlob := strings.CutPrefix(name, blobNamePrefix)
 		switch {
-		case !isBlob || !isSHA256Hex(h):
+		case !isBlob || !IsSHA256Hex(h):
 			remove(filepath.Join(blobs, name)) // temp or stray file
 		case len(refs[h]) > 0 || s.pinned(h):
 		case idle:

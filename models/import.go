@@ -47,8 +47,8 @@ func (s *Store) Import(ctx context.Context, src string, opts ImportOptions, prog
 	if err != nil {
 		return nil, fmt.Errorf("import %s: %w", src, err)
 	}
-	em := newEmitter(0)
-	defer em.subscribe(progress)()
+	em := NewEmitter(0)
+	defer em.Subscribe(progress)()
 	end, err := s.beginActive(ctx)
 	if err != nil {
 		return nil, err
@@ -74,15 +74,15 @@ func (s *Store) Import(ctx context.Context, src string, opts ImportOptions, prog
 	m.ID = id.String()
 	m.Source = Source{Kind: SourceImport, Path: abs}
 	m.Created, m.Modified = now, now
-	em.emit(Progress{Status: StatusWriting})
+	em.Emit(Progress{Status: StatusWriting})
 	if err := s.commitManifest(m, opts.Replace); err != nil {
 		return nil, fmt.Errorf("import %s: %w", src, err)
 	}
-	em.emit(Progress{Status: StatusSuccess})
+	em.Emit(Progress{Status: StatusSuccess})
 	return m, nil
 }
 
-func (s *Store) importGGUF(ctx context.Context, path string, opts ImportOptions, em *emitter, pins *pinSet) (*Manifest, error) {
+func (s *Store) importGGUF(ctx context.Context, path string, opts ImportOptions, em *Emitter, pins *pinSet) (*Manifest, error) {
 	if opts.Variant != "" {
 		return nil, fmt.Errorf("%w: --variant applies to ONNX models, not GGUF", ErrInvalidModel)
 	}
@@ -104,7 +104,7 @@ func (s *Store) importGGUF(ctx context.Context, path string, opts ImportOptions,
 	return &Manifest{Format: FormatGGUF, Tasks: tasks, Files: []File{f}, GGUF: info}, nil
 }
 
-func (s *Store) importONNX(ctx context.Context, dir string, opts ImportOptions, em *emitter, pins *pinSet) (*Manifest, error) {
+func (s *Store) importONNX(ctx context.Context, dir string, opts ImportOptions, em *Emitter, pins *pinSet) (*Manifest, error) {
 	var paths []string
 	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -187,7 +187,7 @@ func validateONNXFiles(plan *onnxPlan, open func(path string) (*os.File, error))
 
 // importFile copies src into a blob, hashing while copying, and returns the
 // manifest entry. The blob is added to pins.
-func (s *Store) importFile(ctx context.Context, src, name string, em *emitter, pins *pinSet) (File, error) {
+func (s *Store) importFile(ctx context.Context, src, name string, em *Emitter, pins *pinSet) (File, error) {
 	in, err := os.Open(src)
 	if err != nil {
 		return File{}, fmt.Errorf("open %s: %w", name, err)
@@ -213,9 +213,9 @@ func (s *Store) importFile(ctx context.Context, src, name string, em *emitter, p
 	}
 	total := fi.Size()
 	hw := newHashingWriter(out)
-	em.emit(Progress{Status: "importing " + name, File: name, Total: total})
+	em.Emit(Progress{Status: "importing " + name, File: name, Total: total})
 	_, cerr := copyCtx(ctx, hw, in, func(n int64) {
-		em.emit(Progress{Status: "importing " + name, File: name, Total: total, Completed: n})
+		em.Emit(Progress{Status: "importing " + name, File: name, Total: total, Completed: n})
 	})
 	if err := errors.Join(cerr, out.Close()); err != nil {
 		_ = os.Remove(ppath)
@@ -227,5 +227,5 @@ func (s *Store) importFile(ctx context.Context, src, name string, em *emitter, p
 		_ = os.Remove(ppath)
 		return File{}, err
 	}
-	return File{Path: name, Digest: digestPrefix + h, Size: hw.n}, nil
+	return File{Path: name, Digest: DigestPrefix + h, Size: hw.n}, nil
 }

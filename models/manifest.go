@@ -239,12 +239,16 @@ func decodeManifest(data []byte) (*Manifest, error) {
 	}
 	// Never show credentials a manifest written by an older modeld kept.
 	if m.Source.Kind != SourceImport {
-		m.Source.Ref = redactURL(m.Source.Ref)
-		m.Source.URL = redactURL(m.Source.URL)
-		m.Source.Endpoint = redactURL(m.Source.Endpoint)
+		m.Source.Ref = RedactURL(m.Source.Ref)
+		m.Source.URL = RedactURL(m.Source.URL)
+		m.Source.Endpoint = RedactURL(m.Source.Endpoint)
 	}
 	return &m, nil
 }
+
+// DefaultEndpoint is the Hugging Face hub that pulls use when their
+// configuration names none (package hub; the daemon's default setting).
+const DefaultEndpoint = "https://huggingface.co"
 
 // shortText cuts s to 100 bytes for an error message.
 func shortText(s string) string {

@@ -26,10 +26,10 @@ const (
 // concurrently with itself for the same operation.
 type ProgressFunc func(Progress)
 
-// emitter serialises and throttles events to one or more subscribers: a
+// Emitter serialises and throttles events to one or more subscribers: a
 // byte-count event is sent when it advances by at least step bytes, when it
 // completes the file, or when the status changes.
-type emitter struct {
+type Emitter struct {
 	mu   sync.Mutex
 	subs map[int]ProgressFunc
 	next int
@@ -37,15 +37,17 @@ type emitter struct {
 	last Progress
 }
 
-func newEmitter(step int64) *emitter {
+// NewEmitter returns an Emitter of byte-count events every step bytes
+// (default 1 MiB).
+func NewEmitter(step int64) *Emitter {
 	if step <= 0 {
 		step = 1 << 20
 	}
-	return &emitter{step: step, subs: make(map[int]ProgressFunc)}
+	return &Emitter{step: step, subs: make(map[int]ProgressFunc)}
 }
 
-// subscribe adds f (nil is ignored) until the returned function runs.
-func (e *emitter) subscribe(f ProgressFunc) func() {
+// Subscribe adds f (nil is ignored) until the returned function runs.
+func (e *Emitter) Subscribe(f ProgressFunc) func() {
 	if f == nil {
 		return func() {}
 	}
@@ -61,8 +63,8 @@ func (e *emitter) subscribe(f ProgressFunc) func() {
 	}
 }
 
-// emit sends p to every subscriber unless it is a minor byte-count update.
-func (e *emitter) emit(p Progress) {
+// Emit sends p to every subscriber unless it is a minor byte-count update.
+func (e *Emitter) Emit(p Progress) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	minor := p.Status == e.last.Status && p.File == e.last.File && p.Total == e.last.Total &&

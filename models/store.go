@@ -53,11 +53,8 @@ type Store struct {
 // testHooks lets tests of this package interrupt the store at chosen points.
 type testHooks struct {
 	beforeManifestRename func(tmp string) error
-	flightJoined         func(key string)
-	partialWait          func(name string)
-	partialWriter        func(io.Writer) io.Writer // wraps a streamed download's partial file
-	cheapHash            int64                     // instead of cheapHash when not 0
-	blobHashed           func(hexDigest string)    // after a stored blob was hashed again
+	cheapHash            int64                  // instead of cheapHash when not 0
+	blobHashed           func(hexDigest string) // after a stored blob was hashed again
 }
 
 // Open opens (creating if needed) the store rooted at root.
@@ -347,9 +344,9 @@ func (s *Store) findGitOID(oid string, size int64) string {
 	return ""
 }
 
-// errBlobMissing is returned by commitManifest when a blob the manifest names
+// ErrBlobMissing is returned by CommitManifest when a blob the manifest names
 // vanished (removed by another process); pulls fetch it again.
-var errBlobMissing = errors.New("blob missing")
+var ErrBlobMissing = errors.New("blob missing")
 
 // commitManifest writes m under the store lock after checking that every
 // blob it names exists. An existing manifest of the same id is replaced only
@@ -371,7 +368,7 @@ func (s *Store) commitManifest(m *Manifest, replace bool) error {
 			return err
 		}
 		if !s.hasBlob(h, f.Size) {
-			return fmt.Errorf("%w: %s (%s)", errBlobMissing, f.Path, f.Digest)
+			return fmt.Errorf("%w: %s (%s)", ErrBlobMissing, f.Path, f.Digest)
 		}
 	}
 	old, err := s.get(id)

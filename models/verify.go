@@ -88,14 +88,14 @@ func (s *Store) recordStamp(hexDigest string, fi fs.FileInfo, ok bool, got strin
 		}
 	}
 	if err != nil {
-		s.log.Warn("models: record blob verification", "digest", digestPrefix+hexDigest, "err", err)
+		s.log.Warn("models: record blob verification", "digest", DigestPrefix+hexDigest, "err", err)
 	}
 }
 
 // removeStamp removes the record of a removed blob.
 func (s *Store) removeStamp(hexDigest string) {
 	if err := os.Remove(s.stampPath(hexDigest)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		s.log.Warn("models: remove blob verification record", "digest", digestPrefix+hexDigest, "err", err)
+		s.log.Warn("models: remove blob verification record", "digest", DigestPrefix+hexDigest, "err", err)
 	}
 }
 
@@ -176,9 +176,9 @@ func (s *Store) hashBlob(ctx context.Context, hexDigest string, size int64) blob
 	ok := got == hexDigest && (size < 0 || n == size)
 	// The record describes the file as it was before hashing: a write while
 	// hashing changes it, and the next check hashes again.
-	s.recordStamp(hexDigest, fi, ok, digestPrefix+got)
+	s.recordStamp(hexDigest, fi, ok, DigestPrefix+got)
 	if !ok {
-		return blobResult{status: CheckCorrupt, got: digestPrefix + got, gotSize: n}
+		return blobResult{status: CheckCorrupt, got: DigestPrefix + got, gotSize: n}
 	}
 	return blobResult{status: CheckOK}
 }
@@ -310,7 +310,7 @@ func (s *Store) pruneStamps(remove func(string)) {
 	for _, e := range entries {
 		name := e.Name()
 		h, ok := strings.CutPrefix(strings.TrimSuffix(name, ".json"), blobNamePrefix)
-		if !ok || !strings.HasSuffix(name, ".json") || !isSHA256Hex(h) {
+		if !ok || !strings.HasSuffix(name, ".json") || !IsSHA256Hex(h) {
 			remove(filepath.Join(dir, name))
 			continue
 		}

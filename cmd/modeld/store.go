@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/modeld/modeld/models"
+	"github.com/modeld/modeld/models/hub"
 )
 
 func init() {
@@ -35,8 +36,8 @@ func (a *app) openStore() (*models.Store, error) {
 
 // newPuller returns a Puller configured from MODELD_HF_ENDPOINT, HF_TOKEN,
 // MODELD_OFFLINE, MODELD_ALLOW_PRIVATE_PULL and MODELD_MAX_DOWNLOAD (through Config).
-func (a *app) newPuller(st *models.Store) (*models.Puller, error) {
-	return models.NewPuller(st, models.PullConfig{
+func (a *app) newPuller(st *models.Store) (*hub.Puller, error) {
+	return hub.NewPuller(st, hub.PullConfig{
 		Endpoint: a.cfg.HFEndpoint, Token: a.cfg.HFToken, Offline: a.cfg.Offline,
 		AllowPrivate: a.cfg.AllowPrivatePull, MaxDownload: a.cfg.MaxDownload,
 	})
@@ -52,7 +53,7 @@ func interruptible(cmd *cobra.Command) (context.Context, context.CancelFunc) {
 }
 
 func newPullCommand(a *app) *cobra.Command {
-	var opts models.PullOptions
+	var opts hub.PullOptions
 	var task string
 	cmd := &cobra.Command{
 		Use:   "pull REF",
@@ -275,7 +276,7 @@ func sourceText(s models.Source) string {
 		return "imported from " + s.Path
 	case models.SourceHub:
 		t := s.Ref + " at " + s.Commit
-		if s.Endpoint != "" && s.Endpoint != models.DefaultEndpoint {
+		if s.Endpoint != "" && s.Endpoint != hub.DefaultEndpoint {
 			t += " (" + s.Endpoint + ")"
 		}
 		return t

@@ -1,9 +1,12 @@
-package models
+package hub
 
 import (
+	"github.com/modeld/modeld/models"
+
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path"
 	"strings"
@@ -12,36 +15,53 @@ import (
 
 // PullOptions configures one pull.
 type PullOptions struct {
-	Name     string // model id to create; default derived from the reference
-	Task     Task   // "" infers the task
-	Variant  string // ONNX: fetch onnx/model_<Variant>.onnx ("quantized", "fp16", ...)
-	Revision string // hub revision (branch, tag or commit); default "main"
+	Name     string      // model id to create; default derived from the reference
+	Task     models.Task // "" infers the task
+	Variant  string      // ONNX: fetch onnx/model_<Variant>.onnx ("quantized", "fp16", ...)
+	Revision string      // hub revision (branch, tag or commit); default "main"
 }
 
 // Puller pulls models into a store. Concurrent pulls of the same reference
 // with the same options in one process share one download; across processes
 // the partial files' locks make the second wait and then find the blobs.
 type Puller struct {
-	store *Store
+	store *models.Store
 	cfg   PullConfig
 	hub   *hubClient
 
 	mu      sync.Mutex
 	flights map[string]*flight
+
+	// Tests of this package interrupt a pull at chosen points.
+	flightJoined  func(key string)          // a Pull joined a running one
+	partialWait   func(name string)         // a fetch waits for a partial's lock
+	partialWriter func(io.Writer) io.Writer // wraps a streamed download's partial file
+}
+
+// pinSet collects the pin releases of one pull.
+type pinSet struct{ releases []func() }
+
+func (p *pinSet) add(release func()) { p.releases = append(p.releases, release) }
+
+func (p *pinSet) release() {
+	for _, r := range p.releases {
+		r()
+	}
+	p.releases = nil
 }
 
 // flight is one running pull that callers wait on.
 type flight struct {
 	done    chan struct{}
-	em      *emitter
+	em      *models.Emitter
 	cancel  context.CancelFunc
 	waiters int // guarded by Puller.mu
-	m       *Manifest
+	m       *models.Manifest
 	err     error
 }
 
 // NewPuller returns a Puller for s. cfg's zero fields take their defaults.
-func NewPuller(s *Store, cfg PullConfig) (*Puller, error) {
+func NewPuller(s *models.Store, cfg PullConfig) (*Puller, error) {
 	cfg = cfg.withDefaults()
 	hub, err := newHubClient(&cfg)
 	if err != nil {
@@ -61,34 +81,34 @@ func (p *Puller) Check(ref string, opts PullOptions) error {
 }
 
 // prepare validates a pull request and fills its defaults.
-func (p *Puller) prepare(ref string, opts PullOptions) (pullRef, ID, PullOptions, error) {
+func (p *Puller) prepare(ref string, opts PullOptions) (pullRef, models.ID, PullOptions, error) {
 	r, err := parseRef(ref)
 	if err != nil {
-		return r, ID{}, opts, err
+		return r, models.ID{}, opts, err
 	}
 	if opts.Task != "" {
-		if _, err := ParseTask(string(opts.Task)); err != nil {
-			return r, ID{}, opts, err
+		if _, err := models.ParseTask(string(opts.Task)); err != nil {
+			return r, models.ID{}, opts, err
 		}
 	}
 	if opts.Revision == "" {
 		opts.Revision = "main"
 	}
-	var id ID
+	var id models.ID
 	if opts.Name != "" {
-		id, err = ParseID(opts.Name)
+		id, err = models.ParseID(opts.Name)
 	} else {
 		id, err = r.defaultID(opts.Variant)
 	}
 	if err != nil {
-		return r, ID{}, opts, err
+		return r, models.ID{}, opts, err
 	}
 	if p.cfg.Offline {
-		return r, ID{}, opts, fmt.Errorf("%w: cannot pull %s (use modeld import for local files)", ErrOffline, redactURL(ref))
+		return r, models.ID{}, opts, fmt.Errorf("%w: cannot pull %s (use modeld import for local files)", models.ErrOffline, models.RedactURL(ref))
 	}
-	if r.kind == SourceURL {
+	if r.kind == models.SourceURL {
 		if err := p.cfg.guard.checkURL(r.url); err != nil {
-			return r, ID{}, opts, fmt.Errorf("pull %s: %w", redactURL(ref), err)
+			return r, models.ID{}, opts, fmt.Errorf("pull %s: %w", models.RedactURL(ref), err)
 		}
 	}
 	return r, id, opts, nil
@@ -106,7 +126,7 @@ func (p *Puller) prepare(ref string, opts PullOptions) (pullRef, ID, PullOptions
 // when not nil, receives events until Pull returns. When ctx ends, Pull
 // returns; the download stops when no other caller waits for it, and its
 // partial files stay for the next Pull to continue.
-func (p *Puller) Pull(ctx context.Context, ref string, opts PullOptions, progress ProgressFunc) (*Manifest, error) {
+func (p *Puller) Pull(ctx context.Context, ref string, opts PullOptions, progress models.ProgressFunc) (*models.Manifest, error) {
 	r, id, opts, err := p.prepare(ref, opts)
 	if err != nil {
 		return nil, err
@@ -117,7 +137,7 @@ func (p *Puller) Pull(ctx context.Context, ref string, opts PullOptions, progres
 	fl, joined := p.flights[key]
 	if !joined {
 		fctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-		fl = &flight{done: make(chan struct{}), em: newEmitter(p.cfg.ProgressStep), cancel: cancel}
+		fl = &flight{done: make(chan struct{}), em: models.NewEmitter(p.cfg.ProgressStep), cancel: cancel}
 		p.flights[key] = fl
 		go func() {
 			fl.m, fl.err = p.run(fctx, r, id, opts, fl.em)
@@ -131,11 +151,11 @@ func (p *Puller) Pull(ctx context.Context, ref string, opts PullOptions, progres
 		}()
 	}
 	fl.waiters++
-	unsubscribe := fl.em.subscribe(progress)
+	unsubscribe := fl.em.Subscribe(progress)
 	p.mu.Unlock()
 	defer unsubscribe()
-	if joined && p.store.hooks.flightJoined != nil {
-		p.store.hooks.flightJoined(key)
+	if joined && p.flightJoined != nil {
+		p.flightJoined(key)
 	}
 
 	select {
@@ -162,9 +182,9 @@ func (p *Puller) Pull(ctx context.Context, ref string, opts PullOptions, progres
 }
 
 // run performs one pull.
-func (p *Puller) run(ctx context.Context, r pullRef, id ID, opts PullOptions, em *emitter) (*Manifest, error) {
+func (p *Puller) run(ctx context.Context, r pullRef, id models.ID, opts PullOptions, em *models.Emitter) (*models.Manifest, error) {
 	s := p.store
-	end, err := s.beginActive(ctx)
+	end, err := s.BeginActive(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -174,24 +194,24 @@ func (p *Puller) run(ctx context.Context, r pullRef, id ID, opts PullOptions, em
 	for attempt := 0; ; attempt++ {
 		m, err := p.pullOnce(ctx, r, id, opts, em, &pins)
 		if err == nil {
-			em.emit(Progress{Status: StatusSuccess})
+			em.Emit(models.Progress{Status: models.StatusSuccess})
 			return m, nil
 		}
 		// A blob vanished between download and manifest (removed by another
 		// process): fetch it again.
-		if !errors.Is(err, errBlobMissing) || attempt >= 2 {
-			return nil, fmt.Errorf("pull %s: %w", redactURL(r.raw), err)
+		if !errors.Is(err, models.ErrBlobMissing) || attempt >= 2 {
+			return nil, fmt.Errorf("pull %s: %w", models.RedactURL(r.raw), err)
 		}
 	}
 }
 
 // pullOnce resolves, fetches and commits.
-func (p *Puller) pullOnce(ctx context.Context, r pullRef, id ID, opts PullOptions, em *emitter, pins *pinSet) (*Manifest, error) {
-	now := p.store.now().UTC()
-	m := &Manifest{SchemaVersion: ManifestVersion, ID: id.String(), Created: now, Modified: now}
+func (p *Puller) pullOnce(ctx context.Context, r pullRef, id models.ID, opts PullOptions, em *models.Emitter, pins *pinSet) (*models.Manifest, error) {
+	now := p.store.Now().UTC()
+	m := &models.Manifest{SchemaVersion: models.ManifestVersion, ID: id.String(), Created: now, Modified: now}
 	var err error
 	switch r.kind {
-	case SourceHub:
+	case models.SourceHub:
 		err = p.pullHub(ctx, r, opts, m, em, pins)
 	default:
 		err = p.pullURL(ctx, r, opts, m, em, pins)
@@ -199,8 +219,8 @@ func (p *Puller) pullOnce(ctx context.Context, r pullRef, id ID, opts PullOption
 	if err != nil {
 		return nil, err
 	}
-	em.emit(Progress{Status: StatusWriting})
-	if err := p.store.commitManifest(m, true); err != nil {
+	em.Emit(models.Progress{Status: models.StatusWriting})
+	if err := p.store.CommitManifest(m); err != nil {
 		return nil, err
 	}
 	return m, nil
@@ -209,23 +229,23 @@ func (p *Puller) pullOnce(ctx context.Context, r pullRef, id ID, opts PullOption
 // pullURL fetches a GGUF file from a plain URL. Its sha256 is checked when
 // the server publishes one (X-Linked-Etag, as hub resolve URLs do);
 // otherwise the sha256 of what arrived is recorded.
-func (p *Puller) pullURL(ctx context.Context, r pullRef, opts PullOptions, m *Manifest, em *emitter, pins *pinSet) error {
+func (p *Puller) pullURL(ctx context.Context, r pullRef, opts PullOptions, m *models.Manifest, em *models.Emitter, pins *pinSet) error {
 	if opts.Variant != "" {
-		return fmt.Errorf("%w: --variant applies to ONNX repositories", ErrInvalidRef)
+		return fmt.Errorf("%w: --variant applies to ONNX repositories", models.ErrInvalidRef)
 	}
 	name := path.Base(r.url.Path)
-	if err := checkModelPath(name); err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalidRef, err)
+	if err := models.CheckModelPath(name); err != nil {
+		return fmt.Errorf("%w: %w", models.ErrInvalidRef, err)
 	}
-	em.emit(Progress{Status: StatusResolving + " " + redactURL(r.raw)})
+	em.Emit(models.Progress{Status: models.StatusResolving + " " + models.RedactURL(r.raw)})
 	rf := remoteFile{Path: name, URL: r.url.String(), Size: -1}
-	m.Source = Source{Kind: SourceURL, Ref: redactURL(r.raw), URL: redactURL(r.url.String())}
+	m.Source = models.Source{Kind: models.SourceURL, Ref: models.RedactURL(r.raw), URL: models.RedactURL(r.url.String())}
 	return p.addGGUF(ctx, rf, opts, m, em, pins)
 }
 
 // pullHub fetches from a hub repository.
-func (p *Puller) pullHub(ctx context.Context, r pullRef, opts PullOptions, m *Manifest, em *emitter, pins *pinSet) error {
-	em.emit(Progress{Status: StatusResolving + " " + r.raw})
+func (p *Puller) pullHub(ctx context.Context, r pullRef, opts PullOptions, m *models.Manifest, em *models.Emitter, pins *pinSet) error {
+	em.Emit(models.Progress{Status: models.StatusResolving + " " + r.raw})
 	commit, err := p.hub.revision(ctx, r.repo, opts.Revision)
 	if err != nil {
 		return err
@@ -234,7 +254,7 @@ func (p *Puller) pullHub(ctx context.Context, r pullRef, opts PullOptions, m *Ma
 	if err != nil {
 		return err
 	}
-	m.Source = Source{Kind: SourceHub, Ref: r.raw, Endpoint: redactURL(p.cfg.Endpoint), Repo: r.repo, Revision: opts.Revision, Commit: commit}
+	m.Source = models.Source{Kind: models.SourceHub, Ref: r.raw, Endpoint: models.RedactURL(p.cfg.Endpoint), Repo: r.repo, Revision: opts.Revision, Commit: commit}
 	byPath := make(map[string]hubEntry, len(entries))
 	paths := make([]string, 0, len(entries))
 	hasONNX, hasGGUF := false, false
@@ -242,13 +262,13 @@ func (p *Puller) pullHub(ctx context.Context, r pullRef, opts PullOptions, m *Ma
 		byPath[e.Path] = e
 		paths = append(paths, e.Path)
 		lower := strings.ToLower(e.Path)
-		hasONNX = hasONNX || (strings.HasPrefix(e.Path, onnxDir) && strings.HasSuffix(lower, ".onnx"))
+		hasONNX = hasONNX || (strings.HasPrefix(e.Path, models.ONNXDir) && strings.HasSuffix(lower, ".onnx"))
 		hasGGUF = hasGGUF || strings.HasSuffix(lower, ".gguf")
 	}
 	remote := func(p2 string) remoteFile {
 		e := byPath[p2]
 		rf := remoteFile{Path: p2, URL: p.hub.resolveURL(r.repo, commit, p2), Size: e.Size}
-		if e.LFS != nil && isSHA256Hex(strings.ToLower(e.LFS.OID)) {
+		if e.LFS != nil && models.IsSHA256Hex(strings.ToLower(e.LFS.OID)) {
 			rf.SHA256, rf.Size = strings.ToLower(e.LFS.OID), e.LFS.Size
 		} else if len(e.OID) == 40 {
 			rf.GitSHA1 = strings.ToLower(e.OID)
@@ -258,9 +278,9 @@ func (p *Puller) pullHub(ctx context.Context, r pullRef, opts PullOptions, m *Ma
 	switch {
 	case r.tag != "" || (!hasONNX && hasGGUF):
 		if opts.Variant != "" {
-			return fmt.Errorf("%w: --variant applies to ONNX repositories; %s is pulled as GGUF", ErrInvalidRef, r.repo)
+			return fmt.Errorf("%w: --variant applies to ONNX repositories; %s is pulled as GGUF", models.ErrInvalidRef, r.repo)
 		}
-		file, err := pickGGUF(paths, r.tag)
+		file, err := models.PickGGUF(paths, r.tag)
 		if err != nil {
 			return err
 		}
@@ -268,35 +288,32 @@ func (p *Puller) pullHub(ctx context.Context, r pullRef, opts PullOptions, m *Ma
 	case hasONNX:
 		return p.addONNX(ctx, paths, remote, opts, m, em, pins)
 	}
-	return fmt.Errorf("%w: %s has neither onnx/*.onnx nor .gguf files", ErrRemoteNotFound, r.repo)
+	return fmt.Errorf("%w: %s has neither onnx/*.onnx nor .gguf files", models.ErrRemoteNotFound, r.repo)
 }
 
 // addGGUF fetches a GGUF file and fills m from its header.
-func (p *Puller) addGGUF(ctx context.Context, rf remoteFile, opts PullOptions, m *Manifest, em *emitter, pins *pinSet) error {
-	tasks := []Task{TaskChat}
-	if opts.Task != "" {
-		var err error
-		if tasks, err = overrideTasks(opts.Task, FormatGGUF, nil, false); err != nil {
-			return err
-		}
+func (p *Puller) addGGUF(ctx context.Context, rf remoteFile, opts PullOptions, m *models.Manifest, em *models.Emitter, pins *pinSet) error {
+	tasks, err := models.GGUFTasks(opts.Task)
+	if err != nil {
+		return err
 	}
-	var info *GGUFInfo
+	var info *models.GGUFInfo
 	h, n, err := p.fetch(ctx, rf, em, pins, func(file string) (err error) {
-		info, err = readGGUF(file, rf.Path)
+		info, err = models.ReadGGUF(file, rf.Path)
 		return err
 	})
 	if err != nil {
 		return err
 	}
-	m.Format, m.Tasks, m.GGUF = FormatGGUF, tasks, info
-	m.Files = []File{{Path: rf.Path, Digest: digestPrefix + h, Size: n, GitOID: rf.GitSHA1}}
+	m.Format, m.Tasks, m.GGUF = models.FormatGGUF, tasks, info
+	m.Files = []models.File{{Path: rf.Path, Digest: models.DigestPrefix + h, Size: n, GitOID: rf.GitSHA1}}
 	return nil
 }
 
 // addONNX fetches config.json, plans the model's files from it and the
 // listing, fetches them and validates them.
-func (p *Puller) addONNX(ctx context.Context, paths []string, remote func(string) remoteFile, opts PullOptions, m *Manifest, em *emitter, pins *pinSet) error {
-	files := make(map[string]File)
+func (p *Puller) addONNX(ctx context.Context, paths []string, remote func(string) remoteFile, opts PullOptions, m *models.Manifest, em *models.Emitter, pins *pinSet) error {
+	files := make(map[string]models.File)
 	get := func(p2 string) error {
 		if _, ok := files[p2]; ok {
 			return nil
@@ -306,44 +323,49 @@ func (p *Puller) addONNX(ctx context.Context, paths []string, remote func(string
 		if err != nil {
 			return err
 		}
-		files[p2] = File{Path: p2, Digest: digestPrefix + h, Size: n, GitOID: rf.GitSHA1}
+		files[p2] = models.File{Path: p2, Digest: models.DigestPrefix + h, Size: n, GitOID: rf.GitSHA1}
 		return nil
 	}
 	var cfg []byte
-	if hasPath(paths, onnxConfig) {
-		if err := get(onnxConfig); err != nil {
+	if hasPath(paths, models.ONNXConfig) {
+		if err := get(models.ONNXConfig); err != nil {
 			return err
 		}
 		var err error
-		if cfg, err = p.readBlob(files[onnxConfig]); err != nil {
+		if cfg, err = p.readBlob(files[models.ONNXConfig]); err != nil {
 			return err
 		}
 	}
-	plan, err := planONNX(paths, cfg, opts.Variant, opts.Task)
+	plan, err := models.PlanONNX(paths, cfg, opts.Variant, opts.Task)
 	if err != nil {
 		return err
 	}
-	for _, p2 := range plan.files {
+	for _, p2 := range plan.Files() {
 		if err := get(p2); err != nil {
 			return err
 		}
 		m.Files = append(m.Files, files[p2])
 	}
-	if err := validateONNXFiles(plan, func(p2 string) (*os.File, error) {
-		return os.Open(p.store.blobPath(strings.TrimPrefix(files[p2].Digest, digestPrefix)))
+	if err := models.ValidateONNXFiles(plan, func(p2 string) (*os.File, error) {
+		return p.store.OpenBlob(strings.TrimPrefix(files[p2].Digest, models.DigestPrefix))
 	}); err != nil {
 		return err
 	}
-	m.Format, m.Tasks, m.ONNX = FormatONNX, plan.tasks, &plan.info
+	info := plan.Info()
+	m.Format, m.Tasks, m.ONNX = models.FormatONNX, plan.Tasks(), &info
 	return nil
 }
 
 // readBlob reads a small blob (config files).
-func (p *Puller) readBlob(f File) ([]byte, error) {
+func (p *Puller) readBlob(f models.File) ([]byte, error) {
 	if f.Size > 16<<20 {
-		return nil, fmt.Errorf("%w: %s is %d bytes, too large for a config file", ErrInvalidModel, f.Path, f.Size)
+		return nil, fmt.Errorf("%w: %s is %d bytes, too large for a config file", models.ErrInvalidModel, f.Path, f.Size)
 	}
-	data, err := os.ReadFile(p.store.blobPath(strings.TrimPrefix(f.Digest, digestPrefix)))
+	file, err := p.store.BlobPath(f.Digest)
+	if err != nil {
+		return nil, err
+	}
+	data, err := os.ReadFile(file)
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", f.Path, err)
 	}

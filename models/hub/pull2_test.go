@@ -1,6 +1,8 @@
-package models
+package hub
 
 import (
+	"github.com/modeld/modeld/models"
+
 	"context"
 	"errors"
 	"net/http"
@@ -27,20 +29,20 @@ func TestPullConcurrentSameModelOneDownload(t *testing.T) {
 	unblock := sync.OnceFunc(func() { close(release) })
 	t.Cleanup(unblock) // before the fake hub closes, which waits for its handlers
 	joined := make(chan string, 1)
-	e.s.hooks.flightJoined = func(key string) { joined <- key }
+	e.p.flightJoined = func(key string) { joined <- key }
 
 	type result struct {
-		m   *Manifest
+		m   *models.Manifest
 		err error
 	}
 	results := make(chan result, 2)
-	var events [2][]Progress
+	var events [2][]models.Progress
 	for i := range 2 {
 		go func() {
 			if i == 1 {
 				<-entered // the first pull is downloading
 			}
-			m, err := e.p.Pull(context.Background(), "hf:org/tiny", PullOptions{}, func(p Progress) { events[i] = append(events[i], p) })
+			m, err := e.p.Pull(context.Background(), "hf:org/tiny", PullOptions{}, func(p models.Progress) { events[i] = append(events[i], p) })
 			results <- result{m, err}
 		}()
 		if i == 1 {
@@ -52,7 +54,7 @@ func TestPullConcurrentSameModelOneDownload(t *testing.T) {
 			unblock()
 		}
 	}
-	var ms []*Manifest
+	var ms []*models.Manifest
 	for range 2 {
 		r := <-results
 		if r.err != nil {
@@ -68,7 +70,7 @@ func TestPullConcurrentSameModelOneDownload(t *testing.T) {
 		t.Errorf("%d CDN GETs, %d tree listings, %d bytes; want one download", gets, trees, served)
 	}
 	for i, ev := range events {
-		if len(ev) == 0 || ev[len(ev)-1].Status != StatusSuccess {
+		if len(ev) == 0 || ev[len(ev)-1].Status != models.StatusSuccess {
 			t.Errorf("caller %d did not see success: %v", i, ev)
 		}
 	}
@@ -89,8 +91,8 @@ func TestPullTwoProcessesShareThroughPartialLock(t *testing.T) {
 		return false
 	}
 	waiting := make(chan string, 1)
-	e.s.hooks.partialWait = func(name string) { waiting <- name }
 	other := e.newPuller(t)
+	other.partialWait = func(name string) { waiting <- name } // the second waits
 
 	errc := make(chan error, 2)
 	go func() {
@@ -104,8 +106,8 @@ func TestPullTwoProcessesShareThroughPartialLock(t *testing.T) {
 	}
 	var exists bool
 	go func() {
-		_, err := other.Pull(context.Background(), "hf:org/tiny", PullOptions{Name: "tiny2"}, func(p Progress) {
-			exists = exists || p.Status == StatusExists
+		_, err := other.Pull(context.Background(), "hf:org/tiny", PullOptions{Name: "tiny2"}, func(p models.Progress) {
+			exists = exists || p.Status == models.StatusExists
 		})
 		errc <- err
 	}()
@@ -140,7 +142,7 @@ func TestPullOfflineRefusesNetwork(t *testing.T) {
 	e.h.addRepo("org/tiny", ggufRepo(t))
 	for _, ref := range []string{"hf:org/tiny", e.h.cdn.URL + "/dl/x.gguf"} {
 		_, err := e.p.Pull(context.Background(), ref, PullOptions{}, nil)
-		if !errors.Is(err, ErrOffline) || !strings.Contains(err.Error(), "offline") {
+		if !errors.Is(err, models.ErrOffline) || !strings.Contains(err.Error(), "offline") {
 			t.Errorf("offline pull of %s = %v", ref, err)
 		}
 	}
@@ -167,8 +169,8 @@ func TestPullServerIgnoresRange(t *testing.T) {
 			body := files["tiny-Q4_K_M.gguf"]
 			name := "sha256-" + sha256Hex(body)
 			if !parallel { // an earlier run left half the file
-				writeFile(t, e.s.partialPath(name), body[:1000])
-				if err := e.s.writeSidecar(name, &sidecar{Source: e.p.hub.resolveURL("org/tiny", e.h.commit, "tiny-Q4_K_M.gguf"),
+				writeFile(t, e.s.PartialPath(name), body[:1000])
+				if err := e.s.WriteSidecar(name, &models.Sidecar{Source: e.p.hub.resolveURL("org/tiny", e.h.commit, "tiny-Q4_K_M.gguf"),
 					Digest: "sha256:" + sha256Hex(body), ETag: sha256Hex(body), Size: int64(len(body))}); err != nil {
 					t.Fatal(err)
 				}
@@ -177,7 +179,7 @@ func TestPullServerIgnoresRange(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, _ := os.ReadFile(e.s.blobPath(sha256Hex(body)))
+			got, _ := os.ReadFile(blobPath(t, e.s, sha256Hex(body)))
 			if string(got) != string(body) || m.Files[0].Size != int64(len(body)) {
 				t.Error("blob differs")
 			}
@@ -201,7 +203,7 @@ func TestPullURL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m.ID != "tiny-chat.q4_0" || m.Source.Kind != SourceURL || m.Files[0].Digest != "sha256:"+sha256Hex(body) || m.Files[0].Path != "Tiny-Chat.Q4_0.gguf" {
+	if m.ID != "tiny-chat.q4_0" || m.Source.Kind != models.SourceURL || m.Files[0].Digest != "sha256:"+sha256Hex(body) || m.Files[0].Path != "Tiny-Chat.Q4_0.gguf" {
 		t.Errorf("manifest %+v", m)
 	}
 	files := ggufRepo(t)
@@ -227,7 +229,7 @@ func TestPullURL(t *testing.T) {
 		return true
 	}
 	_, err = e.p.Pull(context.Background(), e.h.hub.URL+"/org/tiny/resolve/"+e.h.commit+"/tiny-Q4_K_M.gguf", PullOptions{Name: "bad"}, nil)
-	if !errors.Is(err, ErrChecksum) {
+	if !errors.Is(err, models.ErrChecksum) {
 		t.Errorf("corrupted URL pull = %v, want ErrChecksum", err)
 	}
 }
@@ -244,7 +246,7 @@ func TestPullHubProtocolDetails(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(m.Tasks, []Task{TaskSummarize}) || m.ONNX.Decoder != "onnx/decoder_model_merged.onnx" {
+	if !reflect.DeepEqual(m.Tasks, []models.Task{models.TaskSummarize}) || m.ONNX.Decoder != "onnx/decoder_model_merged.onnx" {
 		t.Errorf("tasks %v onnx %+v", m.Tasks, m.ONNX)
 	}
 	e.h.mu.Lock()
@@ -259,14 +261,14 @@ func TestPullHubProtocolDetails(t *testing.T) {
 	e.h.mu.Unlock()
 
 	_, err = e.p.Pull(context.Background(), "hf:org/missing", PullOptions{}, nil)
-	if !errors.Is(err, ErrRemoteNotFound) {
+	if !errors.Is(err, models.ErrRemoteNotFound) {
 		t.Errorf("missing repo = %v", err)
 	}
 	e.h.mu.Lock()
 	e.h.status = http.StatusUnauthorized
 	e.h.mu.Unlock()
 	_, err = e.p.Pull(context.Background(), "hf:org/new-name", PullOptions{}, nil)
-	if !errors.Is(err, ErrUnauthorized) || !strings.Contains(err.Error(), "HF_TOKEN") {
+	if !errors.Is(err, models.ErrUnauthorized) || !strings.Contains(err.Error(), "HF_TOKEN") {
 		t.Errorf("401 = %v", err)
 	}
 	var se interface{ HTTPStatus() int }
@@ -278,13 +280,13 @@ func TestPullHubProtocolDetails(t *testing.T) {
 func TestParseRef(t *testing.T) {
 	for _, tc := range []struct {
 		in, repo, tag string
-		kind          SourceKind
+		kind          models.SourceKind
 	}{
-		{"hf:Xenova/all-MiniLM-L6-v2", "Xenova/all-MiniLM-L6-v2", "", SourceHub},
-		{"hf:Qwen/Qwen2.5-0.5B-Instruct-GGUF:Q4_K_M", "Qwen/Qwen2.5-0.5B-Instruct-GGUF", "Q4_K_M", SourceHub},
-		{"hf:a/b:f16", "a/b", "f16", SourceHub},
-		{"https://example.test/models/x.gguf", "", "", SourceURL},
-		{"http://127.0.0.1:8080/x.GGUF", "", "", SourceURL},
+		{"hf:Xenova/all-MiniLM-L6-v2", "Xenova/all-MiniLM-L6-v2", "", models.SourceHub},
+		{"hf:Qwen/Qwen2.5-0.5B-Instruct-GGUF:Q4_K_M", "Qwen/Qwen2.5-0.5B-Instruct-GGUF", "Q4_K_M", models.SourceHub},
+		{"hf:a/b:f16", "a/b", "f16", models.SourceHub},
+		{"https://example.test/models/x.gguf", "", "", models.SourceURL},
+		{"http://127.0.0.1:8080/x.GGUF", "", "", models.SourceURL},
 	} {
 		r, err := parseRef(tc.in)
 		if err != nil || r.kind != tc.kind || r.repo != tc.repo || r.tag != tc.tag {
@@ -293,40 +295,8 @@ func TestParseRef(t *testing.T) {
 	}
 	for _, bad := range []string{"", "tiny", "hf:", "hf:owner", "hf:a/b/c", "hf:../b", "hf:a/..", "hf:a/b:latest", "hf:a/b:Q4:x",
 		"hf:a b/c", "ftp://x/y.gguf", "https://x/model.onnx", "https:///x.gguf", "file:///etc/passwd"} {
-		if _, err := parseRef(bad); !errors.Is(err, ErrInvalidRef) {
+		if _, err := parseRef(bad); !errors.Is(err, models.ErrInvalidRef) {
 			t.Errorf("parseRef(%q) = %v, want ErrInvalidRef", bad, err)
-		}
-	}
-}
-
-func TestPickGGUF(t *testing.T) {
-	all := []string{"m-Q2_K.gguf", "m-Q4_0.gguf", "m-Q8_0.gguf", "m.f16.gguf", "sub/m-IQ4_XS.gguf", "mmproj-m-Q4_K_M.gguf", "m-Q6_K-00001-of-00002.gguf", "README.md"}
-	for _, tc := range []struct {
-		paths   []string
-		tag     string
-		want    string
-		wantErr string
-	}{
-		{all, "", "m-Q4_0.gguf", ""},
-		{all, "q8_0", "m-Q8_0.gguf", ""},
-		{all, "F16", "m.f16.gguf", ""},
-		{all, "IQ4_XS", "sub/m-IQ4_XS.gguf", ""},
-		{all, "Q4_K_M", "", "no Q4_K_M file"},
-		{append(all, "m-Q4_K_M.gguf"), "", "m-Q4_K_M.gguf", ""},
-		{[]string{"only.gguf"}, "", "only.gguf", ""},
-		{[]string{"a-Q2_K.gguf", "b-Q3_K_S.gguf"}, "", "", "no default quantization"},
-		{[]string{"a-Q4_0.gguf", "b-Q4_0.gguf"}, "", "", "2 files have quantization Q4_0"},
-		{[]string{"README.md"}, "", "", "no single-file .gguf"},
-	} {
-		got, err := pickGGUF(tc.paths, tc.tag)
-		if tc.wantErr != "" {
-			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-				t.Errorf("pickGGUF(%v, %q) = %q, %v; want error %q", tc.paths, tc.tag, got, err, tc.wantErr)
-			}
-			continue
-		}
-		if err != nil || got != tc.want {
-			t.Errorf("pickGGUF(%v, %q) = %q, %v; want %q", tc.paths, tc.tag, got, err, tc.want)
 		}
 	}
 }

@@ -1,6 +1,8 @@
-package models
+package hub
 
 import (
+	"github.com/modeld/modeld/models"
+
 	"context"
 	"crypto/sha1" //nolint:gosec // git blob ids are sha1; used to verify, not to secure
 	"crypto/sha256"
@@ -30,7 +32,7 @@ type remoteFile struct {
 func (rf remoteFile) partialName() string {
 	switch {
 	case rf.SHA256 != "":
-		return blobNamePrefix + rf.SHA256
+		return "sha256-" + rf.SHA256
 	case rf.GitSHA1 != "":
 		return "git-" + rf.GitSHA1
 	}
@@ -69,11 +71,11 @@ func (v *verifier) check(rf remoteFile, size int64) (string, error) {
 	got := hex.EncodeToString(v.sha.Sum(nil))
 	switch {
 	case size >= 0 && v.n != size:
-		return "", fmt.Errorf("%w: %s: got %d bytes, expected %d", ErrChecksum, rf.Path, v.n, size)
+		return "", fmt.Errorf("%w: %s: got %d bytes, expected %d", models.ErrChecksum, rf.Path, v.n, size)
 	case rf.SHA256 != "" && got != rf.SHA256:
-		return "", fmt.Errorf("%w: %s: sha256 %s, expected %s", ErrChecksum, rf.Path, got, rf.SHA256)
+		return "", fmt.Errorf("%w: %s: sha256 %s, expected %s", models.ErrChecksum, rf.Path, got, rf.SHA256)
 	case rf.GitSHA1 != "" && v.git != nil && hex.EncodeToString(v.git.Sum(nil)) != rf.GitSHA1:
-		return "", fmt.Errorf("%w: %s: git blob id %x, expected %s", ErrChecksum, rf.Path, v.git.Sum(nil), rf.GitSHA1)
+		return "", fmt.Errorf("%w: %s: git blob id %x, expected %s", models.ErrChecksum, rf.Path, v.git.Sum(nil), rf.GitSHA1)
 	}
 	return got, nil
 }
@@ -88,79 +90,84 @@ func (v *verifier) check(rf remoteFile, size int64) (string, error) {
 // it becomes a blob, or the blob already present: a file it refuses is
 // removed with its sidecar and lock, so a refused pull leaves the store as
 // it was.
-func (p *Puller) fetch(ctx context.Context, rf remoteFile, em *emitter, pins *pinSet, check func(file string) error) (string, int64, error) {
+func (p *Puller) fetch(ctx context.Context, rf remoteFile, em *models.Emitter, pins *pinSet, check func(file string) error) (string, int64, error) {
 	s := p.store
 	if check == nil {
 		check = func(string) error { return nil }
 	}
 	present := func() bool {
 		if rf.SHA256 == "" && rf.GitSHA1 != "" {
-			rf.SHA256 = s.findGitOID(rf.GitSHA1, rf.Size)
+			rf.SHA256 = s.FindGitOID(rf.GitSHA1, rf.Size)
 		}
-		if rf.SHA256 == "" || !s.goodBlob(ctx, rf.SHA256, rf.Size) {
+		if rf.SHA256 == "" || !s.GoodBlob(ctx, rf.SHA256, rf.Size) {
 			return false
 		}
-		pins.add(s.pin(rf.SHA256))
-		em.emit(Progress{Status: StatusExists, Digest: digestPrefix + rf.SHA256, File: rf.Path, Total: rf.Size, Completed: rf.Size})
+		pins.add(s.Pin(rf.SHA256))
+		em.Emit(models.Progress{Status: models.StatusExists, Digest: models.DigestPrefix + rf.SHA256, File: rf.Path, Total: rf.Size, Completed: rf.Size})
 		return true
 	}
 	if present() {
-		return rf.SHA256, rf.Size, check(s.blobPath(rf.SHA256))
+		return rf.SHA256, rf.Size, p.checkBlob(rf.SHA256, check)
 	}
 	name := rf.partialName()
 	var onWait func()
-	if hook := s.hooks.partialWait; hook != nil {
+	if hook := p.partialWait; hook != nil {
 		onWait = func() { hook(name) }
 	}
-	unlock, err := s.lockPartial(ctx, name, onWait)
+	unlock, err := s.LockPartial(ctx, name, onWait)
 	if err != nil {
 		return "", 0, err
 	}
 	defer unlock()
 	if present() { // another process finished it while we waited
-		return rf.SHA256, rf.Size, check(s.blobPath(rf.SHA256))
+		return rf.SHA256, rf.Size, p.checkBlob(rf.SHA256, check)
 	}
 	for attempt := 0; ; attempt++ {
 		h, n, err := p.fetchOnce(ctx, rf, name, em)
 		if err == nil {
-			if err := check(s.partialPath(name)); err != nil {
+			if err := check(s.PartialPath(name)); err != nil {
 				// Refused content is not worth continuing: it goes, and
 				// never becomes a blob.
-				err = errors.Join(err, s.discardPartial(name))
-				s.removeLockFile(name)
+				return "", 0, errors.Join(err, s.DropPartial(name))
+			}
+			pins.add(s.Pin(h))
+			if err := s.CommitPartial(name, h); err != nil {
 				return "", 0, err
 			}
-			pins.add(s.pin(h))
-			if err := s.commitBlob(s.partialPath(name), h); err != nil {
-				return "", 0, err
-			}
-			_ = s.discardPartial(name) // the sidecar; the partial itself became the blob
-			s.removeLockFile(name)     // still held: a waiter retries on the new file
 			return h, n, nil
 		}
-		if errors.Is(err, ErrTooLarge) {
+		if errors.Is(err, models.ErrTooLarge) {
 			// Over the bound: nothing worth continuing, and it must not
 			// stay on the disk.
-			return "", 0, errors.Join(err, s.discardPartial(name))
+			return "", 0, errors.Join(err, s.DiscardPartial(name))
 		}
-		if !errors.Is(err, ErrChecksum) {
+		if !errors.Is(err, models.ErrChecksum) {
 			return "", 0, err
 		}
 		// Bad bytes are never kept: a whole-file hash cannot say which range
 		// is wrong, so the partial goes.
-		if derr := s.discardPartial(name); derr != nil {
+		if derr := s.DiscardPartial(name); derr != nil {
 			return "", 0, errors.Join(err, derr)
 		}
 		if attempt >= p.cfg.ChecksumRetries {
 			return "", 0, err
 		}
-		s.log.Warn("models: checksum mismatch, downloading again", "file", rf.Path, "err", err)
-		em.emit(Progress{Status: "sha256 mismatch, downloading " + rf.Path + " again", File: rf.Path})
+		s.Logger().Warn("models: checksum mismatch, downloading again", "file", rf.Path, "err", err)
+		em.Emit(models.Progress{Status: "sha256 mismatch, downloading " + rf.Path + " again", File: rf.Path})
 	}
 }
 
+// checkBlob runs check on blob hexDigest.
+func (p *Puller) checkBlob(hexDigest string, check func(file string) error) error {
+	file, err := p.store.BlobPath(models.DigestPrefix + hexDigest)
+	if err != nil {
+		return err
+	}
+	return check(file)
+}
+
 // fetchOnce downloads (or continues) the partial of rf and verifies it.
-func (p *Puller) fetchOnce(ctx context.Context, rf remoteFile, name string, em *emitter) (string, int64, error) {
+func (p *Puller) fetchOnce(ctx context.Context, rf remoteFile, name string, em *models.Emitter) (string, int64, error) {
 	b := backoff{cfg: &p.cfg}
 	var meta fileMeta
 	for {
@@ -172,10 +179,10 @@ func (p *Puller) fetchOnce(ctx context.Context, rf remoteFile, name string, em *
 			return "", 0, fmt.Errorf("%s: %w", rf.Path, werr)
 		}
 	}
-	if rf.SHA256 == "" && meta.linked && isSHA256Hex(meta.etag) {
+	if rf.SHA256 == "" && meta.linked && models.IsSHA256Hex(meta.etag) {
 		rf.SHA256 = meta.etag // a hub resolve URL pulled as a plain URL
 	}
-	if rf.SHA256 != "" && meta.linked && isSHA256Hex(meta.etag) && meta.etag != rf.SHA256 {
+	if rf.SHA256 != "" && meta.linked && models.IsSHA256Hex(meta.etag) && meta.etag != rf.SHA256 {
 		return "", 0, fmt.Errorf("%s: the listing says sha256 %s but the file is %s", rf.Path, rf.SHA256, meta.etag)
 	}
 	size := rf.Size
@@ -188,11 +195,11 @@ func (p *Puller) fetchOnce(ctx context.Context, rf remoteFile, name string, em *
 		return "", 0, err
 	}
 	// The sidecar is on disk: it names the URL without credentials or query.
-	sc := &sidecar{Source: redactURL(rf.URL), Size: size, ETag: meta.etag}
+	sc := &models.Sidecar{Source: models.RedactURL(rf.URL), Size: size, ETag: meta.etag}
 	if rf.SHA256 != "" {
-		sc.Digest = digestPrefix + rf.SHA256
+		sc.Digest = models.DigestPrefix + rf.SHA256
 	}
-	prog := Progress{Status: StatusPulling + " " + rf.Path, Digest: sc.Digest, File: rf.Path, Total: size}
+	prog := models.Progress{Status: models.StatusPulling + " " + rf.Path, Digest: sc.Digest, File: rf.Path, Total: size}
 	gitSize := int64(-1)
 	if rf.GitSHA1 != "" {
 		gitSize = size
@@ -200,9 +207,9 @@ func (p *Puller) fetchOnce(ctx context.Context, rf remoteFile, name string, em *
 	if size >= p.cfg.ParallelThreshold && p.cfg.Parallel > 1 {
 		err := p.downloadRanges(ctx, meta.location, name, sc, em, prog)
 		if err == nil {
-			em.emit(Progress{Status: StatusVerifying, Digest: sc.Digest, File: rf.Path, Total: size})
+			em.Emit(models.Progress{Status: models.StatusVerifying, Digest: sc.Digest, File: rf.Path, Total: size})
 			v := newVerifier(gitSize)
-			if err := hashInto(ctx, p.store.partialPath(name), v); err != nil {
+			if err := hashInto(ctx, p.store.PartialPath(name), v); err != nil {
 				return "", 0, err
 			}
 			h, err := v.check(rf, size)
@@ -211,8 +218,8 @@ func (p *Puller) fetchOnce(ctx context.Context, rf remoteFile, name string, em *
 		if !errors.Is(err, errRangeIgnored) {
 			return "", 0, err
 		}
-		p.store.log.Info("models: server ignores Range, downloading in one stream", "file", rf.Path)
-		if err := p.store.discardPartial(name); err != nil {
+		p.store.Logger().Info("models: server ignores Range, downloading in one stream", "file", rf.Path)
+		if err := p.store.DiscardPartial(name); err != nil {
 			return "", 0, err
 		}
 	}
@@ -233,16 +240,16 @@ func (p *Puller) checkRoom(file string, size int64, name string) error {
 		return nil // bounded while streaming (streamLimit)
 	}
 	if p.cfg.MaxDownload > 0 && size > p.cfg.MaxDownload {
-		return fmt.Errorf("%w: %s is %d bytes, more than %d", ErrTooLarge, file, size, p.cfg.MaxDownload)
+		return fmt.Errorf("%w: %s is %d bytes, more than %d", models.ErrTooLarge, file, size, p.cfg.MaxDownload)
 	}
-	free, err := p.cfg.freeSpace(p.store.root)
+	free, err := p.cfg.freeSpace(p.store.Root())
 	if err != nil || free < 0 {
-		p.store.log.Warn("models: free disk space unknown; the download is bounded by ENOSPC only", "err", err)
+		p.store.Logger().Warn("models: free disk space unknown; the download is bounded by ENOSPC only", "err", err)
 		return nil
 	}
 	need := size - min(p.partialHas(name), size)
 	if need+p.cfg.DiskMargin > free {
-		return fmt.Errorf("%w: %s needs %d more bytes, %d are free in %s and %d must stay free", ErrNoSpace, file, need, free, p.store.root, p.cfg.DiskMargin)
+		return fmt.Errorf("%w: %s needs %d more bytes, %d are free in %s and %d must stay free", models.ErrNoSpace, file, need, free, p.store.Root(), p.cfg.DiskMargin)
 	}
 	return nil
 }
@@ -250,14 +257,14 @@ func (p *Puller) checkRoom(file string, size int64, name string) error {
 // partialHas estimates the bytes of the partial of name already on disk: the
 // finished parts of a ranged download (its file is sparse), else its length.
 func (p *Puller) partialHas(name string) int64 {
-	if sc := p.store.readSidecar(name); sc != nil && len(sc.Chunks) > 0 {
+	if sc := p.store.ReadSidecar(name); sc != nil && len(sc.Chunks) > 0 {
 		var n int64
 		for _, c := range sc.Chunks {
 			n += c.Done
 		}
 		return n
 	}
-	fi, err := os.Stat(p.store.partialPath(name))
+	fi, err := os.Stat(p.store.PartialPath(name))
 	if err != nil {
 		return 0
 	}
@@ -272,7 +279,7 @@ func (p *Puller) streamLimit(have int64) int64 {
 	if p.cfg.MaxDownload > 0 {
 		limit = p.cfg.MaxDownload
 	}
-	if free, err := p.cfg.freeSpace(p.store.root); err == nil && free >= 0 {
+	if free, err := p.cfg.freeSpace(p.store.Root()); err == nil && free >= 0 {
 		room := max(free-p.cfg.DiskMargin, 0) + have
 		if limit < 0 || room < limit {
 			limit = room
@@ -285,7 +292,7 @@ func (p *Puller) streamLimit(have int64) int64 {
 // (still errors.Is syscall.ENOSPC), with what to do about it.
 func (p *Puller) diskError(file string, err error) error {
 	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
-		return fmt.Errorf("%w: writing %s under %s: %w (free some space and pull again: the download continues where it stopped)", ErrNoSpace, file, p.store.root, err)
+		return fmt.Errorf("%w: writing %s under %s: %w (free some space and pull again: the download continues where it stopped)", models.ErrNoSpace, file, p.store.Root(), err)
 	}
 	return err
 }
@@ -308,9 +315,9 @@ func hashInto(ctx context.Context, path string, v *verifier) error {
 // answers 200 to a Range request or the partial belongs to other content,
 // and retries failures with backoff. v receives every byte of the file in
 // order (the existing prefix first).
-func (p *Puller) downloadStream(ctx context.Context, u, name string, sc *sidecar, v *verifier, em *emitter, prog Progress) (err error) {
+func (p *Puller) downloadStream(ctx context.Context, u, name string, sc *models.Sidecar, v *verifier, em *models.Emitter, prog models.Progress) (err error) {
 	s := p.store
-	f, err := os.OpenFile(s.partialPath(name), os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := os.OpenFile(s.PartialPath(name), os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return fmt.Errorf("open partial: %w", err)
 	}
@@ -324,24 +331,24 @@ func (p *Puller) downloadStream(ctx context.Context, u, name string, sc *sidecar
 		return fmt.Errorf("stat partial: %w", err)
 	}
 	offset := fi.Size()
-	if old := s.readSidecar(name); old == nil || old.Source != sc.Source || old.Size != sc.Size ||
+	if old := s.ReadSidecar(name); old == nil || old.Source != sc.Source || old.Size != sc.Size ||
 		old.Digest != sc.Digest || old.ETag != sc.ETag || len(old.Chunks) > 0 || (sc.Size >= 0 && offset > sc.Size) {
 		offset = 0
 	}
 	if err := f.Truncate(offset); err != nil {
 		return fmt.Errorf("truncate partial: %w", err)
 	}
-	if err := s.writeSidecar(name, sc); err != nil {
+	if err := s.WriteSidecar(name, sc); err != nil {
 		return err
 	}
 	if offset > 0 { // hash what an earlier run wrote
 		if _, err := copyCtx(ctx, v, io.NewSectionReader(f, 0, offset), nil); err != nil {
 			return fmt.Errorf("read partial: %w", err)
 		}
-		s.log.Info("models: resuming download", "file", prog.File, "from", offset)
+		s.Logger().Info("models: resuming download", "file", prog.File, "from", offset)
 	}
 	prog.Completed = offset
-	em.emit(prog)
+	em.Emit(prog)
 	limit := int64(-1)
 	if sc.Size < 0 {
 		limit = p.streamLimit(offset)
@@ -382,7 +389,7 @@ var errRestart = errors.New("restart download")
 // returns done when the body ended where the file ends (or at EOF when the
 // size is unknown). A file of unknown size is refused with ErrTooLarge when
 // its Content-Length or its bytes pass limit (-1: none).
-func (p *Puller) streamOnce(ctx context.Context, u string, f *os.File, offset *int64, size, limit int64, v *verifier, em *emitter, prog Progress) (bool, error) {
+func (p *Puller) streamOnce(ctx context.Context, u string, f *os.File, offset *int64, size, limit int64, v *verifier, em *models.Emitter, prog models.Progress) (bool, error) {
 	resp, err := p.getRange(ctx, u, *offset, -1)
 	if err != nil {
 		var se *statusError
@@ -397,7 +404,7 @@ func (p *Puller) streamOnce(ctx context.Context, u string, f *os.File, offset *i
 	defer resp.Body.Close() //nolint:errcheck // body fully read or abandoned
 	switch {
 	case resp.StatusCode == http.StatusOK && *offset > 0:
-		p.store.log.Info("models: server ignored Range, starting over", "file", prog.File)
+		p.store.Logger().Info("models: server ignored Range, starting over", "file", prog.File)
 		*offset = 0
 		if err := f.Truncate(0); err != nil {
 			return false, err
@@ -418,7 +425,7 @@ func (p *Puller) streamOnce(ctx context.Context, u string, f *os.File, offset *i
 		return false, err
 	}
 	tooLarge := func() error {
-		return fmt.Errorf("%w: %s has more than %d bytes (the bound: --max-download and the free disk space)", ErrTooLarge, prog.File, limit)
+		return fmt.Errorf("%w: %s has more than %d bytes (the bound: --max-download and the free disk space)", models.ErrTooLarge, prog.File, limit)
 	}
 	var body io.Reader = resp.Body
 	switch {
@@ -431,14 +438,14 @@ func (p *Puller) streamOnce(ctx context.Context, u string, f *os.File, offset *i
 		body = io.LimitReader(resp.Body, limit-*offset+1) // one byte past the bound tells
 	}
 	var out io.Writer = f
-	if wrap := p.store.hooks.partialWriter; wrap != nil {
+	if wrap := p.partialWriter; wrap != nil {
 		out = wrap(f)
 	}
 	base := *offset
 	_, err = copyCtx(ctx, io.MultiWriter(out, v), body, func(n int64) {
 		*offset = base + n
 		prog.Completed = *offset
-		em.emit(prog)
+		em.Emit(prog)
 	})
 	if err != nil {
 		return false, p.diskError(prog.File, err)

@@ -1,6 +1,6 @@
 //go:build linux || darwin
 
-package models
+package hub
 
 import (
 	"fmt"

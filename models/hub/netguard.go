@@ -1,6 +1,8 @@
-package models
+package hub
 
 import (
+	"github.com/modeld/modeld/models"
+
 	"context"
 	"errors"
 	"fmt"
@@ -79,7 +81,7 @@ var (
 // checkAddrPort is the default address rule: refuse what privateReason names.
 func checkAddrPort(ap netip.AddrPort) error {
 	if why := privateReason(ap.Addr()); why != "" {
-		return fmt.Errorf("%w: %s is %s", ErrPrivateTarget, ap.Addr(), why)
+		return fmt.Errorf("%w: %s is %s", models.ErrPrivateTarget, ap.Addr(), why)
 	}
 	return nil
 }
@@ -140,7 +142,7 @@ func canonicalAddr(u *url.URL) string {
 func (g *netGuard) control(_, address string, _ syscall.RawConn) error {
 	ap, err := netip.ParseAddrPort(address)
 	if err != nil {
-		return fmt.Errorf("%w: cannot check address %q", ErrPrivateTarget, address)
+		return fmt.Errorf("%w: cannot check address %q", models.ErrPrivateTarget, address)
 	}
 	return g.check(ap)
 }
@@ -165,7 +167,7 @@ func (g *netGuard) proxyFor(req *http.Request) (*url.URL, error) {
 	target := canonicalAddr(req.URL)
 	if g.exempt(target) {
 		if pu == nil && target != g.endpoint { // not through the proxy, to the proxy
-			return nil, fmt.Errorf("%w: %s is the configured proxy", ErrPrivateTarget, target)
+			return nil, fmt.Errorf("%w: %s is the configured proxy", models.ErrPrivateTarget, target)
 		}
 		return pu, nil
 	}
@@ -210,7 +212,7 @@ func (g *netGuard) checkURL(u *url.URL) error {
 	}
 	host := strings.ToLower(strings.TrimSuffix(u.Hostname(), "."))
 	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
-		return fmt.Errorf("%w: %s is loopback", ErrPrivateTarget, host)
+		return fmt.Errorf("%w: %s is loopback", models.ErrPrivateTarget, host)
 	}
 	a, err := netip.ParseAddr(host)
 	if err != nil {
@@ -233,7 +235,7 @@ func checkRedirect(from, to *url.URL, g *netGuard) error {
 	case "https":
 	case "http":
 		if strings.EqualFold(from.Scheme, "https") {
-			return fmt.Errorf("%w from https to http (%s)", errRedirectRefused, redactURL(to.String()))
+			return fmt.Errorf("%w from https to http (%s)", errRedirectRefused, models.RedactURL(to.String()))
 		}
 	default:
 		return fmt.Errorf("%w to a %q URL", errRedirectRefused, to.Scheme)

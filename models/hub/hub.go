@@ -1,6 +1,8 @@
-package models
+package hub
 
 import (
+	"github.com/modeld/modeld/models"
+
 	"context"
 	"encoding/json"
 	"errors"
@@ -17,8 +19,8 @@ import (
 	"time"
 )
 
-// DefaultEndpoint is the Hugging Face hub used when PullConfig.Endpoint is empty.
-const DefaultEndpoint = "https://huggingface.co"
+// DefaultEndpoint is the hub used when PullConfig.Endpoint is empty.
+const DefaultEndpoint = models.DefaultEndpoint
 
 // PullConfig configures the network side of pulls. cmd/modeld fills it once
 // from its configuration (MODELD_HF_ENDPOINT, HF_TOKEN, MODELD_OFFLINE); the
@@ -143,12 +145,12 @@ type statusError struct {
 }
 
 func (e *statusError) Error() string {
-	msg := fmt.Sprintf("GET %s: HTTP %d", redactURL(e.URL), e.Code)
+	msg := fmt.Sprintf("GET %s: HTTP %d", models.RedactURL(e.URL), e.Code)
 	switch {
-	case e.Is(ErrUnauthorized):
-		msg += " (" + ErrUnauthorized.msg + ")"
-	case e.Is(ErrRemoteNotFound):
-		msg += " (" + ErrRemoteNotFound.msg + ")"
+	case e.Is(models.ErrUnauthorized):
+		msg += " (" + models.ErrUnauthorized.Error() + ")"
+	case e.Is(models.ErrRemoteNotFound):
+		msg += " (" + models.ErrRemoteNotFound.Error() + ")"
 	}
 	return msg
 }
@@ -156,9 +158,9 @@ func (e *statusError) Error() string {
 // Is maps statuses to the package's errors.
 func (e *statusError) Is(target error) bool {
 	switch target {
-	case ErrUnauthorized:
+	case models.ErrUnauthorized:
 		return e.Code == http.StatusUnauthorized || e.Code == http.StatusForbidden
-	case ErrRemoteNotFound:
+	case models.ErrRemoteNotFound:
 		return e.Code == http.StatusNotFound || e.Code == http.StatusGone
 	}
 	return false
@@ -166,7 +168,7 @@ func (e *statusError) Is(target error) bool {
 
 // HTTPStatus is the status the daemon answers for this remote failure.
 func (e *statusError) HTTPStatus() int {
-	if e.Is(ErrRemoteNotFound) {
+	if e.Is(models.ErrRemoteNotFound) {
 		return http.StatusNotFound
 	}
 	return http.StatusBadGateway
@@ -183,42 +185,13 @@ func newStatusError(resp *http.Response) error {
 	return &statusError{Code: resp.StatusCode, URL: resp.Request.URL.String()}
 }
 
-// redactURL drops the user info (credentials), the query (pre-signed CDN
-// URLs carry credentials there) and the fragment: what errors, progress
-// events, logs and manifests may show of a URL.
-func redactURL(s string) string {
-	u, err := url.Parse(s)
-	if err != nil {
-		// Not a URL: keep what comes before any credentials or query.
-		if i := strings.IndexAny(s, "?#"); i >= 0 {
-			s = s[:i]
-		}
-		if i := strings.LastIndexByte(s, '@'); i >= 0 {
-			if j := strings.Index(s, "://"); j >= 0 && j < i {
-				s = s[:j+3] + s[i+1:]
-			}
-		}
-		return s
-	}
-	hadQuery := u.RawQuery != "" || u.ForceQuery
-	if u.User == nil && !hadQuery && !strings.Contains(s, "#") {
-		return s // nothing to drop: keep the text as it was
-	}
-	u.User, u.RawQuery, u.ForceQuery, u.Fragment, u.RawFragment = nil, "", false, "", ""
-	out := u.String()
-	if hadQuery {
-		out += "?…"
-	}
-	return out
-}
-
 // retryable reports whether err may go away on retry: network errors,
 // truncated bodies, 5xx, 429, 408. Not retryable: cancellation, refused
 // targets, size bounds, and local file errors (ENOSPC above all: a full disk
 // is not fixed by downloading again).
 func retryable(err error) bool {
 	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) ||
-		errors.Is(err, ErrPrivateTarget) || errors.Is(err, ErrTooLarge) || errors.Is(err, ErrNoSpace) || errors.Is(err, errRedirectRefused) ||
+		errors.Is(err, models.ErrPrivateTarget) || errors.Is(err, models.ErrTooLarge) || errors.Is(err, models.ErrNoSpace) || errors.Is(err, errRedirectRefused) ||
 		errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
 		return false
 	}
@@ -290,7 +263,7 @@ func newHubClient(cfg *PullConfig) (*hubClient, error) {
 // on the hub's host.
 func (h *hubClient) newRequest(ctx context.Context, method, u string) (*http.Request, error) {
 	if h.cfg.Offline {
-		return nil, fmt.Errorf("%w: not fetching %s (unset offline mode, or use modeld import)", ErrOffline, redactURL(u))
+		return nil, fmt.Errorf("%w: not fetching %s (unset offline mode, or use modeld import)", models.ErrOffline, models.RedactURL(u))
 	}
 	req, err := http.NewRequestWithContext(ctx, method, u, nil)
 	if err != nil {
@@ -337,7 +310,7 @@ func (h *hubClient) do(req *http.Request) (*http.Response, error) {
 func redactURLError(err error) error {
 	var ue *url.Error
 	if errors.As(err, &ue) {
-		ue.URL = redactURL(ue.URL)
+		ue.URL = models.RedactURL(ue.URL)
 	}
 	return err
 }
@@ -372,7 +345,7 @@ func (h *hubClient) getJSONOnce(ctx context.Context, u string, v any) (string, e
 	}
 	defer resp.Body.Close() //nolint:errcheck // read fully below
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 64<<20)).Decode(v); err != nil {
-		return "", fmt.Errorf("decode %s: %w", redactURL(u), err)
+		return "", fmt.Errorf("decode %s: %w", models.RedactURL(u), err)
 	}
 	return nextLink(resp.Header.Values("Link"), resp.Request.URL), nil
 }
@@ -445,7 +418,7 @@ func (h *hubClient) tree(ctx context.Context, repo, commit string) ([]hubEntry, 
 		}
 		for _, e := range entries {
 			if e.Type == "file" {
-				if err := checkModelPath(e.Path); err != nil {
+				if err := models.CheckModelPath(e.Path); err != nil {
 					return nil, fmt.Errorf("list %s: %w", repo, err)
 				}
 				all = append(all, e)
@@ -515,10 +488,10 @@ func (h *hubClient) head(ctx context.Context, u string) (fileMeta, error) {
 		case resp.StatusCode >= 300 && resp.StatusCode < 400:
 			loc, err := resp.Location()
 			if err != nil {
-				return fileMeta{}, fmt.Errorf("HEAD %s: redirect without a usable Location: %w", redactURL(cur), err)
+				return fileMeta{}, fmt.Errorf("HEAD %s: redirect without a usable Location: %w", models.RedactURL(cur), err)
 			}
 			if err := checkRedirect(req.URL, loc, h.cfg.guard); err != nil {
-				return fileMeta{}, fmt.Errorf("HEAD %s: %w", redactURL(cur), err)
+				return fileMeta{}, fmt.Errorf("HEAD %s: %w", models.RedactURL(cur), err)
 			}
 			if sameHost(loc, req.URL) {
 				cur = loc.String()
@@ -534,7 +507,7 @@ func (h *hubClient) head(ctx context.Context, u string) (fileMeta, error) {
 			return fileMeta{}, &statusError{Code: resp.StatusCode, URL: cur}
 		}
 	}
-	return fileMeta{}, fmt.Errorf("HEAD %s: too many redirects", redactURL(u))
+	return fileMeta{}, fmt.Errorf("HEAD %s: too many redirects", models.RedactURL(u))
 }
 
 // normalizeETag drops a weak prefix and quotes.

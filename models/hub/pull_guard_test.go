@@ -1,6 +1,8 @@
-package models
+package hub
 
 import (
+	"github.com/modeld/modeld/models"
+
 	"bytes"
 	"context"
 	"errors"
@@ -60,7 +62,7 @@ func (cs *countingServer) port() string {
 
 // newGuardedPuller is a Puller with the production address rule (no
 // AllowPrivate); edit may change the config.
-func newGuardedPuller(t *testing.T, s *Store, edit func(*PullConfig)) (*Puller, *sleepRec) {
+func newGuardedPuller(t *testing.T, s *models.Store, edit func(*PullConfig)) (*Puller, *sleepRec) {
 	t.Helper()
 	sleeps := &sleepRec{}
 	cfg := PullConfig{Endpoint: "https://hub.invalid", Sleep: sleeps.sleep, BackoffBase: time.Millisecond, BackoffMax: time.Millisecond}
@@ -113,17 +115,17 @@ func TestPullRefusesPrivateTargets(t *testing.T) {
 	pl, sleeps := newGuardedPuller(t, s, nil)
 	for _, ref := range refs {
 		t.Run(ref, func(t *testing.T) {
-			if err := pl.Check(ref, PullOptions{}); !errors.Is(err, ErrPrivateTarget) {
+			if err := pl.Check(ref, PullOptions{}); !errors.Is(err, models.ErrPrivateTarget) {
 				t.Errorf("Check: %v, want ErrPrivateTarget", err)
 			}
 			_, err := pl.Pull(context.Background(), ref, PullOptions{}, nil)
-			if !errors.Is(err, ErrPrivateTarget) {
+			if !errors.Is(err, models.ErrPrivateTarget) {
 				t.Fatalf("Pull: %v, want ErrPrivateTarget", err)
 			}
 			if strings.Contains(err.Error(), "secret=") || strings.Contains(err.Error(), "pw@") {
 				t.Errorf("error shows the query or credentials: %v", err)
 			}
-			if st := ErrPrivateTarget.HTTPStatus(); st != http.StatusForbidden {
+			if st := models.ErrPrivateTarget.HTTPStatus(); st != http.StatusForbidden {
 				t.Errorf("status %d", st)
 			}
 		})
@@ -150,7 +152,7 @@ func TestDialGuardChecksResolvedAddress(t *testing.T) {
 			_ = conn.Close()
 			t.Fatalf("dial %s: connected", addr)
 		}
-		if !errors.Is(err, ErrPrivateTarget) {
+		if !errors.Is(err, models.ErrPrivateTarget) {
 			t.Errorf("dial %s: %v, want ErrPrivateTarget", addr, err)
 		}
 	}
@@ -199,7 +201,7 @@ func TestPullRedirectToPrivateRefused(t *testing.T) {
 				}
 			})
 			_, err := pl.Pull(context.Background(), public.URL+"/model.gguf", PullOptions{}, nil)
-			if !errors.Is(err, ErrPrivateTarget) {
+			if !errors.Is(err, models.ErrPrivateTarget) {
 				t.Fatalf("Pull: %v, want ErrPrivateTarget", err)
 			}
 			if public.reqs.Load() == 0 {
@@ -273,11 +275,11 @@ func plainServer(t *testing.T, body []byte) (*countingServer, *atomic.Int64) {
 }
 
 // partialFiles lists the .partial files of s.
-func partialFiles(t *testing.T, s *Store) map[string]int64 {
+func partialFiles(t *testing.T, s *models.Store) map[string]int64 {
 	t.Helper()
 	out := map[string]int64{}
-	for p, n := range walkFiles(t, filepath.Join(s.Root(), dirPartials)) {
-		if strings.HasSuffix(p, partialExt) {
+	for p, n := range walkFiles(t, filepath.Join(s.Root(), "partials")) {
+		if strings.HasSuffix(p, ".partial") {
 			out[p] = n
 		}
 	}
@@ -317,7 +319,7 @@ func TestPullEndlessBodyStopsAtTheBound(t *testing.T) {
 				tc.edit(c)
 			})
 			_, err := pl.Pull(context.Background(), endless.URL+"/endless.gguf", PullOptions{}, nil)
-			if !errors.Is(err, ErrTooLarge) {
+			if !errors.Is(err, models.ErrTooLarge) {
 				t.Fatalf("Pull: %v, want ErrTooLarge", err)
 			}
 			if left := partialFiles(t, s); len(left) != 0 {
@@ -338,10 +340,10 @@ func TestPullSizeOverBoundRefusedBeforeDownload(t *testing.T) {
 		edit    func(*PullConfig)
 		want    error
 	}{
-		{"head-max-download", true, func(c *PullConfig) { c.MaxDownload = 1 << 20 }, ErrTooLarge},
-		{"get-max-download", false, func(c *PullConfig) { c.MaxDownload = 1 << 20 }, ErrTooLarge},
-		{"head-free-disk", true, func(c *PullConfig) { c.freeSpace = func(string) (int64, error) { return 1 << 30, nil } }, ErrNoSpace},
-		{"get-free-disk", false, func(c *PullConfig) { c.freeSpace = func(string) (int64, error) { return 1 << 30, nil } }, ErrTooLarge},
+		{"head-max-download", true, func(c *PullConfig) { c.MaxDownload = 1 << 20 }, models.ErrTooLarge},
+		{"get-max-download", false, func(c *PullConfig) { c.MaxDownload = 1 << 20 }, models.ErrTooLarge},
+		{"head-free-disk", true, func(c *PullConfig) { c.freeSpace = func(string) (int64, error) { return 1 << 30, nil } }, models.ErrNoSpace},
+		{"get-free-disk", false, func(c *PullConfig) { c.freeSpace = func(string) (int64, error) { return 1 << 30, nil } }, models.ErrTooLarge},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var bodyBytes atomic.Int64
@@ -390,7 +392,7 @@ func TestPullHubFileLargerThanFreeSpace(t *testing.T) {
 	e.cfg.DiskMargin = 300<<20 - 32<<10 // leaves room for 32 KiB only
 	e.p = e.newPuller(t)
 	_, err := e.p.Pull(context.Background(), "hf:org/big", PullOptions{}, nil)
-	if !errors.Is(err, ErrNoSpace) {
+	if !errors.Is(err, models.ErrNoSpace) {
 		t.Fatalf("Pull: %v, want ErrNoSpace", err)
 	}
 	if gets, n, _ := e.h.counts(); gets != 0 || n != 0 {
@@ -418,10 +420,10 @@ func TestPullENOSPCIsNotRetriedAndResumes(t *testing.T) {
 	body := tinyGGUF(t)
 	srv, gets := plainServer(t, body)
 	s := newTestStore(t)
-	s.hooks.partialWriter = func(w io.Writer) io.Writer { return &failAfter{w: w, n: 1000} }
 	pl, sleeps := newGuardedPuller(t, s, func(c *PullConfig) { c.AllowPrivate = true })
+	pl.partialWriter = func(w io.Writer) io.Writer { return &failAfter{w: w, n: 1000} }
 	_, err := pl.Pull(context.Background(), srv.URL+"/tiny.gguf", PullOptions{}, nil)
-	if !errors.Is(err, syscall.ENOSPC) || !errors.Is(err, ErrNoSpace) {
+	if !errors.Is(err, syscall.ENOSPC) || !errors.Is(err, models.ErrNoSpace) {
 		t.Fatalf("Pull: %v, want ENOSPC as ErrNoSpace", err)
 	}
 	if gets.Load() != 1 || len(sleeps.got()) != 0 {
@@ -436,7 +438,7 @@ func TestPullENOSPCIsNotRetriedAndResumes(t *testing.T) {
 			t.Errorf("partial holds %d bytes, want 1000", n)
 		}
 	}
-	s.hooks.partialWriter = nil // space was freed
+	pl.partialWriter = nil // space was freed
 	m, err := pl.Pull(context.Background(), srv.URL+"/tiny.gguf", PullOptions{}, nil)
 	if err != nil {
 		t.Fatalf("second pull: %v", err)
@@ -462,17 +464,17 @@ func TestPullDoesNotEchoRemoteBodies(t *testing.T) {
 		fmt.Fprintf(w, `{"error":"%s"}`, secret)
 	})
 	var logs bytes.Buffer
-	s, err := Open(t.TempDir(), Options{Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	s, err := models.Open(t.TempDir(), models.Options{Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	if err != nil {
 		t.Fatal(err)
 	}
 	pl, _ := newGuardedPuller(t, s, func(c *PullConfig) { c.AllowPrivate, c.Endpoint = true, hub.URL })
 	_, err = pl.Pull(context.Background(), srv.URL+"/x.gguf?sig="+secret, PullOptions{}, nil)
-	if !errors.Is(err, ErrRemoteNotFound) {
+	if !errors.Is(err, models.ErrRemoteNotFound) {
 		t.Fatalf("Pull: %v, want ErrRemoteNotFound", err)
 	}
 	_, herr := pl.Pull(context.Background(), "hf:org/private", PullOptions{}, nil)
-	if !errors.Is(herr, ErrUnauthorized) {
+	if !errors.Is(herr, models.ErrUnauthorized) {
 		t.Fatalf("hub pull: %v, want ErrUnauthorized", herr)
 	}
 	for _, text := range []string{err.Error(), herr.Error(), logs.String()} {
@@ -498,7 +500,7 @@ func TestPullURLCredentialsNeverStoredOrShown(t *testing.T) {
 		http.ServeContent(w, r, "x.gguf", time.Time{}, bytes.NewReader(body))
 	})
 	var logs bytes.Buffer
-	s, err := Open(t.TempDir(), Options{Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	s, err := models.Open(t.TempDir(), models.Options{Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -506,7 +508,7 @@ func TestPullURLCredentialsNeverStoredOrShown(t *testing.T) {
 	u, _ := url.Parse(srv.URL)
 	ref := "http://mirror:" + pw + "@" + u.Host + "/models/tiny.gguf?token=" + pw
 	var events []string
-	m, err := pl.Pull(context.Background(), ref, PullOptions{}, func(p Progress) { events = append(events, p.Status) })
+	m, err := pl.Pull(context.Background(), ref, PullOptions{}, func(p models.Progress) { events = append(events, p.Status) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -524,7 +526,7 @@ func TestPullURLCredentialsNeverStoredOrShown(t *testing.T) {
 	}
 	var onDisk []string
 	for p := range walkFiles(t, s.Root()) {
-		if !strings.HasPrefix(p, dirBlobs+"/") {
+		if !strings.HasPrefix(p, "blobs/") {
 			data, _ := os.ReadFile(filepath.Join(s.Root(), p))
 			onDisk = append(onDisk, string(data))
 		}
@@ -545,51 +547,6 @@ func TestPullURLCredentialsNeverStoredOrShown(t *testing.T) {
 	}
 	if _, err := pl.Pull(context.Background(), "ftp://mirror:"+pw+"@host/x.gguf", PullOptions{}, nil); err == nil || strings.Contains(err.Error(), pw) {
 		t.Errorf("invalid ref error: %v", err)
-	}
-}
-
-// A manifest an older modeld wrote with credentials in its source is shown
-// without them.
-func TestManifestSourceCredentialsRedactedOnRead(t *testing.T) {
-	s := newTestStore(t)
-	m, err := s.Import(context.Background(), writeTemp(t, "x.gguf", tinyGGUF(t)), ImportOptions{Name: "old/model"}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m.Source = Source{Kind: SourceURL, Ref: "https://u:p4ss@host/x.gguf", URL: "https://u:p4ss@host/x.gguf?k=v"}
-	data, err := encodeManifest(m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	writeFile(t, s.manifestPath(ID{Name: "old/model", Tag: DefaultTag}), data)
-	got, err := s.Get("old/model")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got.Source.Ref != "https://host/x.gguf" || got.Source.URL != "https://host/x.gguf?…" {
-		t.Errorf("source %+v", got.Source)
-	}
-}
-
-func writeTemp(t *testing.T, name string, data []byte) string {
-	t.Helper()
-	p := filepath.Join(t.TempDir(), name)
-	writeFile(t, p, data)
-	return p
-}
-
-func TestRedactURL(t *testing.T) {
-	for in, want := range map[string]string{
-		"https://host/x.gguf":                      "https://host/x.gguf",
-		"https://u:p@host/x.gguf":                  "https://host/x.gguf",
-		"https://u@host/x.gguf?sig=abc#frag":       "https://host/x.gguf?…",
-		"https://cdn/lfs/abc?X-Amz-Signature=s3cr": "https://cdn/lfs/abc?…",
-		"hf:org/repo:Q4_K_M":                       "hf:org/repo:Q4_K_M",
-		"http://u:p@host:%zz/x?y":                  "http://host:%zz/x",
-	} {
-		if got := redactURL(in); got != want {
-			t.Errorf("redactURL(%q) = %q, want %q", in, got, want)
-		}
 	}
 }
 
@@ -621,10 +578,10 @@ func TestNetGuardProxy(t *testing.T) {
 		}
 		return r
 	}
-	if _, err := g.proxyFor(req("https://rebind.example/x.gguf")); !errors.Is(err, ErrPrivateTarget) {
+	if _, err := g.proxyFor(req("https://rebind.example/x.gguf")); !errors.Is(err, models.ErrPrivateTarget) {
 		t.Errorf("a name with a private address through the proxy: %v", err)
 	}
-	if _, err := g.proxyFor(req("http://10.1.2.3/x.gguf")); !errors.Is(err, ErrPrivateTarget) {
+	if _, err := g.proxyFor(req("http://10.1.2.3/x.gguf")); !errors.Is(err, models.ErrPrivateTarget) {
 		t.Errorf("a private literal through the proxy: %v", err)
 	}
 	if pu, err := g.proxyFor(req("https://public.example/x.gguf")); err != nil || pu != proxyURL {
@@ -633,7 +590,7 @@ func TestNetGuardProxy(t *testing.T) {
 	if !g.exempt("127.0.0.1:3128") {
 		t.Error("the proxy in use is not exempt from the dial check")
 	}
-	if _, err := g.proxyFor(req("http://127.0.0.1:3128/x.gguf")); !errors.Is(err, ErrPrivateTarget) {
+	if _, err := g.proxyFor(req("http://127.0.0.1:3128/x.gguf")); !errors.Is(err, models.ErrPrivateTarget) {
 		t.Errorf("the proxy asked for directly: %v", err)
 	}
 	if g.exempt("127.0.0.1:3129") {

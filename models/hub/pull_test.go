@@ -1,6 +1,8 @@
-package models
+package hub
 
 import (
+	"github.com/modeld/modeld/models"
+
 	"bytes"
 	"context"
 	"errors"
@@ -11,8 +13,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/modeld/modeld/internal/ggufgen"
 )
 
 type sleepRec struct {
@@ -34,7 +34,7 @@ func (s *sleepRec) got() []time.Duration {
 }
 
 type pullEnv struct {
-	s      *Store
+	s      *models.Store
 	h      *fakeHub
 	p      *Puller
 	cfg    PullConfig
@@ -65,17 +65,6 @@ func (e *pullEnv) newPuller(t *testing.T) *Puller {
 	return p
 }
 
-func ggufSeed(t *testing.T, seed uint64) []byte {
-	t.Helper()
-	o := ggufgen.Tiny(ggufgen.SPM)
-	o.Seed = seed
-	var buf bytes.Buffer
-	if err := ggufgen.Write(&buf, o); err != nil {
-		t.Fatal(err)
-	}
-	return buf.Bytes()
-}
-
 func ggufRepo(t *testing.T) map[string][]byte {
 	return map[string][]byte{
 		"tiny-Q4_K_M.gguf":             ggufSeed(t, 1),
@@ -91,20 +80,20 @@ func TestPullGGUFFromHub(t *testing.T) {
 	e := newPullEnv(t, func(c *PullConfig) { c.Token = "hf_secret" })
 	files := ggufRepo(t)
 	e.h.addRepo("org/Tiny-GGUF", files)
-	var events []Progress
-	m, err := e.p.Pull(context.Background(), "hf:org/Tiny-GGUF:Q8_0", PullOptions{}, func(p Progress) { events = append(events, p) })
+	var events []models.Progress
+	m, err := e.p.Pull(context.Background(), "hf:org/Tiny-GGUF:Q8_0", PullOptions{}, func(p models.Progress) { events = append(events, p) })
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := files["tiny-Q8_0.gguf"]
-	if m.ID != "org/tiny-gguf:q8_0" || m.Format != FormatGGUF || len(m.Files) != 1 || m.Files[0].Path != "tiny-Q8_0.gguf" ||
+	if m.ID != "org/tiny-gguf:q8_0" || m.Format != models.FormatGGUF || len(m.Files) != 1 || m.Files[0].Path != "tiny-Q8_0.gguf" ||
 		m.Files[0].Digest != "sha256:"+sha256Hex(want) || m.GGUF.Architecture != "llama" || !m.GGUF.ChatTemplate {
 		t.Errorf("manifest = %+v %+v", m, m.GGUF)
 	}
-	if m.Source.Kind != SourceHub || m.Source.Repo != "org/Tiny-GGUF" || m.Source.Commit != e.h.commit || m.Source.Revision != "main" {
+	if m.Source.Kind != models.SourceHub || m.Source.Repo != "org/Tiny-GGUF" || m.Source.Commit != e.h.commit || m.Source.Revision != "main" {
 		t.Errorf("source = %+v", m.Source)
 	}
-	if last := events[len(events)-1]; last.Status != StatusSuccess {
+	if last := events[len(events)-1]; last.Status != models.StatusSuccess {
 		t.Errorf("last event %+v", last)
 	}
 	var sawBytes bool
@@ -143,7 +132,7 @@ func TestPullGGUFFromHub(t *testing.T) {
 	}
 	// An unknown tag lists what is there.
 	_, err = e.p.Pull(context.Background(), "hf:org/Tiny-GGUF:Q2_K", PullOptions{}, nil)
-	if !errors.Is(err, ErrRemoteNotFound) || !strings.Contains(err.Error(), "Q4_K_M, Q8_0") {
+	if !errors.Is(err, models.ErrRemoteNotFound) || !strings.Contains(err.Error(), "Q4_K_M, Q8_0") {
 		t.Errorf("unknown tag = %v", err)
 	}
 	// Pulling again downloads nothing.
@@ -172,7 +161,7 @@ func TestPullONNXFromHubSharesFiles(t *testing.T) {
 		}
 	}
 	want := []string{"config.json", "tokenizer.json", "tokenizer_config.json", "onnx/model.onnx", "special_tokens_map.json", "modules.json", "1_Pooling/config.json"}
-	if m.ID != "xenova/all-minilm-l6-v2" || !reflect.DeepEqual(got, want) || !reflect.DeepEqual(m.Tasks, []Task{TaskEmbed}) || m.ONNX.DType != "fp32" {
+	if m.ID != "xenova/all-minilm-l6-v2" || !reflect.DeepEqual(got, want) || !reflect.DeepEqual(m.Tasks, []models.Task{models.TaskEmbed}) || m.ONNX.DType != "fp32" {
 		t.Errorf("manifest %s files %v tasks %v", m.ID, got, m.Tasks)
 	}
 	mq, err := e.p.Pull(context.Background(), "hf:Xenova/all-MiniLM-L6-v2", PullOptions{Variant: "quantized"}, nil)
@@ -225,7 +214,7 @@ func TestPullResumesAfterKill(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	_, err := e.p.Pull(ctx, "hf:org/tiny:Q4_K_M", PullOptions{}, func(p Progress) {
+	_, err := e.p.Pull(ctx, "hf:org/tiny:Q4_K_M", PullOptions{}, func(p models.Progress) {
 		if p.File == "tiny-Q4_K_M.gguf" && p.Completed >= cut {
 			cancel() // the process is killed here
 		}
@@ -234,7 +223,7 @@ func TestPullResumesAfterKill(t *testing.T) {
 		t.Fatalf("first pull = %v, want cancelled", err)
 	}
 	name := "sha256-" + sha256Hex(body)
-	if fi, err := os.Stat(e.s.partialPath(name)); err != nil || fi.Size() != cut {
+	if fi, err := os.Stat(e.s.PartialPath(name)); err != nil || fi.Size() != cut {
 		t.Fatalf("partial after the kill: %v, %v; want %d bytes", fi, err, cut)
 	}
 	if ms, _ := e.s.List(); len(ms) != 0 {
@@ -288,7 +277,7 @@ func TestPullRangesResumeAfterKill(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	_, err := e.p.Pull(ctx, "hf:org/tiny:Q4_K_M", PullOptions{}, func(p Progress) {
+	_, err := e.p.Pull(ctx, "hf:org/tiny:Q4_K_M", PullOptions{}, func(p models.Progress) {
 		if p.File == "tiny-Q4_K_M.gguf" && p.Completed == firstHalf {
 			block.Do(cancel)
 		}
@@ -297,7 +286,7 @@ func TestPullRangesResumeAfterKill(t *testing.T) {
 		t.Fatalf("first pull = %v, want cancelled", err)
 	}
 	name := "sha256-" + sha256Hex(body)
-	sc := e.s.readSidecar(name)
+	sc := e.s.ReadSidecar(name)
 	if sc == nil || len(sc.Chunks) != 16 {
 		t.Fatalf("sidecar = %+v", sc)
 	}
@@ -326,7 +315,7 @@ func TestPullRangesResumeAfterKill(t *testing.T) {
 	if m.Files[0].Digest != "sha256:"+sha256Hex(body) {
 		t.Errorf("digest %s", m.Files[0].Digest)
 	}
-	if e.s.readSidecar(name) != nil || fileExists(e.s.partialPath(name)) {
+	if e.s.ReadSidecar(name) != nil || fileExists(e.s.PartialPath(name)) {
 		t.Error("partial or sidecar left after success")
 	}
 }
@@ -359,7 +348,7 @@ func TestPullChecksumMismatchRetries(t *testing.T) {
 				return true
 			}
 			var mismatch bool
-			m, err := e.p.Pull(context.Background(), "hf:org/tiny", PullOptions{}, func(p Progress) {
+			m, err := e.p.Pull(context.Background(), "hf:org/tiny", PullOptions{}, func(p models.Progress) {
 				mismatch = mismatch || strings.Contains(p.Status, "mismatch")
 			})
 			if err != nil {
@@ -368,7 +357,7 @@ func TestPullChecksumMismatchRetries(t *testing.T) {
 			if !corrupted || !mismatch {
 				t.Errorf("corrupted %v, mismatch reported %v", corrupted, mismatch)
 			}
-			got, err := os.ReadFile(e.s.blobPath(sha256Hex(body)))
+			got, err := os.ReadFile(blobPath(t, e.s, sha256Hex(body)))
 			if err != nil || !bytes.Equal(got, body) || m.Files[0].Digest != "sha256:"+sha256Hex(body) {
 				t.Errorf("blob differs from the hub's file (%v)", err)
 			}
@@ -389,7 +378,7 @@ func TestPullChecksumAlwaysWrong(t *testing.T) {
 		return true
 	}
 	_, err := e.p.Pull(context.Background(), "hf:org/tiny", PullOptions{}, nil)
-	if !errors.Is(err, ErrChecksum) {
+	if !errors.Is(err, models.ErrChecksum) {
 		t.Fatalf("pull = %v, want ErrChecksum", err)
 	}
 	if gets, _, _ := e.h.counts(); gets != 3 {

@@ -1,4 +1,4 @@
-package models
+package hub
 
 import (
 	"crypto/sha1" //nolint:gosec // git blob ids

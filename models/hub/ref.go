@@ -1,6 +1,8 @@
-package models
+package hub
 
 import (
+	"github.com/modeld/modeld/models"
+
 	"fmt"
 	"net/url"
 	"path"
@@ -10,7 +12,7 @@ import (
 // pullRef is a parsed pull reference.
 type pullRef struct {
 	raw  string
-	kind SourceKind
+	kind models.SourceKind
 	repo string   // hf: "owner/repo"
 	tag  string   // hf: quantization tag ("Q4_K_M"), "" when absent
 	url  *url.URL // url: the file
@@ -23,7 +25,7 @@ type pullRef struct {
 //	https://host/path/x.gguf a GGUF file at a URL (http:// is accepted for local mirrors)
 func parseRef(s string) (pullRef, error) {
 	fail := func(format string, args ...any) (pullRef, error) {
-		return pullRef{}, fmt.Errorf("%w %q: %s", ErrInvalidRef, shownRef(s), fmt.Sprintf(format, args...))
+		return pullRef{}, fmt.Errorf("%w %q: %s", models.ErrInvalidRef, shownRef(s), fmt.Sprintf(format, args...))
 	}
 	if len(s) > maxRefLength {
 		return fail("%d bytes long, the limit is %d", len(s), maxRefLength)
@@ -39,10 +41,10 @@ func parseRef(s string) (pullRef, error) {
 				return fail("%v", err)
 			}
 		}
-		if strings.Contains(tag, ":") || (tag != "" && !quantPattern.MatchString(tag)) {
-			return fail("tag %q is not a GGUF quantization such as Q4_K_M, Q8_0 or F16", shownID(tag))
+		if strings.Contains(tag, ":") || (tag != "" && !models.IsQuantTag(tag)) {
+			return fail("tag %q is not a GGUF quantization such as Q4_K_M, Q8_0 or F16", shown(tag))
 		}
-		return pullRef{raw: s, kind: SourceHub, repo: repo, tag: tag}, nil
+		return pullRef{raw: s, kind: models.SourceHub, repo: repo, tag: tag}, nil
 	}
 	if strings.HasPrefix(s, "https://") || strings.HasPrefix(s, "http://") {
 		u, err := url.Parse(s)
@@ -55,7 +57,7 @@ func parseRef(s string) (pullRef, error) {
 		if !strings.EqualFold(path.Ext(u.Path), ".gguf") {
 			return fail("a URL pull needs a .gguf file; for ONNX models use hf:owner/repo")
 		}
-		return pullRef{raw: s, kind: SourceURL, url: u}, nil
+		return pullRef{raw: s, kind: models.SourceURL, url: u}, nil
 	}
 	return fail("expected hf:owner/repo[:QUANT] or an https:// URL of a .gguf file")
 }
@@ -66,7 +68,7 @@ const maxRefLength = 4096
 // shownRef is what an error may show of a reference: without credentials or
 // query, and cut to 100 bytes.
 func shownRef(s string) string {
-	s = redactURL(s)
+	s = models.RedactURL(s)
 	if len(s) > 100 {
 		s = s[:100] + "…"
 	}
@@ -76,7 +78,7 @@ func shownRef(s string) string {
 // checkRepoPart validates the owner or name of a hub repository.
 func checkRepoPart(p string) error {
 	if p == "" || p == "." || p == ".." || len(p) > 96 {
-		return fmt.Errorf("repository part %q is empty, '.', '..' or longer than 96 bytes", shownID(p))
+		return fmt.Errorf("repository part %q is empty, '.', '..' or longer than 96 bytes", shown(p))
 	}
 	for _, r := range p {
 		ok := (r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z') || (r >= '0' && r <= '9') || r == '.' || r == '_' || r == '-'
@@ -89,19 +91,19 @@ func checkRepoPart(p string) error {
 
 // defaultID derives a model id from a reference: the repository (and tag or
 // ONNX variant) for the hub, the file name for a URL.
-func (r pullRef) defaultID(variant string) (ID, error) {
+func (r pullRef) defaultID(variant string) (models.ID, error) {
 	switch r.kind {
-	case SourceHub:
+	case models.SourceHub:
 		tag := r.tag
 		if tag == "" {
 			tag = variant
 		}
 		if tag == "" {
-			return SanitizeID(r.repo)
+			return models.SanitizeID(r.repo)
 		}
-		return SanitizeID(r.repo + ":" + tag)
+		return models.SanitizeID(r.repo + ":" + tag)
 	default:
 		base := path.Base(r.url.Path)
-		return SanitizeID(strings.TrimSuffix(base, path.Ext(base)))
+		return models.SanitizeID(strings.TrimSuffix(base, path.Ext(base)))
 	}
 }

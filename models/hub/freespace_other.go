@@ -1,6 +1,6 @@
 //go:build !linux && !darwin
 
-package models
+package hub
 
 // freeSpace is unknown here (-1): downloads are bounded by MaxDownload and
 // ENOSPC only.

@@ -1,6 +1,8 @@
-package models
+package hub
 
 import (
+	"github.com/modeld/modeld/models"
+
 	"context"
 	"errors"
 	"fmt"
@@ -19,23 +21,23 @@ type rangeDownload struct {
 	u    string
 	name string
 	f    *os.File
-	em   *emitter
+	em   *models.Emitter
 
 	mu        sync.Mutex // guards everything below
-	sc        *sidecar
+	sc        *models.Sidecar
 	completed int64
 	unsaved   int64 // bytes written since the sidecar was last saved
-	prog      Progress
+	prog      models.Progress
 }
 
 // downloadRanges fetches a large file as several ranges at once into one
 // preallocated partial file. The sidecar records how far each range got, so
 // an interrupted download (cancelled, killed, failed) continues every range
 // where it stopped. errRangeIgnored means the server does not do ranges.
-func (p *Puller) downloadRanges(ctx context.Context, u, name string, want *sidecar, em *emitter, prog Progress) (err error) {
+func (p *Puller) downloadRanges(ctx context.Context, u, name string, want *models.Sidecar, em *models.Emitter, prog models.Progress) (err error) {
 	s := p.store
-	path := s.partialPath(name)
-	sc := s.readSidecar(name)
+	path := s.PartialPath(name)
+	sc := s.ReadSidecar(name)
 	fi, statErr := os.Stat(path)
 	resumable := sc != nil && statErr == nil && fi.Size() == want.Size && len(sc.Chunks) > 0 &&
 		sc.Source == want.Source && sc.Size == want.Size && sc.Digest == want.Digest && sc.ETag == want.ETag
@@ -57,7 +59,7 @@ func (p *Puller) downloadRanges(ctx context.Context, u, name string, want *sidec
 			return fmt.Errorf("preallocate partial: %w", err)
 		}
 	}
-	if err := s.writeSidecar(name, sc); err != nil {
+	if err := s.WriteSidecar(name, sc); err != nil {
 		return err
 	}
 	d := &rangeDownload{p: p, u: u, name: name, f: f, em: em, sc: sc, prog: prog}
@@ -65,10 +67,10 @@ func (p *Puller) downloadRanges(ctx context.Context, u, name string, want *sidec
 		d.completed += c.Done
 	}
 	if resumable && d.completed > 0 {
-		s.log.Info("models: resuming ranged download", "file", prog.File, "done", d.completed, "of", want.Size)
+		s.Logger().Info("models: resuming ranged download", "file", prog.File, "done", d.completed, "of", want.Size)
 	}
 	d.prog.Completed = d.completed
-	em.emit(d.prog)
+	em.Emit(d.prog)
 
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -103,7 +105,7 @@ feed:
 	wg.Wait()
 	close(errs)
 	d.mu.Lock()
-	saveErr := s.writeSidecar(name, d.sc)
+	saveErr := s.WriteSidecar(name, d.sc)
 	d.mu.Unlock()
 	var first error
 	for e := range errs {
@@ -121,7 +123,7 @@ feed:
 }
 
 // splitRanges cuts size bytes into at most n ranges of near-equal size.
-func splitRanges(size int64, n int) []chunk {
+func splitRanges(size int64, n int) []models.Chunk {
 	if int64(n) > size {
 		n = int(size)
 	}
@@ -129,10 +131,10 @@ func splitRanges(size int64, n int) []chunk {
 		n = 1
 	}
 	step := (size + int64(n) - 1) / int64(n)
-	var out []chunk
+	var out []models.Chunk
 	for start := int64(0); start < size; start += step {
 		end := min(start+step, size)
-		out = append(out, chunk{Start: start, End: end})
+		out = append(out, models.Chunk{Start: start, End: end})
 	}
 	return out
 }
@@ -165,7 +167,7 @@ func (d *rangeDownload) fetchChunk(ctx context.Context, i int) error {
 }
 
 // fetchChunkOnce sends one Range request for the rest of chunk i.
-func (d *rangeDownload) fetchChunkOnce(ctx context.Context, i int, c chunk) error {
+func (d *rangeDownload) fetchChunkOnce(ctx context.Context, i int, c models.Chunk) error {
 	from := c.Start + c.Done
 	resp, err := d.p.getRange(ctx, d.u, from, c.End-1)
 	if err != nil {
@@ -217,13 +219,13 @@ func (d *rangeDownload) advance(i int, n int64) {
 	var err error
 	if d.unsaved >= d.p.cfg.SidecarEvery {
 		d.unsaved = 0
-		err = d.p.store.writeSidecar(d.name, d.sc)
+		err = d.p.store.WriteSidecar(d.name, d.sc)
 	}
 	prog := d.prog
 	prog.Completed = d.completed
 	d.mu.Unlock()
 	if err != nil {
-		d.p.store.log.Warn("models: record download progress", "file", prog.File, "err", err)
+		d.p.store.Logger().Warn("models: record download progress", "file", prog.File, "err", err)
 	}
-	d.em.emit(prog)
+	d.em.Emit(prog)
 }
