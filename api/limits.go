@@ -2,7 +2,6 @@ package api
 
 import (
 	"fmt"
-	"strconv"
 	"unicode/utf8"
 
 	"github.com/modeld/modeld/backends"
@@ -66,7 +65,7 @@ const (
 
 	// maxQuoted bounds user input quoted in an error message (a model id, a
 	// role, a label); longer input is cut and ends with "…".
-	maxQuoted = 96
+	maxQuoted = backends.MaxQuoted
 	// maxErrorMessage bounds any error message the API sends: longer ones
 	// keep their start and end around "…", so an error that quotes input
 	// from elsewhere still stays small.
@@ -76,21 +75,11 @@ const (
 	maxListedProblems = 8
 )
 
-// clip cuts s to at most maxQuoted bytes on a character boundary, marking
-// the cut with "…".
-func clip(s string) string {
-	if len(s) <= maxQuoted {
-		return s
-	}
-	cut := maxQuoted
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…"
-}
+// clip cuts user input to backends.MaxQuoted bytes, marking the cut with "…".
+func clip(s string) string { return backends.Clip(s) }
 
 // quote is %q of user input, clipped.
-func quote(s string) string { return strconv.Quote(clip(s)) }
+func quote(s string) string { return backends.QuoteInput(s) }
 
 // clipMessage bounds an error message to maxErrorMessage bytes, keeping its
 // start and end.

@@ -101,7 +101,7 @@ func ParsePooling(s string) (Pooling, error) {
 	case "last_token", "eos", "lasttoken":
 		return PoolingLastToken, nil
 	}
-	return "", fmt.Errorf("unknown pooling %s (want mean, cls or last_token): %w", quoteInput(s), ErrInvalidRequest)
+	return "", fmt.Errorf("unknown pooling %s (want mean, cls or last_token): %w", QuoteInput(s), ErrInvalidRequest)
 }
 
 // EmbedOptions adjust one Embed call; zero values take the model's defaults.
@@ -143,7 +143,7 @@ func ParseScoring(s string) (Scoring, error) {
 	case "", ScoringSoftmax, ScoringSigmoid, ScoringNone:
 		return Scoring(s), nil
 	}
-	return "", fmt.Errorf("unknown scoring function %s (want softmax, sigmoid or none): %w", quoteInput(s), ErrInvalidRequest)
+	return "", fmt.Errorf("unknown scoring function %s (want softmax, sigmoid or none): %w", QuoteInput(s), ErrInvalidRequest)
 }
 
 // ClassifyOptions adjust one Classify call.
@@ -252,7 +252,7 @@ func ParseEarlyStopping(s string) (EarlyStopping, error) {
 	case "never":
 		return EarlyStoppingNever, nil
 	}
-	return 0, fmt.Errorf("early_stopping %s (want true, false or never): %w", quoteInput(s), ErrInvalidRequest)
+	return 0, fmt.Errorf("early_stopping %s (want true, false or never): %w", QuoteInput(s), ErrInvalidRequest)
 }
 
 // SummarizeOptions adjust one Summarize call; unset fields (nil or zero) take
@@ -296,17 +296,22 @@ type SummarizeResult struct {
 	Device       string
 }
 
-// maxQuoted bounds caller input quoted in an error message.
-const maxQuoted = 96
+// MaxQuoted bounds caller input quoted in an error message, so that no
+// error echoes a huge input.
+const MaxQuoted = 96
 
-// quoteInput is %q of caller input, cut to maxQuoted bytes (marked "…").
-func quoteInput(s string) string {
-	if len(s) > maxQuoted {
-		cut := maxQuoted
-		for cut > 0 && !utf8.RuneStart(s[cut]) {
-			cut--
-		}
-		s = s[:cut] + "…"
+// Clip cuts caller input to at most MaxQuoted bytes on a character boundary,
+// marking the cut with "…".
+func Clip(s string) string {
+	if len(s) <= MaxQuoted {
+		return s
 	}
-	return strconv.Quote(s)
+	cut := MaxQuoted
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
 }
+
+// QuoteInput is %q of caller input, clipped.
+func QuoteInput(s string) string { return strconv.Quote(Clip(s)) }

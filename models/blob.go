@@ -147,9 +147,10 @@ func (hw *hashingWriter) Write(p []byte) (int, error) {
 
 func (hw *hashingWriter) sum() string { return hex.EncodeToString(hw.h.Sum(nil)) }
 
-// copyCtx copies src to dst in 1 MiB steps, stopping when ctx is done, and
-// calls onWrite after each step with the bytes written so far.
-func copyCtx(ctx context.Context, dst io.Writer, src io.Reader, onWrite func(n int64)) (int64, error) {
+// CopyContext copies src to dst in 1 MiB steps, stopping when ctx is done,
+// and calls onWrite after each step with the bytes written so far. Import,
+// hashing and the hub's downloads share it.
+func CopyContext(ctx context.Context, dst io.Writer, src io.Reader, onWrite func(n int64)) (int64, error) {
 	buf := make([]byte, 1<<20)
 	var total int64
 	for {
@@ -184,7 +185,7 @@ func hashFile(ctx context.Context, path string) (string, int64, error) {
 	}
 	defer f.Close() //nolint:errcheck // read-only
 	hw := newHashingWriter(io.Discard)
-	if _, err := copyCtx(ctx, hw, f, nil); err != nil {
+	if _, err := CopyContext(ctx, hw, f, nil); err != nil {
 		return "", 0, fmt.Errorf("hash %s: %w", path, err)
 	}
 	return hw.sum(), hw.n, nil

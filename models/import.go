@@ -214,7 +214,7 @@ func (s *Store) importFile(ctx context.Context, src, name string, em *Emitter, p
 	total := fi.Size()
 	hw := newHashingWriter(out)
 	em.Emit(Progress{Status: "importing " + name, File: name, Total: total})
-	_, cerr := copyCtx(ctx, hw, in, func(n int64) {
+	_, cerr := CopyContext(ctx, hw, in, func(n int64) {
 		em.Emit(Progress{Status: "importing " + name, File: name, Total: total, Completed: n})
 	})
 	if err := errors.Join(cerr, out.Close()); err != nil {

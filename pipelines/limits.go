@@ -2,8 +2,6 @@ package pipelines
 
 import (
 	"fmt"
-	"strconv"
-	"unicode/utf8"
 
 	"github.com/modeld/modeld/backends"
 )
@@ -34,17 +32,5 @@ func checkCount(what string, n, limit int) error {
 	return nil
 }
 
-// maxQuoted bounds caller input quoted in an error message.
-const maxQuoted = 96
-
-// quoteInput is %q of caller input, cut to maxQuoted bytes (marked "…").
-func quoteInput(s string) string {
-	if len(s) > maxQuoted {
-		cut := maxQuoted
-		for cut > 0 && !utf8.RuneStart(s[cut]) {
-			cut--
-		}
-		s = s[:cut] + "…"
-	}
-	return strconv.Quote(s)
-}
+// quoteInput is %q of caller input, clipped (backends.QuoteInput).
+func quoteInput(s string) string { return backends.QuoteInput(s) }

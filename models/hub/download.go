@@ -304,7 +304,7 @@ func hashInto(ctx context.Context, path string, v *verifier) error {
 		return fmt.Errorf("verify: %w", err)
 	}
 	defer f.Close() //nolint:errcheck // read-only
-	if _, err := copyCtx(ctx, v, f, nil); err != nil {
+	if _, err := models.CopyContext(ctx, v, f, nil); err != nil {
 		return fmt.Errorf("verify: %w", err)
 	}
 	return nil
@@ -342,7 +342,7 @@ func (p *Puller) downloadStream(ctx context.Context, u, name string, sc *models.
 		return err
 	}
 	if offset > 0 { // hash what an earlier run wrote
-		if _, err := copyCtx(ctx, v, io.NewSectionReader(f, 0, offset), nil); err != nil {
+		if _, err := models.CopyContext(ctx, v, io.NewSectionReader(f, 0, offset), nil); err != nil {
 			return fmt.Errorf("read partial: %w", err)
 		}
 		s.Logger().Info("models: resuming download", "file", prog.File, "from", offset)
@@ -442,7 +442,7 @@ func (p *Puller) streamOnce(ctx context.Context, u string, f *os.File, offset *i
 		out = wrap(f)
 	}
 	base := *offset
-	_, err = copyCtx(ctx, io.MultiWriter(out, v), body, func(n int64) {
+	_, err = models.CopyContext(ctx, io.MultiWriter(out, v), body, func(n int64) {
 		*offset = base + n
 		prog.Completed = *offset
 		em.Emit(prog)
