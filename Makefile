@@ -1,6 +1,6 @@
 # modeld — the two commands a fresh machine needs:
 #   make run    install the runtime libraries if needed, build, and serve
-#   make test   install the runtime libraries if needed, then gofmt, go mod tidy -diff, vet and race tests
+#   make test   install the runtime libraries and test assets if needed, then gofmt, go mod tidy -diff, vet and race tests
 GO        ?= go
 BIN       ?= bin/modeld
 # onnxruntime_go needs cgo; go-nvml's header marks old calls deprecated (harmless).
@@ -9,12 +9,16 @@ export CGO_CFLAGS  ?= -O2 -g -Wno-deprecated-declarations
 TESTFLAGS ?= -race -timeout 30m
 PKGS      ?= ./...
 
-.PHONY: all bootstrap build run test check fmt vet clean
+.PHONY: all bootstrap test-assets build run test check fmt vet clean
 
 all: build
 
 bootstrap:
 	scripts/bootstrap
+
+# llama.cpp's chat templates and vocabulary-only GGUFs, for the tests (internal/testenv.LlamaAssets).
+test-assets:
+	scripts/fetch-llama-assets
 
 build:
 	$(GO) build -o $(BIN) ./cmd/modeld
@@ -30,7 +34,7 @@ vet:
 	$(GO) vet ./...
 	GOOS=darwin CGO_ENABLED=0 $(GO) vet ./probe/...
 
-test: bootstrap fmt vet
+test: bootstrap test-assets fmt vet
 	$(GO) test $(TESTFLAGS) $(PKGS)
 
 check: test

@@ -1,6 +1,7 @@
 // Package testenv locates what modeld's tests need from the machine: the native
-// runtime libraries installed by scripts/bootstrap. A missing library fails the
-// test with the command that installs it; it never skips.
+// runtime libraries installed by scripts/bootstrap and the llama.cpp test assets
+// (chat templates, vocabularies) installed by scripts/fetch-llama-assets. A missing
+// file fails the test with the command that installs it; it never skips.
 package testenv
 
 import (
@@ -53,4 +54,40 @@ func requireFile(t testing.TB, path string) {
 	if _, err := os.Stat(path); err != nil {
 		t.Fatalf("runtime library missing: %v; install it with scripts/bootstrap (or set MODELD_LIB_DIR)", err)
 	}
+}
+
+// LlamaAssets returns the dir of llama.cpp's chat templates and vocabulary-only
+// GGUFs installed by scripts/fetch-llama-assets ($LibDir/llama-assets), failing the
+// test when they are not installed. It holds templates/NAME.jinja (for instance
+// templates/Qwen-Qwen2.5-7B-Instruct.jinja) and vocab/ggml-vocab-NAME.gguf (for
+// instance vocab/ggml-vocab-qwen2.gguf); LlamaTemplate and LlamaVocab name one file.
+func LlamaAssets(t testing.TB) string {
+	t.Helper()
+	dir := filepath.Join(LibDir(t), "llama-assets")
+	if _, err := os.Stat(filepath.Join(dir, ".installed")); err != nil {
+		t.Fatalf("llama.cpp test assets missing: %v; install them with scripts/fetch-llama-assets (or make test-assets)", err)
+	}
+	return dir
+}
+
+// LlamaTemplate returns the path of templates/NAME.jinja in LlamaAssets, failing the
+// test when it is missing.
+func LlamaTemplate(t testing.TB, name string) string {
+	t.Helper()
+	p := filepath.Join(LlamaAssets(t), "templates", name+".jinja")
+	if _, err := os.Stat(p); err != nil {
+		t.Fatalf("chat template %s missing from the llama.cpp test assets: %v; reinstall them with scripts/fetch-llama-assets --force", name, err)
+	}
+	return p
+}
+
+// LlamaVocab returns the path of vocab/ggml-vocab-NAME.gguf in LlamaAssets (NAME is
+// for instance llama-bpe, qwen2, phi-3, llama-spm), failing the test when it is missing.
+func LlamaVocab(t testing.TB, name string) string {
+	t.Helper()
+	p := filepath.Join(LlamaAssets(t), "vocab", "ggml-vocab-"+name+".gguf")
+	if _, err := os.Stat(p); err != nil {
+		t.Fatalf("vocabulary %s missing from the llama.cpp test assets: %v; reinstall them with scripts/fetch-llama-assets --force", name, err)
+	}
+	return p
 }
