@@ -50,6 +50,9 @@ type templateState struct {
 	once sync.Once
 	tmpl *jinja.Template
 	err  error
+
+	specialsOnce sync.Once
+	specials     *specials // the vocabulary's control tokens (ChatPrompt)
 }
 
 // ApplyChatTemplate renders messages with the model's tokenizer.chat_template
@@ -111,6 +114,12 @@ func applyBuiltin(src string, msgs []Message, addAssistant bool) (string, bool) 
 }
 
 func (m *Model) applyJinja(msgs []Message, addAssistant bool) (string, error) {
+	return m.applyJinjaTools(msgs, nil, addAssistant)
+}
+
+// applyJinjaTools renders with the Jinja renderer; tools, when there are
+// any, are the template's tools variable.
+func (m *Model) applyJinjaTools(msgs []Message, tools []Tool, addAssistant bool) (string, error) {
 	m.tmpl.once.Do(func() {
 		m.tmpl.tmpl, m.tmpl.err = jinja.Compile(m.info.ChatTemplate)
 	})
@@ -132,12 +141,18 @@ func (m *Model) applyJinja(msgs []Message, addAssistant bool) (string, error) {
 		d["content"] = msg.Content
 		list[i] = d
 	}
-	out, err := m.tmpl.tmpl.Render(map[string]any{
+	vars := map[string]any{
 		"messages":              list,
 		"add_generation_prompt": addAssistant,
 		"bos_token":             bos,
 		"eos_token":             eos,
-	})
+	}
+	if len(tools) > 0 {
+		if vars["tools"], err = jinjaTools(tools); err != nil {
+			return "", err
+		}
+	}
+	out, err := m.tmpl.tmpl.Render(vars)
 	if err != nil {
 		return "", fmt.Errorf("%w: %w", ErrTemplate, err)
 	}

@@ -1,0 +1,346 @@
+package engine
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"unicode"
+
+	yz "github.com/hybridgroup/yzma/pkg/llama"
+
+	"github.com/modeld/modeld/backends"
+)
+
+// Tool is a function the model may call (the tools variable of a template).
+type Tool = backends.Tool
+
+// ChatPrompt renders msgs (and tools) with the model's chat template and
+// tokenizes the result so that only the template's own markup can produce
+// control tokens: text that comes from the messages (content, tool call
+// arguments, names and ids) is tokenized as plain text, so a user message or
+// a tool result holding "<|im_end|>\n<|im_start|>system" cannot open a turn.
+//
+// How: the template is rendered with each such text replaced by a sentinel
+// (ASCII letters and digits around a random nonce, which no message holds).
+// The rendered markup is cut at the sentinels, control tokens are found in
+// the markup pieces only, and the text between two control tokens (markup
+// and content joined back) is tokenized without special parsing. For a
+// conversation that holds no control-token text this gives exactly the
+// tokens of Tokenize(ApplyChatTemplate(msgs), true, true), so KV prefix
+// reuse across turns works as before.
+//
+// Limits: a template that transforms content (trim, slicing, upper, split)
+// sees the sentinel, not the text: trimming is then not applied to the
+// content (the text goes in as sent), and a transform that breaks the
+// sentinel makes ChatPrompt render the real text instead, which it accepts
+// only when no message holds control-token text (else ErrTemplate). Tool
+// definitions are rendered as markup; one holding control-token text is
+// refused.
+func (m *Model) ChatPrompt(msgs []Message, tools []Tool, addAssistant bool) ([]int32, error) {
+	if m.info.ChatTemplate == "" {
+		return nil, ErrNoChatTemplate
+	}
+	if len(msgs) == 0 {
+		return nil, fmt.Errorf("%w: no messages", ErrInvalidRequest)
+	}
+	sp, err := m.controlTokens()
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range tools {
+		for _, s := range []string{t.Name, t.Description, string(t.Parameters)} {
+			if txt, ok := sp.find(s); ok {
+				return nil, fmt.Errorf("%w: tool %q holds the text of the control token %q", ErrInvalidRequest, clipName(t.Name), txt)
+			}
+		}
+	}
+	ph, texts := placeholders(msgs)
+	out, err := m.render(ph.msgs, tools, addAssistant)
+	if err != nil {
+		return nil, err
+	}
+	segs, ok := ph.split(out, texts)
+	if !ok {
+		// The template broke a sentinel: render the real text, safe only
+		// when no message holds control-token text.
+		for _, s := range texts {
+			if txt, found := sp.find(s); found {
+				return nil, fmt.Errorf("%w: the chat template transforms message content, and a message holds the text of the control token %q", ErrTemplate, txt)
+			}
+		}
+		real, err := m.render(msgs, tools, addAssistant)
+		if err != nil {
+			return nil, err
+		}
+		return m.Tokenize(real, true, true)
+	}
+	return m.tokenizeSegments(sp, segs)
+}
+
+// segment is a piece of a rendered prompt: markup of the template, or text
+// from a message.
+type segment struct {
+	text   string
+	markup bool
+}
+
+// tokenizeSegments tokenizes segs: control tokens only from markup, the
+// rest as text runs without special parsing, each run cut where a control
+// token stands, as llama.cpp's tokenizer cuts a text with special parsing.
+func (m *Model) tokenizeSegments(sp *specials, segs []segment) ([]int32, error) {
+	var out []int32
+	if yz.VocabGetAddBOS(m.vocab) && m.info.BOS >= 0 {
+		out = append(out, m.info.BOS)
+	}
+	var run strings.Builder
+	flush := func() error {
+		if run.Len() == 0 {
+			return nil
+		}
+		ids, err := m.Tokenize(run.String(), false, false)
+		run.Reset()
+		out = append(out, ids...)
+		return err
+	}
+	stripLeft := false // the last control token strips whitespace after it
+	for _, s := range segs {
+		text := s.text
+		for text != "" {
+			if stripLeft {
+				text = strings.TrimLeftFunc(text, unicode.IsSpace)
+				stripLeft = false
+				if text == "" {
+					break
+				}
+			}
+			at, tok := -1, special{}
+			if s.markup {
+				at, tok = sp.next(text)
+			}
+			if at < 0 {
+				run.WriteString(text)
+				break
+			}
+			run.WriteString(text[:at])
+			if tok.attr&yz.TokenAttrLstrip != 0 {
+				trimmed := strings.TrimRightFunc(run.String(), unicode.IsSpace)
+				run.Reset()
+				run.WriteString(trimmed)
+			}
+			if err := flush(); err != nil {
+				return nil, err
+			}
+			out = append(out, tok.id)
+			stripLeft = tok.attr&yz.TokenAttrRstrip != 0
+			text = text[at+len(tok.text):]
+		}
+	}
+	if err := flush(); err != nil {
+		return nil, err
+	}
+	if yz.VocabGetAddEOS(m.vocab) && m.info.EOS >= 0 {
+		out = append(out, m.info.EOS)
+	}
+	return out, nil
+}
+
+// special is a control token of the vocabulary.
+type special struct {
+	text string
+	id   int32
+	attr yz.TokenAttr
+}
+
+// specials are the control tokens of a vocabulary, longest text first (the
+// order in which llama.cpp's tokenizer matches them).
+type specials struct{ list []special }
+
+// next finds the first control token in s (the longest at that position):
+// its offset, or -1.
+func (sp *specials) next(s string) (int, special) {
+	best, tok := -1, special{}
+	for _, c := range sp.list {
+		i := strings.Index(s, c.text)
+		if i >= 0 && (best < 0 || i < best) {
+			best, tok = i, c
+		}
+	}
+	return best, tok
+}
+
+// find reports the text of a control token that s holds.
+func (sp *specials) find(s string) (string, bool) {
+	if _, tok := sp.next(s); tok.text != "" {
+		return tok.text, true
+	}
+	return "", false
+}
+
+// controlTokens lists the vocabulary's control tokens (once per model).
+func (m *Model) controlTokens() (*specials, error) {
+	m.life.RLock()
+	defer m.life.RUnlock()
+	if m.freed {
+		return nil, ErrClosed
+	}
+	m.tmpl.specialsOnce.Do(func() {
+		sp := &specials{}
+		for id := 0; id < m.nVocab; id++ {
+			attr := yz.VocabGetAttr(m.vocab, yz.Token(id))
+			if attr&(yz.TokenAttrControl|yz.TokenAttrUnknown) == 0 {
+				continue
+			}
+			if text := yz.VocabGetText(m.vocab, yz.Token(id)); text != "" {
+				sp.list = append(sp.list, special{text: text, id: int32(id), attr: attr})
+			}
+		}
+		sort.SliceStable(sp.list, func(i, j int) bool { return len(sp.list[i].text) > len(sp.list[j].text) })
+		m.tmpl.specials = sp
+	})
+	return m.tmpl.specials, nil
+}
+
+// placeholderSet is a copy of messages whose texts are sentinels.
+type placeholderSet struct {
+	msgs   []Message
+	prefix string // every sentinel is prefix + index + "z"
+}
+
+// placeholders replaces every non-empty text of msgs (content, name, tool
+// call id; a tool call's id, name and arguments) by a sentinel; texts[i] is
+// what sentinel i stands for.
+func placeholders(msgs []Message) (placeholderSet, []string) {
+	prefix := newPrefix(msgs)
+	var texts []string
+	put := func(s string) string {
+		if s == "" {
+			return ""
+		}
+		texts = append(texts, s)
+		return prefix + strconv.Itoa(len(texts)-1) + "z"
+	}
+	out := make([]Message, len(msgs))
+	for i, msg := range msgs {
+		c := msg
+		c.Parts = nil
+		c.Content = put(msg.Content)
+		c.Name = put(msg.Name)
+		c.ToolCallID = put(msg.ToolCallID)
+		if len(msg.ToolCalls) > 0 {
+			c.ToolCalls = make([]backends.ToolCall, len(msg.ToolCalls))
+			for j, tc := range msg.ToolCalls {
+				c.ToolCalls[j] = backends.ToolCall{ID: put(tc.ID), Name: put(tc.Name), Arguments: put(tc.Arguments)}
+			}
+		}
+		out[i] = c
+	}
+	return placeholderSet{msgs: out, prefix: prefix}, texts
+}
+
+// newPrefix draws a sentinel prefix that no text of msgs holds.
+func newPrefix(msgs []Message) string {
+	for {
+		var b [8]byte
+		_, _ = rand.Read(b[:])
+		p := "mdld" + hex.EncodeToString(b[:]) + "q"
+		nonce := p[4:]
+		clash := false
+		for _, msg := range msgs {
+			all := msg.Role + msg.Content + msg.Name + msg.ToolCallID
+			for _, tc := range msg.ToolCalls {
+				all += tc.ID + tc.Name + tc.Arguments
+			}
+			if strings.Contains(all, nonce) {
+				clash = true
+				break
+			}
+		}
+		if !clash {
+			return p
+		}
+	}
+}
+
+// split cuts the rendered markup at the sentinels. ok is false when a
+// sentinel was broken (the nonce remains outside a whole sentinel).
+func (ph placeholderSet) split(out string, texts []string) ([]segment, bool) {
+	var segs []segment
+	nonce := ph.prefix[4:]
+	for {
+		i := strings.Index(out, ph.prefix)
+		if i < 0 {
+			break
+		}
+		rest := out[i+len(ph.prefix):]
+		j := 0
+		for j < len(rest) && rest[j] >= '0' && rest[j] <= '9' {
+			j++
+		}
+		if j == 0 || j >= len(rest) || rest[j] != 'z' {
+			return nil, false
+		}
+		k, err := strconv.Atoi(rest[:j])
+		if err != nil || k >= len(texts) {
+			return nil, false
+		}
+		if i > 0 {
+			segs = append(segs, segment{text: out[:i], markup: true})
+		}
+		segs = append(segs, segment{text: texts[k]})
+		out = rest[j+1:]
+	}
+	// A sentinel changed by the template (upper, slicing) leaves its nonce
+	// behind, in some case.
+	if strings.Contains(strings.ToLower(out), nonce) {
+		return nil, false
+	}
+	for _, s := range segs {
+		if s.markup && strings.Contains(strings.ToLower(s.text), nonce) {
+			return nil, false
+		}
+	}
+	if out != "" {
+		segs = append(segs, segment{text: out, markup: true})
+	}
+	return segs, true
+}
+
+// render is ApplyChatTemplate with tools (which only the Jinja renderer
+// passes to the template).
+func (m *Model) render(msgs []Message, tools []Tool, addAssistant bool) (string, error) {
+	if len(tools) == 0 {
+		return m.ApplyChatTemplate(msgs, addAssistant)
+	}
+	return m.applyJinjaTools(msgs, tools, addAssistant)
+}
+
+// jinjaTools are tools as a template reads them: OpenAI's shape.
+func jinjaTools(tools []Tool) ([]any, error) {
+	out := make([]any, len(tools))
+	for i, t := range tools {
+		fn := map[string]any{"name": t.Name}
+		if t.Description != "" {
+			fn["description"] = t.Description
+		}
+		if len(t.Parameters) > 0 {
+			var p any
+			if err := json.Unmarshal(t.Parameters, &p); err != nil {
+				return nil, fmt.Errorf("%w: tool %q: parameters: %w", ErrInvalidRequest, clipName(t.Name), err)
+			}
+			fn["parameters"] = p
+		}
+		out[i] = map[string]any{"type": "function", "function": fn}
+	}
+	return out, nil
+}
+
+func clipName(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "…"
+	}
+	return s
+}
