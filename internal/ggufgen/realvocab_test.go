@@ -1,4 +1,4 @@
-package ggufgen
+package ggufgen_test
 
 import (
 	"bytes"
@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/modeld/modeld/internal/ggufgen"
 	"github.com/modeld/modeld/internal/testenv"
 )
 
@@ -19,7 +20,7 @@ func TestReadVocabReadsEveryAssetVocabulary(t *testing.T) {
 	}
 	for _, f := range files {
 		name := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(f), "ggml-vocab-"), ".gguf")
-		v, err := ReadVocab(f)
+		v, err := ggufgen.ReadVocab(f)
 		if err != nil {
 			t.Errorf("%s: %v", name, err)
 			continue
@@ -39,7 +40,7 @@ func TestReadVocabReadsEveryAssetVocabulary(t *testing.T) {
 // TestWriteVocabModelRoundTrips writes a model from a real vocabulary and reads
 // its tokenizer back unchanged, with the template set.
 func TestWriteVocabModelRoundTrips(t *testing.T) {
-	v, err := ReadVocab(testenv.LlamaVocab(t, "phi-3"))
+	v, err := ggufgen.ReadVocab(testenv.LlamaVocab(t, "phi-3"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,23 +48,32 @@ func TestWriteVocabModelRoundTrips(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var buf bytes.Buffer
-	if err := WriteVocabModel(&buf, v, Options{Type: F16, Template: string(tmpl)}); err != nil {
+	path := filepath.Join(t.TempDir(), "model.gguf")
+	if err := ggufgen.WriteVocabModelFile(path, v, ggufgen.Options{Type: ggufgen.F16, Template: string(tmpl)}); err != nil {
 		t.Fatal(err)
 	}
-	back, err := readVocab(bytes.NewReader(buf.Bytes()))
+	back, err := ggufgen.ReadVocab(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if back.Model != v.Model || back.Pre != v.Pre || len(back.Tokens) != len(v.Tokens) || len(back.kvs) != len(v.kvs) {
-		t.Fatalf("round trip: model %q/%q pre %q/%q tokens %d/%d keys %d/%d", back.Model, v.Model, back.Pre, v.Pre, len(back.Tokens), len(v.Tokens), len(back.kvs), len(v.kvs))
+	if back.Model != v.Model || back.Pre != v.Pre || len(back.Tokens) != len(v.Tokens) || len(back.Types) != len(v.Types) {
+		t.Fatalf("round trip: model %q/%q pre %q/%q tokens %d/%d types %d/%d", back.Model, v.Model, back.Pre, v.Pre, len(back.Tokens), len(v.Tokens), len(back.Types), len(v.Types))
+	}
+	for _, s := range []string{"bos", "eos", "unknown", "padding"} {
+		if back.SpecialID(s) != v.SpecialID(s) {
+			t.Errorf("%s id %d, want %d", s, back.SpecialID(s), v.SpecialID(s))
+		}
 	}
 	for i := range v.Tokens {
 		if back.Tokens[i] != v.Tokens[i] || back.Types[i] != v.Types[i] {
 			t.Fatalf("token %d: %q/%d, want %q/%d", i, back.Tokens[i], back.Types[i], v.Tokens[i], v.Types[i])
 		}
 	}
-	if !bytes.Contains(buf.Bytes(), tmpl) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(data, tmpl) {
 		t.Fatal("chat template not in the file")
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/modeld/modeld/internal/ggufgen"
 )
 
 // LibDir returns the runtime-library root (holding llama/ and onnxruntime/):
@@ -90,4 +92,26 @@ func LlamaVocab(t testing.TB, name string) string {
 		t.Fatalf("vocabulary %s missing from the llama.cpp test assets: %v; reinstall them with scripts/fetch-llama-assets --force", name, err)
 	}
 	return p
+}
+
+// LlamaChatModel writes into t.TempDir() a tiny random-weight llama-architecture
+// model (64 wide, 2 layers, F16) that carries the real vocabulary
+// vocab/ggml-vocab-VOCAB.gguf and the real chat template templates/TEMPLATE.jinja
+// of LlamaAssets, and returns its path. For instance LlamaChatModel(t, "qwen2",
+// "Qwen-Qwen2.5-7B-Instruct") tokenizes and renders chats like Qwen2.5.
+func LlamaChatModel(t testing.TB, vocab, template string) string {
+	t.Helper()
+	v, err := ggufgen.ReadVocab(LlamaVocab(t, vocab))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl, err := os.ReadFile(LlamaTemplate(t, template))
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), vocab+"-"+template+".gguf")
+	if err := ggufgen.WriteVocabModelFile(path, v, ggufgen.Options{Type: ggufgen.F16, Template: string(tmpl)}); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
