@@ -257,3 +257,51 @@ func viaJSON(s string) string {
 	_ = json.Unmarshal(b, &out)
 	return out
 }
+
+// FuzzNDJSONWriter: whatever text a pull's progress carries (file names and
+// statuses come from the hub), each event is exactly one line that decodes
+// back to the event sent.
+func FuzzNDJSONWriter(f *testing.F) {
+	f.Add("pulling", "onnx/model.onnx", "sha256:00", int64(10), int64(3))
+	f.Add("x\n{\"status\":\"success\"}", "a\r\nb", "\u2028\u2029", int64(0), int64(-1))
+	f.Add("\x00\x1f\"\\", "</script>", "\xff\xfe", int64(1<<62), int64(0))
+	f.Fuzz(func(t *testing.T, status, file, digest string, total, completed int64) {
+		events := []models.Progress{
+			{Status: status, File: file, Digest: digest, Total: total, Completed: completed},
+			{Status: models.StatusSuccess},
+		}
+		rec := httptest.NewRecorder()
+		nd := newNDJSONWriter(rec)
+		for _, ev := range events {
+			if err := nd.send(ev); err != nil {
+				t.Fatal(err)
+			}
+		}
+		lines := strings.Split(strings.TrimSuffix(rec.Body.String(), "\n"), "\n")
+		if len(lines) != len(events) {
+			t.Fatalf("%d events became %d lines: %q", len(events), len(lines), rec.Body.String())
+		}
+		for i, line := range lines {
+			var got models.Progress
+			if err := json.Unmarshal([]byte(line), &got); err != nil {
+				t.Fatalf("line %d %q: %v", i, line, err)
+			}
+			want := events[i]
+			// JSON carries text as UTF-8: each invalid byte comes back as U+FFFD.
+			want.Status, want.File, want.Digest = asJSONText(want.Status), asJSONText(want.File), asJSONText(want.Digest)
+			if got != want {
+				t.Fatalf("line %d decodes to %+v, want %+v", i, got, want)
+			}
+		}
+	})
+}
+
+// asJSONText is s as encoding/json round-trips it: each byte of invalid
+// UTF-8 becomes U+FFFD.
+func asJSONText(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		b.WriteRune(r) // ranging over a string yields U+FFFD per invalid byte
+	}
+	return b.String()
+}

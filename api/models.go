@@ -191,11 +191,8 @@ func (h *modelHandlers) pull(c *gin.Context) {
 	c.Header("Cache-Control", "no-store")
 	c.Status(http.StatusOK)
 	c.Writer.Flush()
-	enc := json.NewEncoder(c.Writer)
-	send := func(v any) {
-		_ = enc.Encode(v) // a client that went away cancels the request context
-		c.Writer.Flush()
-	}
+	nd := newNDJSONWriter(c.Writer)
+	send := func(v any) { _ = nd.send(v) }
 	// Pull calls the progress function from its own goroutine, never after it returns.
 	m, err := h.o.Puller.Pull(c.Request.Context(), req.Model, opts, func(p models.Progress) {
 		if p.Status != models.StatusSuccess { // sent below with the id
