@@ -351,21 +351,12 @@ func (s *Server) chatCompletions(c *gin.Context) {
 		return
 	}
 	gen.Messages = plan.msgs
-	if tok, ok := model.(backends.Tokenizer); ok {
-		prompt, err := tok.ApplyChatTemplateContext(ctx, plan.msgs, true)
-		if err != nil {
-			writeError(c, err)
-			return
-		}
-		if err := checkPromptBytes("messages", len(prompt), gen.MaxTokens, model.Info().ContextSize); err != nil {
-			writeError(c, err)
-			return
-		}
-		gen.Prompt, err = tok.TokenizeContext(ctx, prompt, true, true)
-		if err != nil {
-			writeError(c, fmt.Errorf("tokenize the prompt: %w", err))
-			return
-		}
+	// The prompt /v1/tokenize counts (tokenize.go): message text as text.
+	if ids, rendered, err := chatPromptIDs(ctx, model, &gen, plan.msgs); err != nil {
+		writeError(c, err)
+		return
+	} else if rendered {
+		gen.Prompt = ids
 	}
 	s.generate(c, model, req.Model, gen, req.Stream, req.StreamOptions, true)
 }
@@ -431,7 +422,9 @@ func (s *Server) completions(c *gin.Context) {
 	}
 	gen.Text = plan.prompt
 	if tok, ok := model.(backends.Tokenizer); ok {
-		gen.Prompt, err = tok.TokenizeContext(c.Request.Context(), plan.prompt, true, false)
+		// The caller owns the template: control-token text in a raw prompt
+		// is those tokens, as llama.cpp's server has it.
+		gen.Prompt, err = tok.TokenizeContext(c.Request.Context(), plan.prompt, true, true)
 		if err != nil {
 			writeError(c, fmt.Errorf("tokenize the prompt: %w", err))
 			return

@@ -23,6 +23,11 @@ type Error struct {
 	Param      *string       `json:"param"`
 	Code       any           `json:"code"`
 	RetryAfter time.Duration `json:"-"`
+	// NPromptTokens and NCtx are set on a context_length_exceeded error
+	// that counted the prompt: its tokens and the context's size (the
+	// fields of llama.cpp's server, which agents read to budget).
+	NPromptTokens *int `json:"n_prompt_tokens,omitempty"`
+	NCtx          *int `json:"n_ctx,omitempty"`
 }
 
 func (e *Error) Error() string { return e.Message }
@@ -104,6 +109,11 @@ func statusError(err error) *Error {
 	}
 	st := se.HTTPStatus()
 	e := &Error{Status: st, Type: "invalid_request_error", Message: err.Error()}
+	var co *backends.ContextOverflowError
+	if errors.As(err, &co) {
+		n, ctx := co.PromptTokens, co.ContextSize
+		e.NPromptTokens, e.NCtx = &n, &ctx
+	}
 	if st >= 500 {
 		e.Type = "server_error"
 	}

@@ -92,6 +92,8 @@ func New(opt Options) *Server {
 	s.engine.GET("/v1/system", s.systemInfo)
 	s.engine.POST("/v1/chat/completions", s.chatCompletions)
 	s.engine.POST("/v1/completions", s.completions)
+	s.engine.POST("/v1/tokenize", s.tokenize)
+	s.engine.POST("/v1/detokenize", s.detokenize)
 	s.engine.POST("/v1/embeddings", s.embeddings)
 	s.engine.POST("/v1/classify", s.classify)
 	s.engine.POST("/v1/rerank", s.rerank)

@@ -57,6 +57,16 @@ type Tokenizer interface {
 	ApplyChatTemplateContext(ctx context.Context, msgs []Message, addAssistant bool) (string, error)
 }
 
+// ChatTokenizer is a Tokenizer that renders a conversation (and the tools
+// offered, the template's tools variable) and tokenizes it in one step,
+// giving exactly the prompt a generation of those messages sees. Text from
+// the messages is tokenized as text: only the template's own markup gives
+// control tokens, so content cannot forge a turn. Handlers prefer it to
+// ApplyChatTemplateContext followed by TokenizeContext with special parsing.
+type ChatTokenizer interface {
+	ChatPromptContext(ctx context.Context, msgs []Message, tools []Tool, addAssistant bool) ([]int32, error)
+}
+
 // Holder is implemented by what wraps a loaded model (a cache instance that
 // adds placement and accounting): Backend gives the model itself, whose
 // capabilities a type assertion then finds.

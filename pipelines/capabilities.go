@@ -22,6 +22,13 @@ var (
 	_ backends.Reranker           = (*Reranker)(nil)
 	_ backends.Model              = (*Summarizer)(nil)
 	_ backends.Summarizer         = (*Summarizer)(nil)
+
+	// Every pipeline tokenizes with its tokenizer.json (tokenize.go).
+	_ backends.Tokenizer = (*Embedder)(nil)
+	_ backends.Tokenizer = (*Classifier)(nil)
+	_ backends.Tokenizer = (*ZeroShot)(nil)
+	_ backends.Tokenizer = (*Reranker)(nil)
+	_ backends.Tokenizer = (*Summarizer)(nil)
 )
 
 // Backend is the registry name the pipelines' models are loaded under.

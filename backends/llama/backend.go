@@ -31,9 +31,10 @@ type Loaded struct {
 }
 
 var (
-	_ backends.Model     = (*Loaded)(nil)
-	_ backends.Generator = (*Loaded)(nil)
-	_ backends.Tokenizer = (*Loaded)(nil)
+	_ backends.Model         = (*Loaded)(nil)
+	_ backends.Generator     = (*Loaded)(nil)
+	_ backends.Tokenizer     = (*Loaded)(nil)
+	_ backends.ChatTokenizer = (*Loaded)(nil)
 )
 
 // Info is the model's description in the backends contract's terms.

@@ -486,3 +486,26 @@ func (r *Runner) ApplyChatTemplateContext(ctx context.Context, msgs []Message, a
 	b, err := r.call(ctx, http.MethodPost, wire.RouteTemplate, nil, body)
 	return string(b), err
 }
+
+// ChatPrompt is Model.ChatPrompt, in the runner.
+func (r *Runner) ChatPrompt(msgs []Message, tools []Tool, addAssistant bool) ([]int32, error) {
+	return r.ChatPromptContext(context.Background(), msgs, tools, addAssistant)
+}
+
+// ChatPromptContext is ChatPrompt bounded by ctx, as TokenizeContext is:
+// the prompt generation sees for msgs and tools, message text tokenized as
+// text.
+func (r *Runner) ChatPromptContext(ctx context.Context, msgs []Message, tools []Tool, addAssistant bool) ([]int32, error) {
+	body, err := json.Marshal(wire.ChatPrompt{Messages: msgs, Tools: tools, AddAssistant: addAssistant})
+	if err != nil {
+		return nil, fmt.Errorf("%w: messages cannot be encoded: %w", ErrInvalidRequest, err)
+	}
+	var out wire.Tokens
+	if err := r.callJSON(ctx, http.MethodPost, wire.RouteChatPrompt, nil, body, &out); err != nil {
+		return nil, err
+	}
+	if out.Tokens == nil {
+		out.Tokens = []int32{}
+	}
+	return out.Tokens, nil
+}

@@ -19,6 +19,7 @@ type engineAPI interface {
 	Detokenize(ids []int32, renderSpecial bool) (string, error)
 	TokenPiece(id int32, renderSpecial bool) (string, error)
 	ApplyChatTemplate(msgs []Message, addAssistant bool) (string, error)
+	ChatPrompt(msgs []Message, tools []Tool, addAssistant bool) ([]int32, error)
 	Generate(ctx context.Context, req Request) (<-chan Event, error)
 	Stats() Stats
 	Close() error
@@ -80,12 +81,9 @@ func (r *Runner) resolvePrompt(ctx context.Context, req *Request) error {
 	var err error
 	switch {
 	case req.Text != "":
-		req.Prompt, err = r.TokenizeContext(ctx, req.Text, true, false)
+		req.Prompt, err = r.TokenizeContext(ctx, req.Text, true, true) // the caller owns the template
 	case len(req.Messages) > 0:
-		var prompt string
-		if prompt, err = r.ApplyChatTemplateContext(ctx, req.Messages, true); err == nil {
-			req.Prompt, err = r.TokenizeContext(ctx, prompt, true, true)
-		}
+		req.Prompt, err = r.ChatPromptContext(ctx, req.Messages, req.Tools, true)
 	}
 	if err != nil {
 		return fmt.Errorf("llama: the prompt: %w", err)

@@ -24,6 +24,7 @@ const (
 // names.
 type (
 	Message      = backends.Message
+	Tool         = backends.Tool
 	Request      = backends.Request
 	Event        = backends.Event
 	Usage        = backends.Usage

@@ -51,3 +51,19 @@ func (m *Model) DetokenizeContext(ctx context.Context, ids []int32, renderSpecia
 	}
 	return out, nil
 }
+
+// ChatPromptContext is ChatPrompt for a caller with a context; ctx is
+// checked before and after.
+func (m *Model) ChatPromptContext(ctx context.Context, msgs []Message, tools []Tool, addAssistant bool) ([]int32, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	ids, err := m.ChatPrompt(msgs, tools, addAssistant)
+	if err == nil {
+		err = ctx.Err()
+	}
+	if err != nil {
+		return nil, err
+	}
+	return ids, nil
+}

@@ -44,8 +44,9 @@ const (
 )
 
 var (
-	_ backends.Generator = (*Model)(nil)
-	_ backends.Tokenizer = (*Model)(nil)
+	_ backends.Generator     = (*Model)(nil)
+	_ backends.Tokenizer     = (*Model)(nil)
+	_ backends.ChatTokenizer = (*Model)(nil)
 )
 
 // ContextLengthError says that the prompt and the requested completion do not

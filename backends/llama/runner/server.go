@@ -180,6 +180,7 @@ func (s *runnerServer) handler() http.Handler {
 	mux.HandleFunc("POST "+wire.RouteDetokenize, s.detokenize)
 	mux.HandleFunc("GET "+wire.RoutePiece, s.piece)
 	mux.HandleFunc("POST "+wire.RouteTemplate, s.template)
+	mux.HandleFunc("POST "+wire.RouteChatPrompt, s.chatPrompt)
 	mux.HandleFunc("POST "+wire.RouteGenerate, s.generate)
 	return mux
 }
@@ -247,6 +248,23 @@ func (s *runnerServer) template(w http.ResponseWriter, r *http.Request) {
 	}
 	text, err := s.m.ApplyChatTemplate(req.Messages, req.AddAssistant)
 	writeText(w, text, err)
+}
+
+func (s *runnerServer) chatPrompt(w http.ResponseWriter, r *http.Request) {
+	var req wire.ChatPrompt
+	if err := decodeBody(r, &req); err != nil {
+		writeError(w, err)
+		return
+	}
+	if s.clientGone(r) {
+		return
+	}
+	ids, err := s.m.ChatPrompt(req.Messages, req.Tools, req.AddAssistant)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, wire.Tokens{Tokens: ids})
 }
 
 // generate streams one generation as NDJSON. The request's context ends

@@ -31,6 +31,9 @@ const (
 	RoutePiece      = "/piece"      // ?token=&render_special=
 	RouteTemplate   = "/template"   // body: Template
 	RouteGenerate   = "/generate"   // body: Request
+	// RouteChatPrompt renders and tokenizes a conversation in one step
+	// (message text as text): body ChatPrompt, answer Tokens.
+	RouteChatPrompt = "/chat-prompt"
 
 	StatusPrefix = "modeld-runner-status "
 
@@ -220,7 +223,15 @@ type Template struct {
 	AddAssistant bool               `json:"add_assistant"`
 }
 
-// Tokens is the reply of /tokenize and the body of /detokenize.
+// ChatPrompt is the body of /chat-prompt.
+type ChatPrompt struct {
+	Messages     []backends.Message `json:"messages"`
+	Tools        []backends.Tool    `json:"tools,omitempty"`
+	AddAssistant bool               `json:"add_assistant"`
+}
+
+// Tokens is the reply of /tokenize and /chat-prompt, and the body of
+// /detokenize.
 type Tokens struct {
 	Tokens []int32 `json:"tokens"`
 }

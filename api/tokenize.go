@@ -1,0 +1,234 @@
+package api
+
+import (
+	"context"
+	"fmt"
+	"unicode/utf8"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/modeld/modeld/backends"
+)
+
+// TokenizeRequest is the body of POST /v1/tokenize: a text (content, or
+// input), or a conversation (messages and tools, as a chat request has
+// them), of a model.
+type TokenizeRequest struct {
+	// ChatCompletionRequest gives model, keep_alive, messages, tools and
+	// tool_choice, read as /v1/chat/completions reads them.
+	ChatCompletionRequest
+	Content *string `json:"content"`
+	Input   *string `json:"input"`
+	// AddSpecial adds the model's BOS/EOS (GGUF) or post-processor tokens
+	// (ONNX); default false, as llama.cpp's server has it.
+	AddSpecial *bool `json:"add_special"`
+	// ParseSpecial turns the text of control tokens into those tokens;
+	// default true (what /v1/completions does with its prompt).
+	ParseSpecial *bool `json:"parse_special"`
+	// WithPieces answers each token as {id, piece}.
+	WithPieces bool `json:"with_pieces"`
+}
+
+// TokenPiece is one token of a with_pieces answer: its id and its text, a
+// string when the text is valid UTF-8, else its bytes as an array.
+type TokenPiece struct {
+	ID    int32 `json:"id"`
+	Piece any   `json:"piece"`
+}
+
+// TokenizeResponse answers /v1/tokenize: tokens are ids, or TokenPieces
+// with with_pieces; count is their number.
+type TokenizeResponse struct {
+	Model  string `json:"model"`
+	Tokens any    `json:"tokens"`
+	Count  int    `json:"count"`
+}
+
+// DetokenizeRequest is the body of POST /v1/detokenize.
+type DetokenizeRequest struct {
+	Model     string    `json:"model"`
+	Tokens    []int32   `json:"tokens"`
+	KeepAlive KeepAlive `json:"keep_alive"`
+	// RenderSpecial includes the text of control tokens; default true, as
+	// llama.cpp's server has it.
+	RenderSpecial *bool `json:"render_special"`
+}
+
+// DetokenizeResponse answers /v1/detokenize.
+type DetokenizeResponse struct {
+	Model   string `json:"model"`
+	Content string `json:"content"`
+}
+
+// MaxDetokenizeTokens bounds the tokens of one /v1/detokenize request.
+const MaxDetokenizeTokens = 1 << 20
+
+func (s *Server) tokenize(c *gin.Context) {
+	var req TokenizeRequest
+	if err := decodePromptJSON(c, &req, "content", s.contextCap()); err != nil {
+		writeError(c, err)
+		return
+	}
+	text, chat, err := req.what()
+	if err != nil {
+		writeError(c, err)
+		return
+	}
+	var plan *chatPlan
+	if chat {
+		if plan, err = req.plan(s.contextCap()); err != nil {
+			writeError(c, err)
+			return
+		}
+	}
+	h, err := s.acquire(c, req.Model, req.KeepAlive)
+	if err != nil {
+		writeError(c, err)
+		return
+	}
+	defer h.Release()
+	model := backends.Unwrap(h.Instance())
+	tok, ok := model.(backends.Tokenizer)
+	if !ok {
+		writeError(c, wrongModel(req.Model, model, "a tokenizer"))
+		return
+	}
+	ctx := c.Request.Context()
+	var ids []int32
+	if chat {
+		var rendered bool
+		ids, rendered, err = chatPromptIDs(ctx, model, &plan.gen, plan.msgs)
+		if err == nil && !rendered {
+			err = badRequest("messages", "model %s renders chat messages itself; it has no prompt to count", quote(req.Model))
+		}
+	} else {
+		ids, err = tok.TokenizeContext(ctx, text, boolOr(req.AddSpecial, false), boolOr(req.ParseSpecial, true))
+	}
+	if err != nil {
+		writeError(c, err)
+		return
+	}
+	resp := TokenizeResponse{Model: req.Model, Tokens: ids, Count: len(ids)}
+	if req.WithPieces {
+		pieces := make([]TokenPiece, len(ids))
+		for i, id := range ids {
+			p, err := tok.DetokenizeContext(ctx, []int32{id}, true)
+			if err != nil {
+				writeError(c, err)
+				return
+			}
+			pieces[i] = TokenPiece{ID: id, Piece: p}
+			if !utf8.ValidString(p) {
+				b := make([]int, len(p))
+				for j := range len(p) {
+					b[j] = int(p[j])
+				}
+				pieces[i].Piece = b
+			}
+		}
+		resp.Tokens = pieces
+	}
+	c.JSON(200, resp)
+}
+
+// what says what the request tokenizes: a text, or (chat) its messages.
+func (req *TokenizeRequest) what() (string, bool, error) {
+	n := 0
+	var text string
+	if req.Content != nil {
+		n, text = n+1, *req.Content
+	}
+	if req.Input != nil {
+		n, text = n+1, *req.Input
+	}
+	if len(req.Messages) > 0 {
+		n++
+	}
+	switch {
+	case n == 0:
+		return "", false, badRequest("content", "send content (a text) or messages (a conversation)")
+	case n > 1:
+		return "", false, badRequest("content", "send one of content, input and messages")
+	case len(req.Messages) > 0:
+		if req.AddSpecial != nil || req.ParseSpecial != nil {
+			return "", false, badRequest("add_special", "add_special and parse_special apply to content; a conversation is tokenized as generation sees it")
+		}
+		return "", true, nil
+	case len(req.Tools) > 0 && string(req.Tools) != "null":
+		return "", false, badRequest("tools", "tools go with messages")
+	}
+	return text, false, nil
+}
+
+func (s *Server) detokenize(c *gin.Context) {
+	var req DetokenizeRequest
+	if err := decodeJSON(c, &req); err != nil {
+		writeError(c, err)
+		return
+	}
+	if len(req.Tokens) > MaxDetokenizeTokens {
+		writeError(c, tooMany("tokens", len(req.Tokens), MaxDetokenizeTokens, "tokens"))
+		return
+	}
+	h, err := s.acquire(c, req.Model, req.KeepAlive)
+	if err != nil {
+		writeError(c, err)
+		return
+	}
+	defer h.Release()
+	model := backends.Unwrap(h.Instance())
+	tok, ok := model.(backends.Tokenizer)
+	if !ok {
+		writeError(c, wrongModel(req.Model, model, "a tokenizer"))
+		return
+	}
+	if req.Tokens == nil {
+		req.Tokens = []int32{}
+	}
+	text, err := tok.DetokenizeContext(c.Request.Context(), req.Tokens, boolOr(req.RenderSpecial, true))
+	if err != nil {
+		writeError(c, err)
+		return
+	}
+	c.JSON(200, DetokenizeResponse{Model: req.Model, Content: text})
+}
+
+// chatPromptIDs gives the prompt tokens a chat generation of msgs sees, the
+// one path of /v1/chat/completions and /v1/tokenize: a ChatTokenizer renders
+// and tokenizes in one step (message text as text); a plain Tokenizer
+// renders, then tokenizes with special parsing. rendered is false when the
+// model does neither (the backend renders messages itself). The template
+// sees the tools unless tool_choice is none.
+func chatPromptIDs(ctx context.Context, model backends.Model, gen *backends.Request, msgs []backends.Message) (ids []int32, rendered bool, err error) {
+	var tools []backends.Tool
+	if gen.ToolChoice.Mode != backends.ToolChoiceNone {
+		tools = gen.Tools
+	}
+	if ct, ok := model.(backends.ChatTokenizer); ok {
+		ids, err := ct.ChatPromptContext(ctx, msgs, tools, true)
+		return ids, true, err
+	}
+	tok, ok := model.(backends.Tokenizer)
+	if !ok {
+		return nil, false, nil
+	}
+	prompt, err := tok.ApplyChatTemplateContext(ctx, msgs, true)
+	if err != nil {
+		return nil, true, err
+	}
+	if err := checkPromptBytes("messages", len(prompt), gen.MaxTokens, model.Info().ContextSize); err != nil {
+		return nil, true, err
+	}
+	ids, err = tok.TokenizeContext(ctx, prompt, true, true)
+	if err != nil {
+		return nil, true, fmt.Errorf("tokenize the prompt: %w", err)
+	}
+	return ids, true, nil
+}
+
+func boolOr(p *bool, def bool) bool {
+	if p == nil {
+		return def
+	}
+	return *p
+}
