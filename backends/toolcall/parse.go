@@ -1,0 +1,285 @@
+package toolcall
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/modeld/modeld/backends"
+)
+
+// ErrIncomplete says the output ended inside a tool call (a generation cut
+// by its token limit, typically). The calls returned with it include the
+// unfinished one, its arguments as far as they were generated.
+var ErrIncomplete = errors.New("toolcall: output ended inside a tool call")
+
+// SyntaxError says the text after a call marker is not a well-formed call
+// of the family. Offset is the byte offset into the output where parsing
+// failed. Text from there on is neither content nor a call.
+type SyntaxError struct {
+	Family Family
+	Offset int
+	Msg    string
+}
+
+func (e *SyntaxError) Error() string {
+	return fmt.Sprintf("toolcall: malformed %s tool call at byte %d: %s", e.Family, e.Offset, e.Msg)
+}
+
+// pcall is a call as far as it has been read.
+type pcall struct {
+	name  string
+	named bool   // name is complete
+	args  string // raw JSON text read so far
+	done  bool   // the call is complete
+}
+
+// snapshot is what a prefix of the output says for sure.
+type snapshot struct {
+	content string
+	calls   []pcall
+	err     error
+}
+
+// scanner reads one family's output. Sections are the parts of the output
+// that are calls; everything else is content.
+type scanner struct {
+	f     *spec
+	s     string
+	final bool
+	calls []pcall
+}
+
+// cur returns the call being read.
+func (sc *scanner) cur() *pcall { return &sc.calls[len(sc.calls)-1] }
+
+// scan reads s (the whole output so far; final when nothing follows).
+//
+// Content is the text outside sections, with two rules that keep streaming
+// and complete parses equal: text that could be the start of a marker is
+// held until it is known not to be one, and whitespace right before a
+// section or right after one (up to the next content or the end) is
+// dropped. A marker followed by text that is not a call of the family
+// (stNo) is content; one followed by a malformed call is an error.
+func scan(f *spec, s string, final bool) snapshot {
+	sc := &scanner{f: f, s: s, final: final}
+	var content strings.Builder
+	var ws string  // whitespace held: emitted before later content, dropped before a section
+	after := false // the last thing read was a section
+	emit := func(t string) {
+		if after {
+			t = strings.TrimLeft(t, " \t\r\n")
+		}
+		if t == "" {
+			return
+		}
+		trimmed := strings.TrimRight(t, " \t\r\n")
+		if trimmed == "" {
+			ws += t
+			return
+		}
+		content.WriteString(ws)
+		content.WriteString(trimmed)
+		ws = t[len(trimmed):]
+		after = false
+	}
+	snap := func(err error) snapshot {
+		if final && !after && err == nil {
+			content.WriteString(ws)
+		}
+		return snapshot{content: content.String(), calls: sc.calls, err: err}
+	}
+	i := 0
+	if f.start != nil {
+		j := skipWSIf(s, 0, f.startSkipsWS)
+		end, st := f.start(sc, j)
+		switch st {
+		case stMore:
+			if final && len(sc.calls) == 0 {
+				break // the output ended before it was a call: content
+			}
+			if final {
+				return snap(ErrIncomplete)
+			}
+			// Either nothing is decided yet (hold everything) or a call
+			// is being read.
+			after = true
+			return snap(nil)
+		case stBad:
+			after = true
+			return snap(&SyntaxError{Family: f.family, Offset: end, Msg: "malformed call at the start of the output"})
+		case stOK:
+			i, after = end, true
+		default:
+			sc.calls = nil
+		}
+	}
+	for {
+		j, m := f.nextMarker(s, i)
+		if m == "" {
+			tail := s[i:]
+			if !final {
+				tail = tail[:len(tail)-f.heldPrefix(tail)]
+			}
+			emit(tail)
+			return snap(nil)
+		}
+		emit(s[i:j])
+		n := len(sc.calls)
+		end, st := f.section(sc, j, m)
+		switch st {
+		case stNo:
+			sc.calls = sc.calls[:n]
+			emit(s[j : j+len(m)])
+			i = j + len(m)
+			continue
+		case stMore:
+			if final && len(sc.calls) == n {
+				// The output ended before the marker began a call: content.
+				emit(s[j:])
+				return snap(nil)
+			}
+			if final {
+				return snap(ErrIncomplete)
+			}
+			if len(sc.calls) == n {
+				// Not yet known whether this is a call: hold it.
+				return snap(nil)
+			}
+			ws, after = "", true
+			return snap(nil)
+		case stBad:
+			ws, after = "", true
+			return snap(&SyntaxError{Family: f.family, Offset: end, Msg: "text after " + m + " is not a call"})
+		}
+		ws, after = "", true
+		i = end
+	}
+}
+
+func skipWSIf(s string, i int, skip bool) int {
+	if skip {
+		return skipWS(s, i)
+	}
+	return i
+}
+
+// IDFunc gives the ID of the call with the given index in one output.
+type IDFunc func(index int) string
+
+// RandomID is the default IDFunc: "call_" and 24 random hex digits.
+func RandomID(int) string {
+	var b [12]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
+	return "call_" + hex.EncodeToString(b[:])
+}
+
+// Parse splits a complete output of family f into its content and its tool
+// calls. A nil id uses RandomID. On error the content and the calls read
+// before the error are returned with it: ErrIncomplete for a cut call, a
+// *SyntaxError for a malformed one.
+func Parse(f Family, text string, id IDFunc) (string, []backends.ToolCall, error) {
+	sp, err := f.spec()
+	if err != nil {
+		return "", nil, err
+	}
+	if id == nil {
+		id = RandomID
+	}
+	sn := scan(sp, text, true)
+	var calls []backends.ToolCall
+	for i, c := range sn.calls {
+		if !c.named {
+			break
+		}
+		calls = append(calls, backends.ToolCall{ID: id(i), Name: c.name, Arguments: c.args})
+	}
+	return sn.content, calls, sn.err
+}
+
+// Stream parses an output of one family as it is generated. Feed it the
+// text as it comes and call Close at the end. The content deltas and
+// tool-call deltas it returns concatenate to exactly what Parse returns for
+// the whole text: text that could be the start of a call marker is held
+// back until it is known not to be one, a call's first delta (with ID and
+// Name) comes once its name is complete, and its arguments follow as they
+// are generated. A Stream is not safe for concurrent use.
+type Stream struct {
+	f     *spec
+	id    IDFunc
+	buf   strings.Builder
+	sent  snapshot // content and calls already emitted
+	ids   []string
+	err   error
+	close bool
+}
+
+// NewStream returns a Stream for family f; a nil id uses RandomID.
+func NewStream(f Family, id IDFunc) (*Stream, error) {
+	sp, err := f.spec()
+	if err != nil {
+		return nil, err
+	}
+	if id == nil {
+		id = RandomID
+	}
+	return &Stream{f: sp, id: id}, nil
+}
+
+// Feed adds generated text and returns the content and tool-call deltas it
+// releases. After an error (the same Parse would return) Feed and Close
+// return nothing more but the error.
+func (st *Stream) Feed(text string) (string, []backends.ToolCallDelta, error) {
+	if st.err != nil || st.close {
+		return "", nil, st.err
+	}
+	st.buf.WriteString(text)
+	return st.step(false)
+}
+
+// Close ends the output and returns what was held back, with the error
+// Parse would return for the whole text.
+func (st *Stream) Close() (string, []backends.ToolCallDelta, error) {
+	if st.err != nil || st.close {
+		return "", nil, st.err
+	}
+	c, d, err := st.step(true)
+	st.close = true
+	return c, d, err
+}
+
+func (st *Stream) step(final bool) (string, []backends.ToolCallDelta, error) {
+	sn := scan(st.f, st.buf.String(), final)
+	content := ""
+	if strings.HasPrefix(sn.content, st.sent.content) {
+		content = sn.content[len(st.sent.content):]
+		st.sent.content = sn.content
+	}
+	var deltas []backends.ToolCallDelta
+	for i, c := range sn.calls {
+		if !c.named {
+			break
+		}
+		var d backends.ToolCallDelta
+		d.Index = i
+		if i >= len(st.sent.calls) {
+			st.ids = append(st.ids, st.id(i))
+			st.sent.calls = append(st.sent.calls, pcall{name: c.name, named: true})
+			d.ID, d.Name = st.ids[i], c.name
+		}
+		prev := &st.sent.calls[i]
+		if len(c.args) > len(prev.args) && strings.HasPrefix(c.args, prev.args) {
+			d.Arguments = c.args[len(prev.args):]
+			prev.args = c.args
+		}
+		if d.ID != "" || d.Arguments != "" {
+			deltas = append(deltas, d)
+		}
+	}
+	if sn.err != nil {
+		st.err = sn.err
+	}
+	return content, deltas, sn.err
+}
