@@ -30,10 +30,12 @@ type realFamily struct {
 	special []string
 }
 
-// realFamilies are the chat families modeld's tests work with. The Hermes 2
-// Pro and DeepSeek R1 distill models add their chat markers to the Llama 3 and
-// Qwen2 vocabularies; the vocabulary-only files hold the base vocabularies, so
-// there the markers tokenize as text. No vocabulary of the assets holds
+// realFamilies are the chat families modeld's tests work with. Hermes 2 Pro
+// adds the ChatML markers to the Llama 3 vocabulary as control tokens; of the
+// assets' vocabularies, Qwen2's has them as control tokens, so Hermes takes
+// it. The DeepSeek R1 distills add their <｜User｜> markers to the Qwen2 and
+// Llama 3 vocabularies; the vocabulary-only files hold the base vocabularies,
+// so there those markers tokenize as text. No vocabulary of the assets holds
 // Mistral's [TOOL_CALLS] (the Tekken vocabulary is not there): Mistral Nemo
 // takes the SentencePiece Llama/Mistral vocabulary, where [INST] is text.
 var realFamilies = []realFamily{
@@ -48,8 +50,9 @@ var realFamilies = []realFamily{
 		special: []string{"<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"}},
 	{name: "mistral-nemo", vocab: "llama-spm", template: "mistralai-Mistral-Nemo-Instruct-2407",
 		markers: []string{"[INST]", "[/INST]"}},
-	{name: "hermes2pro", vocab: "llama-bpe", template: "NousResearch-Hermes-2-Pro-Llama-3-8B-tool_use",
-		markers: []string{"<|im_start|>system\n", "<|im_start|>user\n", "<|im_start|>assistant\n"}},
+	{name: "hermes2pro", vocab: "qwen2", template: "NousResearch-Hermes-2-Pro-Llama-3-8B-tool_use",
+		markers: []string{"<|im_start|>system\n", "<|im_start|>user\n", "<|im_start|>assistant\n"},
+		special: []string{"<|im_start|>", "<|im_end|>"}},
 	{name: "deepseek-r1", vocab: "qwen2", template: "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B",
 		markers: []string{"<｜User｜>", "<｜Assistant｜>"}},
 	{name: "phi3.5", vocab: "phi-3", template: "microsoft-Phi-3.5-mini-instruct",
