@@ -66,12 +66,12 @@ func scanString(s string, i int) (int, status) {
 						return i, stMore
 					}
 					if !isHex(s[i+2+k]) {
-						return i, stBad
+						return i + 2 + k, stBad
 					}
 				}
 				i += 6
 			default:
-				return i, stBad
+				return i + 1, stBad
 			}
 		default:
 			i++
@@ -104,7 +104,7 @@ func scanNumber(s string, i int) (int, status) {
 			j++
 		}
 	default:
-		return i, stBad
+		return j, stBad
 	}
 	if j < len(s) && s[j] == '.' {
 		j++
@@ -112,7 +112,7 @@ func scanNumber(s string, i int) (int, status) {
 			return i, stMore
 		}
 		if !isDigit(s[j]) {
-			return i, stBad
+			return j, stBad
 		}
 		for j < len(s) && isDigit(s[j]) {
 			j++
@@ -127,7 +127,7 @@ func scanNumber(s string, i int) (int, status) {
 			return i, stMore
 		}
 		if !isDigit(s[j]) {
-			return i, stBad
+			return j, stBad
 		}
 		for j < len(s) && isDigit(s[j]) {
 			j++
@@ -236,7 +236,9 @@ func scanKey(s string, i int) (int, status) {
 func scanLit(s string, i int, word string) (int, status) {
 	j, st := lit(s, i, word)
 	if st == stNo {
-		return i, stBad
+		for j = i; j < len(s) && s[j] == word[j-i]; j++ {
+		}
+		return j, stBad // the first byte that differs
 	}
 	return j, st
 }
