@@ -11,7 +11,9 @@ type Family string
 // The families. Each names the format its models write calls in.
 const (
 	// Hermes: <tool_call>{"name": ..., "arguments": {...}}</tool_call>,
-	// one block per call (Qwen2.5, Qwen3, QwQ, Hermes 2 Pro / 3, Granite 4).
+	// one block per call (Qwen2.5, Qwen3, QwQ, Hermes 2 Pro / 3, Granite 4),
+	// or a JSON array of such objects in one block (Apriel). Other text
+	// after <tool_call> (the XML forms of Qwen3-Coder or GLM) is content.
 	Hermes Family = "hermes"
 	// Llama3: a JSON object {"name": ..., "parameters": {...}} as the whole
 	// output, or after <|python_tag|>; several separated by ";".
@@ -54,7 +56,7 @@ func Detect(template string) Family {
 	switch {
 	case has(dsCallsBegin) || has(dsCallBegin):
 		return DeepSeek
-	case has("<|START_ACTION|>") || has("Action:\n```json"):
+	case has("<|START_ACTION|>") || has("Action:") && has("```json") && has("tool_name"):
 		return CommandR
 	case has(">>>all"):
 		return FunctionaryV32
@@ -178,10 +180,15 @@ var specs = map[Family]*spec{
 			if i >= len(sc.s) {
 				return i, stMore
 			}
-			if sc.s[i] != '{' {
+			var st status
+			switch sc.s[i] {
+			case '{':
+				i, st = sc.callObject(i, keysOpenAI)
+			case '[':
+				i, st = sc.callArray(i, keysOpenAI)
+			default:
 				return i, stNo
 			}
-			i, st := sc.callObject(i, keysOpenAI)
 			if st != stOK {
 				return i, st
 			}

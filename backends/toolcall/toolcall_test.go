@@ -52,6 +52,8 @@ var samples = []sample{
 	{"hermes partial marker at end", Hermes, "a <tool_ca", "a <tool_ca", nil, nil},
 	{"hermes malformed", Hermes, "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\" 1}}\n</tool_call>", "", []call{{"f", `{"a" `}}, errSyntax},
 	{"hermes no name", Hermes, "<tool_call>{\"arguments\": {}}</tool_call>", "", nil, errSyntax},
+	{"hermes array", Hermes, "<tool_call>[{\"name\": \"a\", \"arguments\": {}}, {\"name\": \"b\", \"arguments\": {\"x\": 1}}]</tool_call>", "", []call{{"a", "{}"}, {"b", `{"x": 1}`}}, nil},
+	{"hermes xml form is content", Hermes, "<tool_call>\n<function=f>\n<parameter=a>1</parameter>\n</function>\n</tool_call>", "<tool_call>\n<function=f>\n<parameter=a>1</parameter>\n</function>\n</tool_call>", nil, nil},
 	{"hermes plain", Hermes, "Hello, world!\n", "Hello, world!\n", nil, nil},
 	{"hermes content between", Hermes, "First.\n<tool_call>{\"name\": \"a\", \"arguments\": {}}</tool_call>\nThen.\n<tool_call>{\"name\": \"b\", \"arguments\": {}}</tool_call>  ", "First.Then.", []call{{"a", "{}"}, {"b", "{}"}}, nil},
 
