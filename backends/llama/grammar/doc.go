@@ -1,0 +1,50 @@
+// Package grammar turns a JSON Schema into a GBNF grammar, the grammar format
+// of llama.cpp's grammar sampler, so that constrained generation can only
+// produce JSON the schema accepts.
+//
+// It owns the translation only: it does not load models, build samplers or
+// read requests. The api turns its *UnsupportedError into a 400 that names
+// the keyword; the llama backend hands the grammar text to the sampler.
+//
+// # Supported subset
+//
+//   - type (a name or an array of names): object, array, string, number,
+//     integer, boolean, null.
+//   - Objects: properties, required, additionalProperties (false, true or a
+//     schema). Without additionalProperties only the declared properties are
+//     produced (a subset of what the schema accepts). Required properties come
+//     first, in declaration order, then the optional ones in declaration order.
+//   - Arrays: items, prefixItems, minItems, maxItems.
+//   - enum, const (any JSON value, emitted in its compact form).
+//   - $ref to "#", "#/$defs/..." and "#/definitions/..." (recursion allowed
+//     when it passes through an object or array; a reference that reaches
+//     itself without consuming any text is an error).
+//   - anyOf, oneOf (an alternation: oneOf's exclusivity is not enforced, the
+//     grammar may produce a value several branches match), allOf (objects
+//     merged; a single-element allOf is its element).
+//   - Strings: minLength, maxLength, format (date, time, date-time, uuid,
+//     email), pattern.
+//   - Integers: minimum, maximum, exclusiveMinimum, exclusiveMaximum, through
+//     digit-range rules. Numbers: the same bounds when they are whole numbers
+//     and the minimum is not negative.
+//
+// Patterns are a subset of ECMA-262 regular expressions: literals and
+// escapes, classes ([a-z], [^...], \d \w \s and their negations), ".", the
+// quantifiers ? * + {m} {m,} {m,n}, groups ((...) and (?:...)), alternation,
+// and the anchors ^ and $ at the ends only. An unanchored end matches any
+// text on that side. Lookaround, backreferences and lazy quantifiers are
+// errors. Characters JSON must escape are never produced from a class or ".".
+//
+// Anything else that constrains a value (not, if/then/else, multipleOf,
+// uniqueItems, patternProperties, dependentRequired, ...) is an
+// *UnsupportedError naming the keyword; it is never silently dropped.
+// Descriptive keywords (title, description, examples, default, $schema, $id,
+// $comment, deprecated, readOnly, writeOnly, ...) are accepted and ignored.
+//
+// # Bounds
+//
+// Whitespace between tokens is bounded (one space, or a newline and at most
+// 20 spaces or tabs), so a model cannot loop on blanks. Nesting depth, rule
+// count, repetition counts and grammar size are capped (Limits); a schema
+// past a cap is a *LimitError, never a hang.
+package grammar

@@ -1,0 +1,63 @@
+package grammar
+
+// schemaCase is a schema of the kind agents send.
+type schemaCase struct {
+	name   string
+	schema string
+	check  string // the schema the validator applies, when it differs (a keyword it does not know)
+}
+
+var schemaCases = []schemaCase{
+	{"weather-tool", `{"type":"object","properties":{"location":{"type":"string","description":"City"},"unit":{"type":"string","enum":["celsius","fahrenheit"]}},"required":["location"]}`, ""},
+	{"openai-strict", `{"type":"object","properties":{"name":{"type":"string","maxLength":12},"age":{"type":"integer","minimum":0,"maximum":150},"email":{"type":["string","null"],"format":"email"}},"required":["name","age","email"],"additionalProperties":false}`, ""},
+	{"search-tool", `{"type":"object","properties":{"query":{"type":"string","minLength":1,"maxLength":20},"limit":{"type":"integer","minimum":1,"maximum":50},"safe":{"type":"boolean"}},"required":["query"],"additionalProperties":false}`, ""},
+	{"empty-params", `{"type":"object","properties":{},"additionalProperties":false}`, ""},
+	{"no-type-object", `{"properties":{"a":{"type":"boolean"}},"required":["a"]}`, ""},
+	{"enum-only", `{"enum":["red","green","blue",1,null,true]}`, ""},
+	{"const", `{"const":{"kind":"fixed","n":[1,2]}}`, ""},
+	{"string-enum-typed", `{"type":"string","enum":["a","b",3]}`, ""},
+	{"integer-range", `{"type":"integer","minimum":-37,"maximum":1234}`, ""},
+	{"integer-exclusive", `{"type":"integer","exclusiveMinimum":9,"exclusiveMaximum":101}`, ""},
+	{"integer-min-only", `{"type":"integer","minimum":250}`, ""},
+	{"integer-max-only", `{"type":"integer","maximum":-5}`, ""},
+	{"integer-draft4-exclusive", `{"$schema":"http://json-schema.org/draft-04/schema#","type":"integer","minimum":0,"exclusiveMinimum":true,"maximum":10,"exclusiveMaximum":true}`, ""},
+	{"number", `{"type":"number"}`, ""},
+	{"number-probability", `{"type":"number","minimum":0,"maximum":1}`, ""},
+	{"number-exclusive-max", `{"type":"number","minimum":2,"exclusiveMaximum":7}`, ""},
+	{"array-of-strings", `{"type":"array","items":{"type":"string","maxLength":8},"minItems":1,"maxItems":4}`, ""},
+	{"array-exact", `{"type":"array","items":{"type":"integer","minimum":0,"maximum":9},"minItems":3,"maxItems":3}`, ""},
+	{"array-unbounded", `{"type":"array","items":{"type":"boolean"}}`, ""},
+	{"tuple-prefixItems", `{"type":"array","prefixItems":[{"type":"string","maxLength":5},{"type":"integer"},{"type":"boolean"}]}`, ""},
+	{"tuple-with-rest", `{"type":"array","prefixItems":[{"const":"head"}],"items":{"type":"null"},"maxItems":3}`, ""},
+	{"tuple-draft7", `{"$schema":"http://json-schema.org/draft-07/schema#","type":"array","items":[{"type":"integer"},{"type":"string","maxLength":3}],"additionalItems":false}`, ""},
+	{"nested-objects", `{"type":"object","properties":{"user":{"type":"object","properties":{"id":{"type":"string","format":"uuid"},"profile":{"type":"object","properties":{"born":{"type":"string","format":"date"},"tags":{"type":"array","items":{"enum":["x","y"]},"maxItems":3}},"required":["born"]}},"required":["id","profile"]}},"required":["user"]}`, ""},
+	{"formats", `{"type":"object","properties":{"d":{"type":"string","format":"date"},"t":{"type":"string","format":"time"},"dt":{"type":"string","format":"date-time"},"u":{"type":"string","format":"uuid"},"e":{"type":"string","format":"email"}},"required":["d","t","dt","u","e"],"additionalProperties":false}`, ""},
+	{"pattern-phone", `{"type":"string","pattern":"^\\+?[0-9]{2,3}-[0-9]{3,4}$"}`, ""},
+	{"pattern-alternation", `{"type":"string","pattern":"^(cat|dog|bird)s?$"}`, ""},
+	{"pattern-classes", `{"type":"string","pattern":"^[A-Z][a-z]{1,5}\\d\\w?\\.[^\\s]{0,3}$"}`, ""},
+	{"pattern-open-end", `{"type":"string","pattern":"^ab+c"}`, ""},
+	{"pattern-open-start", `{"type":"string","pattern":"z?$"}`, ""},
+	{"pattern-escapes", `{"type":"string","pattern":"^[\"\\\\/]{1,3}x\\n?$"}`, ""},
+	{"pattern-dot-group", `{"type":"string","pattern":"^(?:..){1,2}(?<tail>z)$"}`, ""},
+	{"anyOf", `{"anyOf":[{"type":"string","maxLength":4},{"type":"integer","minimum":0,"maximum":9}]}`, ""},
+	{"oneOf-objects", `{"oneOf":[{"type":"object","properties":{"kind":{"const":"a"},"x":{"type":"integer"}},"required":["kind","x"],"additionalProperties":false},{"type":"object","properties":{"kind":{"const":"b"},"y":{"type":"boolean"}},"required":["kind","y"],"additionalProperties":false}]}`, ""},
+	{"anyOf-with-siblings", `{"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"boolean"}},"anyOf":[{"required":["a"]},{"required":["b"]}],"additionalProperties":false}`, ""},
+	{"allOf-merge", `{"allOf":[{"type":"object","properties":{"a":{"type":"string","maxLength":3}},"required":["a"]},{"properties":{"b":{"type":"integer","minimum":1,"maximum":3}},"required":["b"]}]}`, ""},
+	{"type-array", `{"type":["string","integer","null"],"maxLength":3,"minimum":0,"maximum":5}`, ""},
+	{"nullable-openapi", `{"type":"string","maxLength":4,"nullable":true}`, `{"type":["string","null"],"maxLength":4}`},
+	{"zod-defs", `{"$schema":"http://json-schema.org/draft-07/schema#","type":"object","properties":{"home":{"$ref":"#/definitions/Address"},"work":{"$ref":"#/definitions/Address"}},"required":["home"],"additionalProperties":false,"definitions":{"Address":{"type":"object","properties":{"street":{"type":"string","maxLength":10},"zip":{"type":"string","pattern":"^[0-9]{5}$"}},"required":["street","zip"],"additionalProperties":false}}}`, ""},
+	{"recursive-tree", `{"$defs":{"node":{"type":"object","properties":{"v":{"type":"integer","minimum":0,"maximum":99},"kids":{"type":"array","items":{"$ref":"#/$defs/node"},"maxItems":2}},"required":["v"],"additionalProperties":false}},"$ref":"#/$defs/node"}`, ""},
+	{"recursive-root", `{"type":"object","properties":{"name":{"type":"string","maxLength":3},"next":{"anyOf":[{"$ref":"#"},{"type":"null"}]}},"required":["name","next"],"additionalProperties":false}`, ""},
+	{"ref-with-siblings", `{"$defs":{"base":{"type":"object","properties":{"id":{"type":"integer"}},"required":["id"]}},"$ref":"#/$defs/base","properties":{"note":{"type":"string","maxLength":5}},"required":["note"]}`, ""},
+	{"allOf-ref", `{"definitions":{"named":{"type":"object","properties":{"name":{"type":"string","maxLength":6}},"required":["name"]}},"allOf":[{"$ref":"#/definitions/named"},{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}]}`, ""},
+	{"additional-schema", `{"type":"object","properties":{"fixed":{"type":"boolean"}},"required":["fixed"],"additionalProperties":{"type":"integer","minimum":0,"maximum":9}}`, ""},
+	{"additional-true", `{"type":"object","properties":{"k":{"const":1}},"required":["k"],"additionalProperties":true}`, ""},
+	{"map-of-strings", `{"type":"object","additionalProperties":{"type":"string","maxLength":4}}`, ""},
+	{"optional-only", `{"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"string","maxLength":2},"c":{"type":"null"}}}`, ""},
+	{"required-undeclared", `{"type":"object","properties":{"a":{"type":"boolean"}},"required":["a","extra"],"additionalProperties":{"type":"null"}}`, ""},
+	{"descriptive", `{"title":"T","description":"D","$comment":"c","examples":[1],"default":2,"deprecated":false,"readOnly":true,"type":"integer","minimum":1,"maximum":2}`, ""},
+	{"unicode-keys", `{"type":"object","properties":{"naïve":{"const":"café"},"日本":{"type":"boolean"}},"required":["naïve","日本"],"additionalProperties":false}`, ""},
+	{"matrix", `{"type":"array","items":{"type":"array","items":{"type":"number","minimum":0,"maximum":9},"minItems":2,"maxItems":2},"minItems":1,"maxItems":2}`, ""},
+	{"true-schema", `true`, ""},
+	{"agent-plan", `{"type":"object","properties":{"thought":{"type":"string","maxLength":30},"steps":{"type":"array","items":{"type":"object","properties":{"tool":{"enum":["search","read","write"]},"args":{"type":"object","additionalProperties":{"type":"string","maxLength":6}}},"required":["tool","args"],"additionalProperties":false},"minItems":1,"maxItems":3},"done":{"type":"boolean"}},"required":["thought","steps","done"],"additionalProperties":false}`, ""},
+}
