@@ -56,7 +56,9 @@ type templateState struct {
 }
 
 // ApplyChatTemplate renders messages with the model's tokenizer.chat_template
-// into a prompt (tokenize it with Tokenize(prompt, true, true)). llama.cpp's
+// into a prompt text. Generation takes ChatPrompt's ids instead: tokenizing
+// this text with special parsing would turn control-token text inside the
+// messages into control tokens (forged turns). llama.cpp's
 // built-in template matcher renders it when it recognises the template; a
 // Jinja renderer does otherwise. With addAssistant the prompt ends with the
 // opening of an assistant turn. A model without a template gives
