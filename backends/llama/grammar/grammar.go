@@ -215,20 +215,31 @@ func lit(s string) string {
 	return b.String()
 }
 
-// repeatExpr is x repeated min..max times (max < 0: unbounded). Counts past
-// what llama.cpp's parser expands are split into nested chunks, which keeps
-// every produced count within the bounds (a large maximum may be lowered to
-// a multiple of the chunk: a subset).
-func (c *converter) repeatExpr(x string, min, max int, path string) (string, error) {
-	const chunk = 1000
+// maxRepetition is llama.cpp's grammar parser bound: a repetition count,
+// times the counts of the repetitions nested inside it, stays below 2000.
+const maxRepetition = 1999
+
+// repeatExpr is x repeated min..max times (max < 0: unbounded); inner is
+// the product of the counts nested inside x (1 for none). A maximum past
+// llama.cpp's bound is lowered to it (a subset: fewer lengths, all valid);
+// a minimum past it is a LimitError. It returns the expression and the
+// product of counts it now holds.
+func (c *converter) repeatExpr(x string, min, max, inner int, path string) (string, int, error) {
 	if max >= 0 && max < min {
-		return "", &InvalidError{Path: path, Reason: fmt.Sprintf("maximum count %d below minimum %d", max, min)}
+		return "", 0, &InvalidError{Path: path, Reason: fmt.Sprintf("maximum count %d below minimum %d", max, min)}
 	}
 	if max == 0 {
-		return "", nil
+		return "", inner, nil
 	}
-	if min > chunk*chunk || max > chunk*chunk {
-		return "", &LimitError{Limit: "MaxRepeat", Max: chunk * chunk, Path: path}
+	if inner < 1 {
+		inner = 1
+	}
+	bound := maxRepetition / inner
+	if min > bound {
+		return "", 0, &LimitError{Limit: "repetition count", Max: bound, Path: path}
+	}
+	if max > bound {
+		max = bound
 	}
 	cost := min
 	if max > cost {
@@ -236,45 +247,24 @@ func (c *converter) repeatExpr(x string, min, max int, path string) (string, err
 	}
 	c.repeat += cost
 	if c.repeat > c.lim.MaxRepeat {
-		return "", &LimitError{Limit: "MaxRepeat", Max: c.lim.MaxRepeat, Path: path}
+		return "", 0, &LimitError{Limit: "MaxRepeat", Max: c.lim.MaxRepeat, Path: path}
+	}
+	weight := inner
+	if cost > 1 {
+		weight = inner * cost
 	}
 	g := "(" + x + ")"
 	switch {
 	case min == 0 && max == 1:
-		return g + "?", nil
+		return g + "?", weight, nil
 	case min == 0 && max < 0:
-		return g + "*", nil
+		return g + "*", weight, nil
 	case min == 1 && max < 0:
-		return g + "+", nil
-	}
-	if min <= chunk && (max < 0 || max <= chunk) {
-		if max < 0 {
-			return fmt.Sprintf("%s{%d,}", g, min), nil
-		}
-		if min == max {
-			return fmt.Sprintf("%s{%d}", g, min), nil
-		}
-		return fmt.Sprintf("%s{%d,%d}", g, min, max), nil
-	}
-	var parts []string
-	if min > 0 {
-		if q := min / chunk; q > 0 {
-			parts = append(parts, fmt.Sprintf("(%s{%d}){%d}", g, chunk, q))
-		}
-		if r := min % chunk; r > 0 {
-			parts = append(parts, fmt.Sprintf("%s{%d}", g, r))
-		}
-	}
-	switch {
+		return g + "+", weight, nil
 	case max < 0:
-		parts = append(parts, g+"*")
-	case max > min:
-		rest := max - min
-		if q := rest / chunk; q > 0 {
-			parts = append(parts, fmt.Sprintf("(%s{0,%d}){0,%d}", g, chunk, q))
-		} else {
-			parts = append(parts, fmt.Sprintf("%s{0,%d}", g, rest))
-		}
+		return fmt.Sprintf("%s{%d,}", g, min), weight, nil
+	case min == max:
+		return fmt.Sprintf("%s{%d}", g, min), weight, nil
 	}
-	return strings.Join(parts, " "), nil
+	return fmt.Sprintf("%s{%d,%d}", g, min, max), weight, nil
 }

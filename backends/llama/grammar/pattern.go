@@ -32,7 +32,7 @@ func (c *converter) pattern(p, path string) (string, error) {
 		body = body[:len(body)-1]
 	}
 	pp := &patternParser{c: c, src: []rune(body), path: path}
-	expr, topAlt, err := pp.parseAlt(0)
+	expr, topAlt, _, err := pp.parseAlt(0)
 	if err != nil {
 		return "", err
 	}
@@ -75,17 +75,19 @@ func (p *patternParser) peek() (rune, bool) {
 }
 
 // parseAlt parses alternatives until ")" or the end; alt reports whether
-// there was a "|".
-func (p *patternParser) parseAlt(depth int) (expr string, alt bool, err error) {
+// there was a "|", weight sums the repetition counts inside (see
+// repeatExpr).
+func (p *patternParser) parseAlt(depth int) (expr string, alt bool, weight int, err error) {
 	if depth > p.c.lim.MaxDepth {
-		return "", false, &LimitError{Limit: "MaxDepth", Max: p.c.lim.MaxDepth, Path: p.path + "/pattern"}
+		return "", false, 0, &LimitError{Limit: "MaxDepth", Max: p.c.lim.MaxDepth, Path: p.path + "/pattern"}
 	}
 	var alts []string
 	for {
-		seq, err := p.parseSeq(depth)
+		seq, w, err := p.parseSeq(depth)
 		if err != nil {
-			return "", false, err
+			return "", false, 0, err
 		}
+		weight += w
 		if seq == "" {
 			seq = `""`
 		}
@@ -96,29 +98,31 @@ func (p *patternParser) parseAlt(depth int) (expr string, alt bool, err error) {
 		}
 		p.pos++
 	}
-	return strings.Join(alts, " | "), len(alts) > 1, nil
+	return strings.Join(alts, " | "), len(alts) > 1, weight, nil
 }
 
-func (p *patternParser) parseSeq(depth int) (string, error) {
+func (p *patternParser) parseSeq(depth int) (string, int, error) {
 	var items []string
+	weight := 0
 	for {
 		r, ok := p.peek()
 		if !ok || r == '|' || r == ')' {
-			return strings.Join(items, " "), nil
+			return strings.Join(items, " "), weight, nil
 		}
-		atom, err := p.parseAtom(depth)
+		atom, w, err := p.parseAtom(depth)
 		if err != nil {
-			return "", err
+			return "", 0, err
 		}
-		atom, err = p.parseQuantifier(atom)
+		atom, w, err = p.parseQuantifier(atom, w)
 		if err != nil {
-			return "", err
+			return "", 0, err
 		}
+		weight += w
 		items = append(items, atom)
 	}
 }
 
-func (p *patternParser) parseAtom(depth int) (string, error) {
+func (p *patternParser) parseAtom(depth int) (string, int, error) {
 	r := p.src[p.pos]
 	p.pos++
 	switch r {
@@ -131,53 +135,55 @@ func (p *patternParser) parseAtom(depth int) (string, error) {
 				i++
 			}
 			if i >= len(p.src) {
-				return "", p.unsupported("unterminated group name")
+				return "", 0, p.unsupported("unterminated group name")
 			}
 			p.pos = i + 1
 		} else if r2, ok := p.peek(); ok && r2 == '?' {
-			return "", p.unsupported("lookaround and other (?...) groups")
+			return "", 0, p.unsupported("lookaround and other (?...) groups")
 		}
-		inner, _, err := p.parseAlt(depth + 1)
+		inner, _, w, err := p.parseAlt(depth + 1)
 		if err != nil {
-			return "", err
+			return "", 0, err
 		}
 		if r2, ok := p.peek(); !ok || r2 != ')' {
-			return "", &InvalidError{Path: p.path + "/pattern", Reason: "unbalanced parenthesis"}
+			return "", 0, &InvalidError{Path: p.path + "/pattern", Reason: "unbalanced parenthesis"}
 		}
 		p.pos++
 		if inner == "" {
 			inner = `""`
 		}
-		return "(" + inner + ")", nil
+		return "(" + inner + ")", w, nil
 	case ')':
-		return "", &InvalidError{Path: p.path + "/pattern", Reason: "unbalanced parenthesis"}
+		return "", 0, &InvalidError{Path: p.path + "/pattern", Reason: "unbalanced parenthesis"}
 	case '[':
-		return p.parseClass()
+		e, err := p.parseClass()
+		return e, 0, err
 	case '.':
-		return `[^` + jsonUnsafe + `]`, nil
+		return `[^` + jsonUnsafe + `]`, 0, nil
 	case '^', '$':
-		return "", p.unsupported(fmt.Sprintf("anchor %q inside the pattern (only at its ends)", r))
+		return "", 0, p.unsupported(fmt.Sprintf("anchor %q inside the pattern (only at its ends)", r))
 	case '*', '+', '?':
-		return "", &InvalidError{Path: p.path + "/pattern", Reason: fmt.Sprintf("quantifier %q with nothing to repeat", r)}
+		return "", 0, &InvalidError{Path: p.path + "/pattern", Reason: fmt.Sprintf("quantifier %q with nothing to repeat", r)}
 	case '\\':
 		set, neg, single, err := p.parseEscape(false)
 		if err != nil {
-			return "", err
+			return "", 0, err
 		}
 		if single >= 0 {
-			return litJSON(single), nil
+			return litJSON(single), 0, nil
 		}
-		return classExpr(set, neg)
+		e, err := classExpr(set, neg)
+		return e, 0, err
 	default:
-		return litJSON(r), nil
+		return litJSON(r), 0, nil
 	}
 }
 
 // parseQuantifier applies a following ?, *, +, {m}, {m,} or {m,n}.
-func (p *patternParser) parseQuantifier(atom string) (string, error) {
+func (p *patternParser) parseQuantifier(atom string, weight int) (string, int, error) {
 	r, ok := p.peek()
 	if !ok {
-		return atom, nil
+		return atom, weight, nil
 	}
 	min, max := -2, -2
 	switch r {
@@ -194,22 +200,22 @@ func (p *patternParser) parseQuantifier(atom string) (string, error) {
 		rest := string(p.src[p.pos:])
 		i := strings.IndexByte(rest, '}')
 		if i < 0 {
-			return atom, nil // a literal "{" (parsed next)
+			return atom, weight, nil // a literal "{" (parsed next)
 		}
 		spec := rest[1:i]
 		lo, hi, isQ := parseBraces(spec)
 		if !isQ {
-			return atom, nil
+			return atom, weight, nil
 		}
 		min, max = lo, hi
 		p.pos += utf8.RuneCountInString(rest[:i+1])
 	default:
-		return atom, nil
+		return atom, weight, nil
 	}
 	if r2, ok := p.peek(); ok && (r2 == '?' || r2 == '+') {
-		return "", p.unsupported("lazy or possessive quantifiers")
+		return "", 0, p.unsupported("lazy or possessive quantifiers")
 	}
-	return p.c.repeatExpr(atom, min, max, p.path+"/pattern")
+	return p.c.repeatExpr(atom, min, max, weight, p.path+"/pattern")
 }
 
 // parseBraces reads "m", "m," or "m,n".

@@ -305,7 +305,7 @@ func (c *converter) visitArray(s *object, path string, depth int) (string, error
 			}
 			if hi != 0 {
 				if n > 0 {
-					r, err := c.repeatExpr(sep+" "+item, lo, hi, path)
+					r, _, err := c.repeatExpr(sep+" "+item, lo, hi, 1, path)
 					if err != nil {
 						return "", err
 					}
@@ -319,7 +319,7 @@ func (c *converter) visitArray(s *object, path string, depth int) (string, error
 					if hi < 0 {
 						rhi = -1
 					}
-					rest, err := c.repeatExpr(sep+" "+item, rlo, rhi, path)
+					rest, _, err := c.repeatExpr(sep+" "+item, rlo, rhi, 1, path)
 					if err != nil {
 						return "", err
 					}
@@ -328,7 +328,9 @@ func (c *converter) visitArray(s *object, path string, depth int) (string, error
 						body += " " + rest
 					}
 					if lo == 0 {
-						body = "(" + body + ")?"
+						// an empty alternative, not "?": llama.cpp counts the
+						// rules a repetition inside would multiply
+						body = "(" + body + " | )"
 					}
 				}
 			}
@@ -425,7 +427,7 @@ func (c *converter) visitString(s *object, path string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	r, err := c.repeatExpr(c.prim("char"), min, max, path)
+	r, _, err := c.repeatExpr(c.prim("char"), min, max, 1, path)
 	if err != nil {
 		return "", err
 	}
@@ -599,8 +601,10 @@ func (c *converter) visitNumber(s *object, path string) (string, error) {
 // classChar escapes r for use inside a GBNF character class.
 func classChar(r rune) string {
 	switch {
-	case r == ']' || r == '[' || r == '\\' || r == '-' || r == '^':
+	case r == ']' || r == '[' || r == '\\' || r == '"':
 		return `\` + string(r)
+	case r == '-' || r == '^':
+		return fmt.Sprintf(`\x%02X`, r)
 	case r < 0x20 || r == 0x7f:
 		return fmt.Sprintf(`\x%02X`, r)
 	case !utf8.ValidRune(r):
