@@ -400,51 +400,25 @@ func (sc *scanner) recipient(i int) (int, status) {
 	return sc.args(j)
 }
 
+// deepseekSection reads calls up to <｜tool▁calls▁end｜>. A later
+// <｜tool▁call▁begin｜> that does not begin a call ends the section: it and
+// what follows are content.
 func deepseekSection(sc *scanner, i int, m string) (int, status) {
 	s := sc.s
-	wrapped := m == dsCallsBegin
-	if wrapped {
+	if m == dsCallsBegin {
 		i = skipWS(s, i+len(m))
 	}
+	first := true
+	prevEnd := i
 	for {
-		j, st := lit(s, i, dsCallBegin)
-		if st != stOK {
-			if st == stNo && len(sc.calls) > 0 {
-				st = stBad
-			}
-			return j, st
+		j, st := deepseekCall(sc, i)
+		if st == stNo && !first {
+			return prevEnd, stOK
 		}
-		kind, j, st := until(s, j, dsSep, " \t\r\n")
 		if st != stOK {
 			return j, st
 		}
-		if kind == "function" {
-			var name string
-			if name, j, st = until(s, j, "\n", " \t\r<>"); st != stOK {
-				return j, st
-			}
-			if j, st = lit(s, skipWS(s, j), "```json"); st != stOK {
-				return j, badIfNo(st)
-			}
-			sc.named(name)
-			if j, st = sc.args(skipWS(s, j)); st != stOK {
-				return j, st
-			}
-			if j, st = sc.closing(j, "```"); st != stOK {
-				return j, st
-			}
-		} else {
-			if strings.ContainsAny(kind, " \t") {
-				return j, stNo
-			}
-			sc.named(kind)
-			if j, st = sc.args(skipWS(s, j)); st != stOK {
-				return j, st
-			}
-		}
-		if j, st = sc.closing(j, dsCallEnd); st != stOK {
-			return j, st
-		}
+		first, prevEnd = false, j
 		k := skipWS(s, j)
 		if k >= len(s) {
 			if sc.final {
@@ -461,6 +435,42 @@ func deepseekSection(sc *scanner, i int, m string) (int, status) {
 		}
 		return j, stOK
 	}
+}
+
+// deepseekCall reads one <｜tool▁call▁begin｜>...<｜tool▁call▁end｜>; it is
+// stNo only before the call is named.
+func deepseekCall(sc *scanner, i int) (int, status) {
+	s := sc.s
+	j, st := lit(s, i, dsCallBegin)
+	if st != stOK {
+		return j, st
+	}
+	kind, j, st := until(s, j, dsSep, " \t\r\n")
+	if st != stOK {
+		return j, st
+	}
+	if kind == "function" {
+		var name string
+		if name, j, st = until(s, j, "\n", " \t\r<>"); st != stOK {
+			return j, st
+		}
+		if j, st = lit(s, skipWS(s, j), "```json"); st != stOK {
+			return j, badIfNo(st)
+		}
+		sc.named(name)
+		if j, st = sc.args(skipWS(s, j)); st != stOK {
+			return j, st
+		}
+		if j, st = sc.closing(j, "```"); st != stOK {
+			return j, st
+		}
+	} else {
+		sc.named(kind)
+		if j, st = sc.args(skipWS(s, j)); st != stOK {
+			return j, st
+		}
+	}
+	return sc.closing(j, dsCallEnd)
 }
 
 func badIfNo(st status) status {

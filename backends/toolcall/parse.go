@@ -36,11 +36,26 @@ type pcall struct {
 	done  bool   // the call is complete
 }
 
-// snapshot is what a prefix of the output says for sure.
+// snapshot is what a prefix of the output says for sure, from a
+// checkpoint on: the content and calls after it.
 type snapshot struct {
 	content string
 	calls   []pcall
 	err     error
+	// next, when set, is a later checkpoint; contentAt is how much of
+	// content lies before it.
+	next      *checkpoint
+	contentAt int
+}
+
+// checkpoint is a point of the output up to which everything is decided,
+// so that a scan of a longer output can resume there: the top of the
+// scan loop, with the state of the content rules.
+type checkpoint struct {
+	i      int
+	ws     string
+	after  bool
+	ncalls int // calls before i
 }
 
 // scanner reads one family's output. Sections are the parts of the output
@@ -63,11 +78,23 @@ func (sc *scanner) cur() *pcall { return &sc.calls[len(sc.calls)-1] }
 // section or right after one (up to the next content or the end) is
 // dropped. A marker followed by text that is not a call of the family
 // (stNo) is content; one followed by a malformed call is an error.
-func scan(f *spec, s string, final bool) snapshot {
+//
+// A scan from checkpoint cp (nil: from the start) gives what a scan from
+// the start gives after cp.
+func scan(f *spec, s string, final bool, cp *checkpoint) snapshot {
 	sc := &scanner{f: f, s: s, final: final}
 	var content strings.Builder
 	var ws string  // whitespace held: emitted before later content, dropped before a section
 	after := false // the last thing read was a section
+	var next *checkpoint
+	contentAt := 0
+	mark := func(i int) {
+		next = &checkpoint{i: i, ws: ws, after: after, ncalls: len(sc.calls)}
+		if cp != nil {
+			next.ncalls += cp.ncalls
+		}
+		contentAt = content.Len()
+	}
 	emit := func(t string) {
 		if after {
 			t = strings.TrimLeft(t, " \t\r\n")
@@ -89,10 +116,12 @@ func scan(f *spec, s string, final bool) snapshot {
 		if final && !after && err == nil {
 			content.WriteString(ws)
 		}
-		return snapshot{content: content.String(), calls: sc.calls, err: err}
+		return snapshot{content: content.String(), calls: sc.calls, err: err, next: next, contentAt: contentAt}
 	}
 	i := 0
-	if f.start != nil {
+	if cp != nil {
+		i, ws, after = cp.i, cp.ws, cp.after
+	} else if f.start != nil {
 		j := skipWSIf(s, 0, f.startSkipsWS)
 		end, st := f.start(sc, j)
 		switch st {
@@ -117,6 +146,7 @@ func scan(f *spec, s string, final bool) snapshot {
 		}
 	}
 	for {
+		mark(i)
 		j, m := f.nextMarker(s, i)
 		if m == "" {
 			tail := s[i:]
@@ -124,6 +154,8 @@ func scan(f *spec, s string, final bool) snapshot {
 				tail = tail[:len(tail)-f.heldPrefix(tail)]
 			}
 			emit(tail)
+			// No marker can start before the held text.
+			mark(i + len(tail))
 			return snap(nil)
 		}
 		emit(s[i:j])
@@ -188,7 +220,7 @@ func Parse(f Family, text string, id IDFunc) (string, []backends.ToolCall, error
 	if id == nil {
 		id = RandomID
 	}
-	sn := scan(sp, text, true)
+	sn := scan(sp, text, true, nil)
 	var calls []backends.ToolCall
 	for i, c := range sn.calls {
 		if !c.named {
@@ -210,8 +242,9 @@ type Stream struct {
 	f     *spec
 	id    IDFunc
 	buf   strings.Builder
-	sent  snapshot // content and calls already emitted
-	ids   []string
+	cp    *checkpoint // where the next scan resumes (nil: the start)
+	sent  string      // content emitted since cp
+	calls []pcall     // names and arguments emitted, by index
 	err   error
 	close bool
 }
@@ -251,25 +284,28 @@ func (st *Stream) Close() (string, []backends.ToolCallDelta, error) {
 }
 
 func (st *Stream) step(final bool) (string, []backends.ToolCallDelta, error) {
-	sn := scan(st.f, st.buf.String(), final)
+	sn := scan(st.f, st.buf.String(), final, st.cp)
 	content := ""
-	if strings.HasPrefix(sn.content, st.sent.content) {
-		content = sn.content[len(st.sent.content):]
-		st.sent.content = sn.content
+	if strings.HasPrefix(sn.content, st.sent) {
+		content = sn.content[len(st.sent):]
+		st.sent = sn.content
+	}
+	base := 0
+	if st.cp != nil {
+		base = st.cp.ncalls
 	}
 	var deltas []backends.ToolCallDelta
-	for i, c := range sn.calls {
+	for k, c := range sn.calls {
 		if !c.named {
 			break
 		}
-		var d backends.ToolCallDelta
-		d.Index = i
-		if i >= len(st.sent.calls) {
-			st.ids = append(st.ids, st.id(i))
-			st.sent.calls = append(st.sent.calls, pcall{name: c.name, named: true})
-			d.ID, d.Name = st.ids[i], c.name
+		i := base + k
+		d := backends.ToolCallDelta{Index: i}
+		if i >= len(st.calls) {
+			st.calls = append(st.calls, pcall{name: c.name, named: true})
+			d.ID, d.Name = st.id(i), c.name
 		}
-		prev := &st.sent.calls[i]
+		prev := &st.calls[i]
 		if len(c.args) > len(prev.args) && strings.HasPrefix(c.args, prev.args) {
 			d.Arguments = c.args[len(prev.args):]
 			prev.args = c.args
@@ -277,6 +313,10 @@ func (st *Stream) step(final bool) (string, []backends.ToolCallDelta, error) {
 		if d.ID != "" || d.Arguments != "" {
 			deltas = append(deltas, d)
 		}
+	}
+	if sn.next != nil && sn.contentAt <= len(st.sent) {
+		st.sent = st.sent[sn.contentAt:]
+		st.cp = sn.next
 	}
 	if sn.err != nil {
 		st.err = sn.err

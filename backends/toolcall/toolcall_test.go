@@ -81,6 +81,7 @@ var samples = []sample{
 	{"deepseek r1 parallel after think", DeepSeek, "<think>\nok\n</think>\n\nCalling.<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>a\n```json\n{\"x\": 1}\n```<｜tool▁call▁end｜>\n<｜tool▁call▁begin｜>function<｜tool▁sep｜>b\n```json\n" + tricky + "\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>", "<think>\nok\n</think>\n\nCalling.", []call{{"a", `{"x": 1}`}, {"b", tricky}}, nil},
 	{"deepseek v3.1", DeepSeek, "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>" + weather + "<｜tool▁call▁end｜><｜tool▁call▁begin｜>b<｜tool▁sep｜>{}<｜tool▁call▁end｜><｜tool▁calls▁end｜>", "", []call{{"get_weather", weather}, {"b", "{}"}}, nil},
 	{"deepseek bare call", DeepSeek, "<｜tool▁call▁begin｜>f<｜tool▁sep｜>{\"a\": 1}<｜tool▁call▁end｜>", "", []call{{"f", `{"a": 1}`}}, nil},
+	{"deepseek later begin is text", DeepSeek, "<｜tool▁call▁begin｜>f<｜tool▁sep｜>{}<｜tool▁call▁end｜> <｜tool▁call▁begin｜> not a call", "<｜tool▁call▁begin｜> not a call", []call{{"f", "{}"}}, nil},
 	{"deepseek cut", DeepSeek, "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>f\n```json\n{\"a\"", "", []call{{"f", `{"a"`}}, ErrIncomplete},
 
 	// functionary v3.1
