@@ -53,7 +53,6 @@ func TestHostileSchemasBounded(t *testing.T) {
 	wantLimit(t, "anyOf expansion bomb", err)
 
 	for name, s := range map[string]string{
-		"maxLength 1e9":  `{"type":"string","maxLength":1000000000}`,
 		"minItems 1e12":  `{"type":"array","minItems":1000000000000}`,
 		"pattern count":  `{"type":"string","pattern":"^a{5000000}$"}`,
 		"minLength 2500": `{"type":"string","minLength":2500}`,
