@@ -14,7 +14,9 @@
 //     schema). Without additionalProperties only the declared properties are
 //     produced (a subset of what the schema accepts). Required properties come
 //     first, in declaration order, then the optional ones in declaration order.
-//   - Arrays: items, prefixItems, minItems, maxItems.
+//   - Arrays: items, prefixItems, minItems, maxItems (also the draft-07
+//     tuple form, items as an array with additionalItems). Every prefix item
+//     is produced (up to maxItems); further items only when items allows.
 //   - enum, const (any JSON value, emitted in its compact form).
 //   - $ref to "#", "#/$defs/..." and "#/definitions/..." (recursion allowed
 //     when it passes through an object or array; a reference that reaches
@@ -25,8 +27,10 @@
 //   - Strings: minLength, maxLength, format (date, time, date-time, uuid,
 //     email), pattern.
 //   - Integers: minimum, maximum, exclusiveMinimum, exclusiveMaximum, through
-//     digit-range rules. Numbers: the same bounds when they are whole numbers
-//     and the minimum is not negative.
+//     digit-range rules; format int32 (bounded to its range) and int64.
+//     Numbers: the same bounds when they are whole numbers and the minimum is
+//     zero or more (no exponent is produced then); format float and double.
+//   - nullable: true (the OpenAPI spelling of "or null").
 //
 // Patterns are a subset of ECMA-262 regular expressions: literals and
 // escapes, classes ([a-z], [^...], \d \w \s and their negations), ".", the
@@ -45,6 +49,12 @@
 //
 // Whitespace between tokens is bounded (one space, or a newline and at most
 // 20 spaces or tabs), so a model cannot loop on blanks. Nesting depth, rule
-// count, repetition counts and grammar size are capped (Limits); a schema
-// past a cap is a *LimitError, never a hang.
+// count, visits, repetition counts and grammar size are capped (Limits); a
+// schema past a cap is a *LimitError, never a hang. llama.cpp's parser
+// refuses a repetition whose count, times the counts nested inside it,
+// reaches 2000: a maximum (maxLength, maxItems, a pattern count) past that
+// is lowered to fit, which only narrows the output; a minimum past it is a
+// *LimitError. A recursive schema with no finite instance (a required
+// property referring to its own object) gives a grammar that never ends:
+// generation stops at the request's token limit.
 package grammar

@@ -173,6 +173,7 @@ func TestUnsupportedKeywords(t *testing.T) {
 		{`{"type":"object","propertyNames":{"maxLength":3}}`, "propertyNames"},
 		{`{"type":"object","unevaluatedProperties":false}`, "unevaluatedProperties"},
 		{`{"type":"string","frobnicate":1}`, "frobnicate"},
+		{`{"type":"integer","format":"uint8"}`, "format"},
 	}
 	for _, c := range cases {
 		_, err := FromSchema(json.RawMessage(c.schema), Options{})

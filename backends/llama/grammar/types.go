@@ -527,9 +527,24 @@ func (c *converter) visitInteger(s *object, path string) (string, error) {
 	if _, ok := s.get("multipleOf"); ok {
 		return "", &UnsupportedError{Keyword: "multipleOf", Path: path}
 	}
+	if err := numberFormat(s, path, "int32", "int64"); err != nil {
+		return "", err
+	}
 	lo, hi, ok, err := intBounds(s, path)
 	if err != nil {
 		return "", err
+	}
+	if f, _ := s.get("format"); f == "int32" {
+		if lo.Cmp(big.NewInt(-1<<31)) < 0 {
+			lo.SetInt64(-1 << 31)
+		}
+		if hi.Cmp(big.NewInt(1<<31-1)) > 0 {
+			hi.SetInt64(1<<31 - 1)
+		}
+		ok = true
+		if lo.Cmp(hi) > 0 {
+			return "", &InvalidError{Path: path, Reason: "the bounds admit no int32"}
+		}
 	}
 	if !ok {
 		return c.prim("integer"), nil
@@ -540,6 +555,9 @@ func (c *converter) visitInteger(s *object, path string) (string, error) {
 // visitNumber supports bounds that are whole numbers with a minimum of zero
 // or more: the integer part is bounded, the fraction free below the maximum.
 func (c *converter) visitNumber(s *object, path string) (string, error) {
+	if err := numberFormat(s, path, "float", "double"); err != nil {
+		return "", err
+	}
 	has := false
 	for _, k := range []string{"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"} {
 		if _, ok := s.get(k); ok {
@@ -596,6 +614,21 @@ func (c *converter) visitNumber(s *object, path string) (string, error) {
 		return "", &InvalidError{Path: path, Reason: "the bounds admit no value the grammar can produce"}
 	}
 	return c.rule(path+"-number", "("+strings.Join(alts, " | ")+") "+c.prim("space"))
+}
+
+// numberFormat accepts the OpenAPI number formats the grammar keeps to
+// (int32 is bounded by the caller; the others hold every value produced).
+func numberFormat(s *object, path string, allowed ...string) error {
+	f, ok := s.get("format")
+	if !ok {
+		return nil
+	}
+	for _, a := range allowed {
+		if f == a {
+			return nil
+		}
+	}
+	return &UnsupportedError{Keyword: "format", Path: path, Reason: fmt.Sprintf("format %v is not enforced on numbers (supported: %s)", f, strings.Join(allowed, ", "))}
 }
 
 // classChar escapes r for use inside a GBNF character class.
