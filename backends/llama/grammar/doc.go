@@ -21,9 +21,12 @@
 //   - $ref to "#", "#/$defs/..." and "#/definitions/..." (recursion allowed
 //     when it passes through an object or array; a reference that reaches
 //     itself without consuming any text is an error).
-//   - anyOf, oneOf (an alternation: oneOf's exclusivity is not enforced, the
-//     grammar may produce a value several branches match), allOf (objects
-//     merged; a single-element allOf is its element).
+//   - anyOf; oneOf when its branches are provably exclusive (types that do
+//     not overlap, const/enum values that differ, or a property both require
+//     with differing const/enum values: a discriminated union), otherwise an
+//     *UnsupportedError; allOf (members merged: properties, required, types
+//     intersected; other keywords must agree). Sibling keywords beside anyOf,
+//     oneOf or $ref are merged into each branch.
 //   - Strings: minLength, maxLength, format (date, time, date-time, uuid,
 //     email), pattern.
 //   - Integers: minimum, maximum, exclusiveMinimum, exclusiveMaximum, through

@@ -174,6 +174,9 @@ func TestUnsupportedKeywords(t *testing.T) {
 		{`{"type":"object","unevaluatedProperties":false}`, "unevaluatedProperties"},
 		{`{"type":"string","frobnicate":1}`, "frobnicate"},
 		{`{"type":"integer","format":"uint8"}`, "format"},
+		{`{"oneOf":[{"type":"string"},{"type":"string","maxLength":3}]}`, "oneOf"},
+		{`{"oneOf":[{"type":"number"},{"type":"integer"}]}`, "oneOf"},
+		{`{"oneOf":[{"type":"object","properties":{"k":{"const":"a"}}},{"type":"object","properties":{"k":{"const":"b"}}}]}`, "oneOf"},
 	}
 	for _, c := range cases {
 		_, err := FromSchema(json.RawMessage(c.schema), Options{})

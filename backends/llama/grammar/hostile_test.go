@@ -81,7 +81,7 @@ func TestHostileSchemasBounded(t *testing.T) {
 		"self ref":       `{"$ref":"#"}`,
 		"two-ref cycle":  `{"$defs":{"a":{"$ref":"#/$defs/b"},"b":{"$ref":"#/$defs/a"}},"$ref":"#/$defs/a"}`,
 		"anyOf self":     `{"anyOf":[{"$ref":"#"},{"type":"null"}]}`,
-		"oneOf via defs": `{"$defs":{"x":{"oneOf":[{"type":"integer"},{"$ref":"#/$defs/y"}]},"y":{"anyOf":[{"$ref":"#/$defs/x"}]}},"$ref":"#/$defs/x"}`,
+		"anyOf via defs": `{"$defs":{"x":{"anyOf":[{"type":"integer"},{"$ref":"#/$defs/y"}]},"y":{"anyOf":[{"$ref":"#/$defs/x"}]}},"$ref":"#/$defs/x"}`,
 	} {
 		_, err := FromSchema(json.RawMessage(s), Options{})
 		var ie *InvalidError

@@ -102,6 +102,11 @@ func (c *converter) visitObject(s *object, path string, depth int) (string, erro
 		if _, both := s.get("oneOf"); kw == "anyOf" && both {
 			return "", &UnsupportedError{Keyword: "oneOf", Path: path, Reason: "anyOf and oneOf in one schema"}
 		}
+		if kw == "oneOf" && len(arr) > 1 {
+			if err := c.checkDisjoint(arr, path+"/oneOf", depth+1); err != nil {
+				return "", err
+			}
+		}
 		rest := assertions(s, kw)
 		var alts []string
 		for i, b := range arr {

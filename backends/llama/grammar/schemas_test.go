@@ -59,6 +59,8 @@ var schemaCases = []schemaCase{
 	{"unicode-keys", `{"type":"object","properties":{"naïve":{"const":"café"},"日本":{"type":"boolean"}},"required":["naïve","日本"],"additionalProperties":false}`, ""},
 	{"matrix", `{"type":"array","items":{"type":"array","items":{"type":"number","minimum":0,"maximum":9},"minItems":2,"maxItems":2},"minItems":1,"maxItems":2}`, ""},
 	{"openapi-formats", `{"type":"object","properties":{"small":{"type":"integer","format":"int32"},"big":{"type":"integer","format":"int64","minimum":0},"ratio":{"type":"number","format":"double"}},"required":["small","big","ratio"],"additionalProperties":false}`, ""},
+	{"oneOf-nullable", `{"oneOf":[{"type":"string","maxLength":5},{"type":"null"}]}`, ""},
+	{"oneOf-defs-discriminated", `{"$defs":{"cat":{"type":"object","properties":{"pet":{"enum":["cat"]},"lives":{"type":"integer","minimum":1,"maximum":9}},"required":["pet","lives"],"additionalProperties":false},"dog":{"type":"object","properties":{"pet":{"const":"dog"},"good":{"const":true}},"required":["pet"],"additionalProperties":false}},"oneOf":[{"$ref":"#/$defs/cat"},{"$ref":"#/$defs/dog"}]}`, ""},
 	{"true-schema", `true`, ""},
 	{"agent-plan", `{"type":"object","properties":{"thought":{"type":"string","maxLength":30},"steps":{"type":"array","items":{"type":"object","properties":{"tool":{"enum":["search","read","write"]},"args":{"type":"object","additionalProperties":{"type":"string","maxLength":6}}},"required":["tool","args"],"additionalProperties":false},"minItems":1,"maxItems":3},"done":{"type":"boolean"}},"required":["thought","steps","done"],"additionalProperties":false}`, ""},
 }
