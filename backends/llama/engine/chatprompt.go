@@ -88,44 +88,61 @@ type segment struct {
 	markup bool
 }
 
-// tokenizeSegments tokenizes segs: control tokens only from markup, the
-// rest as text runs without special parsing, each run cut where a control
-// token stands, as llama.cpp's tokenizer cuts a text with special parsing.
+// tokenizeSegments tokenizes segs with the model's vocabulary, BOS (and
+// EOS) added as the vocabulary asks.
 func (m *Model) tokenizeSegments(sp *specials, segs []segment) ([]int32, error) {
 	var out []int32
 	if yz.VocabGetAddBOS(m.vocab) && m.info.BOS >= 0 {
 		out = append(out, m.info.BOS)
 	}
+	ids, err := sp.tokenize(segs, func(text string) ([]int32, error) { return m.Tokenize(text, false, false) })
+	if err != nil {
+		return nil, err
+	}
+	out = append(out, ids...)
+	if yz.VocabGetAddEOS(m.vocab) && m.info.EOS >= 0 {
+		out = append(out, m.info.EOS)
+	}
+	return out, nil
+}
+
+// tokenize turns segs into ids: control tokens only from markup, the rest
+// as text runs given to text (a tokenizer without special parsing), each run
+// cut where a control token stands, as llama.cpp's tokenizer cuts a text
+// with special parsing. A control token with the lstrip (rstrip) attribute
+// eats the whitespace before (after) it, as there.
+func (sp *specials) tokenize(segs []segment, text func(string) ([]int32, error)) ([]int32, error) {
+	var out []int32
 	var run strings.Builder
 	flush := func() error {
 		if run.Len() == 0 {
 			return nil
 		}
-		ids, err := m.Tokenize(run.String(), false, false)
+		ids, err := text(run.String())
 		run.Reset()
 		out = append(out, ids...)
 		return err
 	}
 	stripLeft := false // the last control token strips whitespace after it
 	for _, s := range segs {
-		text := s.text
-		for text != "" {
+		rest := s.text
+		for rest != "" {
 			if stripLeft {
-				text = strings.TrimLeftFunc(text, unicode.IsSpace)
-				stripLeft = false
-				if text == "" {
+				rest = strings.TrimLeftFunc(rest, unicode.IsSpace)
+				if rest == "" {
 					break
 				}
+				stripLeft = false
 			}
 			at, tok := -1, special{}
 			if s.markup {
-				at, tok = sp.next(text)
+				at, tok = sp.next(rest)
 			}
 			if at < 0 {
-				run.WriteString(text)
+				run.WriteString(rest)
 				break
 			}
-			run.WriteString(text[:at])
+			run.WriteString(rest[:at])
 			if tok.attr&yz.TokenAttrLstrip != 0 {
 				trimmed := strings.TrimRightFunc(run.String(), unicode.IsSpace)
 				run.Reset()
@@ -136,14 +153,11 @@ func (m *Model) tokenizeSegments(sp *specials, segs []segment) ([]int32, error) 
 			}
 			out = append(out, tok.id)
 			stripLeft = tok.attr&yz.TokenAttrRstrip != 0
-			text = text[at+len(tok.text):]
+			rest = rest[at+len(tok.text):]
 		}
 	}
 	if err := flush(); err != nil {
 		return nil, err
-	}
-	if yz.VocabGetAddEOS(m.vocab) && m.info.EOS >= 0 {
-		out = append(out, m.info.EOS)
 	}
 	return out, nil
 }

@@ -174,3 +174,37 @@ func TestChatPromptTools(t *testing.T) {
 		t.Errorf("transformed content with control text: err = %v, want ErrTemplate", err)
 	}
 }
+
+// TestSpecialsTokenize: control tokens come from markup only, the longest
+// match first; the text between them (markup and content joined) goes to
+// the text tokenizer as one run; lstrip and rstrip tokens eat the
+// whitespace beside them, content included.
+func TestSpecialsTokenize(t *testing.T) {
+	sp := &specials{list: []special{
+		{text: "<|start|>x", id: 100},
+		{text: "<|start|>", id: 101},
+		{text: "<|end|>", id: 102, attr: yz.TokenAttrLstrip | yz.TokenAttrRstrip},
+	}}
+	var runs []string
+	text := func(s string) ([]int32, error) {
+		runs = append(runs, s)
+		return []int32{int32(len(runs) - 1)}, nil
+	}
+	segs := []segment{
+		{text: "<|start|>xa", markup: true},
+		{text: "b<|start|>c"}, // content: no control token
+		{text: "d  <|end|>  ", markup: true},
+		{text: "  "},
+		{text: " e<|start|>", markup: true},
+	}
+	ids, err := sp.tokenize(segs, text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []int32{100, 0, 102, 1, 101}; !slices.Equal(ids, want) {
+		t.Errorf("ids %v, want %v", ids, want)
+	}
+	if want := []string{"ab<|start|>cd", "e"}; !slices.Equal(runs, want) {
+		t.Errorf("text runs %q, want %q", runs, want)
+	}
+}
