@@ -18,6 +18,7 @@ func FuzzFromSchema(f *testing.F) {
 		`{"$ref":"#"}`, `{"anyOf":[{"$ref":"#"}]}`, `{"type":"string","pattern":"^(a|b{2,3})*[^x-z]\\d+$"}`,
 		`{"type":"integer","minimum":-1e30}`, `{"enum":[{"a":[1,{"b":null}]},"\u0000"]}`, `{"properties":{"\"\\":{}}}`,
 		`{"type":"object","additionalProperties":{"$ref":"#"}}`, `{"type":"string","pattern":"[\\]\\-\\\\^]"}`,
+		`{"oneOf":[{"const":1,"enum":5},{"enum":"x","const":2}]}`, `{"oneOf":[{"$ref":"#"},{"$ref":"#/oneOf/0"}]}`,
 	} {
 		f.Add([]byte(s))
 	}

@@ -29,7 +29,8 @@ func (c *converter) checkDisjoint(branches []any, path string, depth int) error 
 		in.vals = constValues(o)
 		if in.vals != nil {
 			if raw, ok := o.get("enum"); ok {
-				for _, v := range raw.([]any) {
+				arr, _ := raw.([]any)
+				for _, v := range arr {
 					in.types[jsonType(v)] = true
 				}
 			} else {
