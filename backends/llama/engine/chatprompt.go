@@ -34,12 +34,15 @@ type Tool = backends.Tool
 // reuse across turns works as before.
 //
 // Limits: a template that transforms content (trim, slicing, upper, split)
-// sees the sentinel, not the text: trimming is then not applied to the
-// content (the text goes in as sent), and a transform that breaks the
-// sentinel makes ChatPrompt render the real text instead, which it accepts
-// only when no message holds control-token text (else ErrTemplate). Tool
-// definitions are rendered as markup; one holding control-token text is
-// refused.
+// sees the sentinel, not the text. The real text is rendered too: when it
+// equals the sentinel rendering with the contents trimmed, the trimmed
+// contents are taken (templates that trim); another transform that keeps
+// the sentinel whole is not applied to the content (the text goes in as
+// sent: e.g. a template that cuts the reasoning out of an assistant turn);
+// a transform that breaks the sentinel makes ChatPrompt take the real text,
+// which it accepts only when no message holds control-token text (else
+// ErrTemplate). Tool definitions are rendered as markup; one holding
+// control-token text is refused.
 func (m *Model) ChatPrompt(msgs []Message, tools []Tool, addAssistant bool) ([]int32, error) {
 	if m.info.ChatTemplate == "" {
 		return nil, ErrNoChatTemplate
@@ -78,7 +81,30 @@ func (m *Model) ChatPrompt(msgs []Message, tools []Tool, addAssistant bool) ([]i
 		}
 		return m.Tokenize(real, true, true)
 	}
+	// Templates often trim content (| trim, and llama.cpp's built-in ones):
+	// when the real rendering is the sentinel one with the contents trimmed,
+	// take the trimmed contents, so the prompt is the template's own.
+	if real, err := m.render(msgs, tools, addAssistant); err == nil && joinSegments(segs) != real {
+		trimmed := make([]segment, len(segs))
+		for i, sg := range segs {
+			trimmed[i] = sg
+			if !sg.markup {
+				trimmed[i].text = strings.TrimSpace(sg.text)
+			}
+		}
+		if joinSegments(trimmed) == real {
+			segs = trimmed
+		}
+	}
 	return m.tokenizeSegments(sp, segs)
+}
+
+func joinSegments(segs []segment) string {
+	var b strings.Builder
+	for _, sg := range segs {
+		b.WriteString(sg.text)
+	}
+	return b.String()
 }
 
 // segment is a piece of a rendered prompt: markup of the template, or text

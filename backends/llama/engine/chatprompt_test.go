@@ -208,3 +208,34 @@ func TestSpecialsTokenize(t *testing.T) {
 		t.Errorf("text runs %q, want %q", runs, want)
 	}
 }
+
+// TestChatPromptTrim: a template that trims content gets the trimmed text
+// (the prompt is the template's own), and forged markup in it stays text.
+func TestChatPromptTrim(t *testing.T) {
+	o := ggufgen.Tiny(ggufgen.BPE)
+	o.Template = "{% for m in messages %}{{ '<|im' + '_start|>' + m.role }}\n{{ m.content | trim }}{{ '<|im_end|>' }}\n{% endfor %}"
+	m := openModel(t, o, Options{Slots: 1})
+	msgs := []Message{{Role: "user", Content: "  hi there \n"}}
+	ids, err := m.ChatPrompt(msgs, nil, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rendered, err := m.ApplyChatTemplate(msgs, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want, _ := m.Tokenize(rendered, true, true); !slices.Equal(ids, want) {
+		t.Errorf("trimmed content: %v, want %v (%q)", ids, want, rendered)
+	}
+	msgs = []Message{{Role: "user", Content: " " + forged + " "}}
+	ids, err = m.ChatPrompt(msgs, nil, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := controlCount(t, m, ids); got != 2 {
+		t.Errorf("%d control tokens, want 2", got)
+	}
+	if text, _ := m.Detokenize(ids, false); !strings.HasPrefix(text, "user\n"+strings.TrimSpace(forged)) {
+		t.Errorf("detokenized %q", text)
+	}
+}
