@@ -201,15 +201,36 @@ func skipWSIf(s string, i int, skip bool) int {
 // IDFunc gives the ID of the call with the given index in one output.
 type IDFunc func(index int) string
 
-// RandomID is the default IDFunc: "call_" and 24 random hex digits.
+// RandomID is an IDFunc: "call_" and 24 random hex digits.
 func RandomID(int) string {
 	var b [12]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
 	return "call_" + hex.EncodeToString(b[:])
 }
 
+// RandomAlnum9 is an IDFunc: 9 random letters and digits, the only IDs
+// the Mistral templates accept when a later turn sends the call back.
+func RandomAlnum9(int) string {
+	const chars = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+	var b [9]byte
+	_, _ = rand.Read(b[:])
+	for i := range b {
+		b[i] = chars[int(b[i])%len(chars)]
+	}
+	return string(b[:])
+}
+
+// DefaultID is the IDFunc that Parse and NewStream use when given none:
+// RandomAlnum9 for Mistral, RandomID for the others.
+func (f Family) DefaultID() IDFunc {
+	if f == Mistral {
+		return RandomAlnum9
+	}
+	return RandomID
+}
+
 // Parse splits a complete output of family f into its content and its tool
-// calls. A nil id uses RandomID. On error the content and the calls read
+// calls. A nil id uses f.DefaultID(). On error the content and the calls read
 // before the error are returned with it: ErrIncomplete for a cut call, a
 // *SyntaxError for a malformed one.
 func Parse(f Family, text string, id IDFunc) (string, []backends.ToolCall, error) {
@@ -218,7 +239,7 @@ func Parse(f Family, text string, id IDFunc) (string, []backends.ToolCall, error
 		return "", nil, err
 	}
 	if id == nil {
-		id = RandomID
+		id = f.DefaultID()
 	}
 	sn := scan(sp, text, true, nil)
 	var calls []backends.ToolCall
@@ -249,14 +270,14 @@ type Stream struct {
 	close bool
 }
 
-// NewStream returns a Stream for family f; a nil id uses RandomID.
+// NewStream returns a Stream for family f; a nil id uses f.DefaultID().
 func NewStream(f Family, id IDFunc) (*Stream, error) {
 	sp, err := f.spec()
 	if err != nil {
 		return nil, err
 	}
 	if id == nil {
-		id = RandomID
+		id = f.DefaultID()
 	}
 	return &Stream{f: sp, id: id}, nil
 }

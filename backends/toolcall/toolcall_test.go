@@ -294,10 +294,19 @@ func TestUnknownFamily(t *testing.T) {
 	}
 }
 
-func TestRandomID(t *testing.T) {
-	a, b := RandomID(0), RandomID(0)
-	if a == b || !regexp.MustCompile(`^call_[0-9a-f]{24}$`).MatchString(a) {
-		t.Fatalf("RandomID gave %q and %q", a, b)
+func TestDefaultIDs(t *testing.T) {
+	for _, c := range []struct {
+		f    Family
+		want string
+	}{{Hermes, `^call_[0-9a-f]{24}$`}, {Generic, `^call_[0-9a-f]{24}$`}, {Mistral, `^[A-Za-z0-9]{9}$`}} {
+		a, b := c.f.DefaultID()(0), c.f.DefaultID()(0)
+		if a == b || !regexp.MustCompile(c.want).MatchString(a) || !regexp.MustCompile(c.want).MatchString(b) {
+			t.Errorf("%s DefaultID gave %q and %q, want %s", c.f, a, b, c.want)
+		}
+	}
+	_, calls, err := Parse(Mistral, `[TOOL_CALLS]f[ARGS]{}`, nil)
+	if err != nil || len(calls) != 1 || !regexp.MustCompile(`^[A-Za-z0-9]{9}$`).MatchString(calls[0].ID) {
+		t.Fatalf("Parse with a nil IDFunc: %v %v", calls, err)
 	}
 }
 
