@@ -80,8 +80,10 @@ type TriggerKind int
 const (
 	// TriggerWord: the literal text appears anywhere in the output.
 	TriggerWord TriggerKind = iota
-	// TriggerPatternFull: the regular expression (RE2 syntax) matches the
-	// output from its first byte (it is anchored there).
+	// TriggerPatternFull: the regular expression matches the whole output
+	// so far (it is anchored at both ends); its first group marks where
+	// the call, and so the constrained text, begins. The patterns use the
+	// syntax RE2 and ECMAScript share.
 	TriggerPatternFull
 )
 
@@ -208,7 +210,7 @@ var specs = map[Family]*spec{
 			return sc.llamaObjects(i)
 		},
 		startSkipsWS: true,
-		startPattern: `\s*\{\s*"(?:name|type)"[\s\S]*`,
+		startPattern: `\s*(\{\s*"(?:name|type)")[\s\S]*`,
 	},
 	Mistral: {
 		family:  Mistral,
@@ -271,7 +273,7 @@ var specs = map[Family]*spec{
 			return sc.recipient(i + len(m))
 		},
 		start:        func(sc *scanner, i int) (int, status) { return sc.recipient(i) },
-		startPattern: `[A-Za-z0-9_.\-]+\n\{[\s\S]*`,
+		startPattern: `([A-Za-z0-9_.\-]+\n\{)[\s\S]*`,
 	},
 	CommandR: {
 		family:  CommandR,
@@ -318,7 +320,7 @@ var specs = map[Family]*spec{
 			return sc.closing(i, "}")
 		},
 		startSkipsWS: true,
-		startPattern: `\s*\{\s*"tool_calls"[\s\S]*`,
+		startPattern: `\s*(\{\s*"tool_calls")[\s\S]*`,
 	},
 }
 

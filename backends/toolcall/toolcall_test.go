@@ -272,7 +272,14 @@ func TestTriggers(t *testing.T) {
 				case TriggerWord:
 					fired = fired || strings.Contains(s.text, tr.Value)
 				case TriggerPatternFull:
-					fired = fired || regexp.MustCompile(`^(?:`+tr.Value+`)$`).MatchString(s.text)
+					m := regexp.MustCompile(`^(?:` + tr.Value + `)$`).FindStringSubmatchIndex(s.text)
+					if m == nil {
+						break
+					}
+					fired = true
+					if len(m) < 4 || m[2] < 0 || !strings.HasPrefix(strings.TrimLeft(s.text, " \n"), s.text[m[2]:m[3]]) {
+						t.Errorf("pattern %q: its first group does not mark the start of the call in %q", tr.Value, s.text)
+					}
 				}
 			}
 			if !fired {
