@@ -39,7 +39,9 @@
 // escapes, classes ([a-z], [^...], \d \w \s and their negations), ".", the
 // quantifiers ? * + {m} {m,} {m,n}, groups ((...) and (?:...)), alternation,
 // and the anchors ^ and $ at the ends only. An unanchored end matches any
-// text on that side. Lookaround, backreferences and lazy quantifiers are
+// text on that side. A top-level alternation anchored at both ends
+// (^a|b$, which reads (^a)|(b$)) is produced as ^(a|b)$, a narrower
+// language; anchored at one end only it is an error. Lookaround, backreferences and lazy quantifiers are
 // errors. Characters JSON must escape are never produced from a class or ".".
 //
 // Anything else that constrains a value (not, if/then/else, multipleOf,
