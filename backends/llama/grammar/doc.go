@@ -27,8 +27,9 @@
 //     *UnsupportedError; allOf (members merged: properties, required, types
 //     intersected; other keywords must agree). Sibling keywords beside anyOf,
 //     oneOf or $ref are merged into each branch.
-//   - Strings: minLength, maxLength, format (date, time, date-time, uuid,
-//     email), pattern.
+//   - Strings: minLength, maxLength, pattern, format (date, time,
+//     date-time, uuid, email, hostname, ipv4, uri: each a conservative subset
+//     of its syntax, e.g. uri is an http(s) URL).
 //   - Integers: minimum, maximum, exclusiveMinimum, exclusiveMaximum, through
 //     digit-range rules; format int32 (bounded to its range) and int64.
 //     Numbers: the same bounds when they are whole numbers and the minimum is

@@ -151,7 +151,7 @@ func TestUnsupportedKeywords(t *testing.T) {
 		{`{"type":"array","items":{"type":"integer"},"uniqueItems":true}`, "uniqueItems"},
 		{`{"type":"object","patternProperties":{"^x":{}}}`, "patternProperties"},
 		{`{"type":"object","minProperties":1}`, "minProperties"},
-		{`{"type":"object","properties":{"a":{"type":"string","format":"uri"}}}`, "format"},
+		{`{"type":"object","properties":{"a":{"type":"string","format":"ipv6"}}}`, "format"},
 		{`{"if":{"type":"string"},"then":{"maxLength":3}}`, "if"},
 		{`{"type":"object","dependentRequired":{"a":["b"]}}`, "dependentRequired"},
 		{`{"type":"array","contains":{"type":"integer"}}`, "contains"},

@@ -61,6 +61,7 @@ var schemaCases = []schemaCase{
 	{"openapi-formats", `{"type":"object","properties":{"small":{"type":"integer","format":"int32"},"big":{"type":"integer","format":"int64","minimum":0},"ratio":{"type":"number","format":"double"}},"required":["small","big","ratio"],"additionalProperties":false}`, ""},
 	{"oneOf-nullable", `{"oneOf":[{"type":"string","maxLength":5},{"type":"null"}]}`, ""},
 	{"oneOf-defs-discriminated", `{"$defs":{"cat":{"type":"object","properties":{"pet":{"enum":["cat"]},"lives":{"type":"integer","minimum":1,"maximum":9}},"required":["pet","lives"],"additionalProperties":false},"dog":{"type":"object","properties":{"pet":{"const":"dog"},"good":{"const":true}},"required":["pet"],"additionalProperties":false}},"oneOf":[{"$ref":"#/$defs/cat"},{"$ref":"#/$defs/dog"}]}`, ""},
+	{"zod-net-formats", `{"type":"object","properties":{"site":{"type":"string","format":"uri"},"host":{"type":"string","format":"hostname"},"ip":{"type":"string","format":"ipv4"}},"required":["site","host","ip"],"additionalProperties":false}`, ""},
 	{"true-schema", `true`, ""},
 	{"agent-plan", `{"type":"object","properties":{"thought":{"type":"string","maxLength":30},"steps":{"type":"array","items":{"type":"object","properties":{"tool":{"enum":["search","read","write"]},"args":{"type":"object","additionalProperties":{"type":"string","maxLength":6}}},"required":["tool","args"],"additionalProperties":false},"minItems":1,"maxItems":3},"done":{"type":"boolean"}},"required":["thought","steps","done"],"additionalProperties":false}`, ""},
 }

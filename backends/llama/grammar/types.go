@@ -372,12 +372,22 @@ func countBounds(s *object, minKey, maxKey, path string) (int, int, error) {
 
 // formats are the string formats enforced, as the text between the quotes.
 var formats = map[string]string{
-	"date": `[12] [0-9]{3} "-" ( ("0" [13578] | "1" [02]) "-" ("0" [1-9] | [12] [0-9] | "3" [01]) | ("0" [469] | "11") "-" ("0" [1-9] | [12] [0-9] | "30") | "02-" ("0" [1-9] | "1" [0-9] | "2" [0-8]) )`,
-	"time": `([01] [0-9] | "2" [0-3]) ":" [0-5] [0-9] ":" [0-5] [0-9] ("." [0-9]{1,6})? ("Z" | [+-] ([01] [0-9] | "2" [0-3]) ":" [0-5] [0-9])`,
-	"uuid": `[0-9a-f]{8} "-" [0-9a-f]{4} "-" [0-9a-f]{4} "-" [0-9a-f]{4} "-" [0-9a-f]{12}`,
-	"email": `[a-zA-Z0-9_+-]{1,16} ("." [a-zA-Z0-9_+-]{1,14}){0,3} "@" [a-z0-9] ([a-z0-9-]{0,20} [a-z0-9])? ` +
-		`("." [a-z0-9] ([a-z0-9-]{0,20} [a-z0-9])?){0,3} "." [a-z]{2,8}`,
+	"date":     `[12] [0-9]{3} "-" ( ("0" [13578] | "1" [02]) "-" ("0" [1-9] | [12] [0-9] | "3" [01]) | ("0" [469] | "11") "-" ("0" [1-9] | [12] [0-9] | "30") | "02-" ("0" [1-9] | "1" [0-9] | "2" [0-8]) )`,
+	"time":     `([01] [0-9] | "2" [0-3]) ":" [0-5] [0-9] ":" [0-5] [0-9] ("." [0-9]{1,6})? ("Z" | [+-] ([01] [0-9] | "2" [0-3]) ":" [0-5] [0-9])`,
+	"uuid":     `[0-9a-f]{8} "-" [0-9a-f]{4} "-" [0-9a-f]{4} "-" [0-9a-f]{4} "-" [0-9a-f]{12}`,
+	"email":    `[a-zA-Z0-9_+-]{1,16} ("." [a-zA-Z0-9_+-]{1,14}){0,3} "@" ` + hostnameExpr,
+	"hostname": hostnameExpr,
+	"ipv4":     `(` + octetExpr + `) "." (` + octetExpr + `) "." (` + octetExpr + `) "." (` + octetExpr + `)`,
+	"uri": `("http" | "https") "://" ` + hostnameExpr + ` (":" [1-9] [0-9]{0,3})? ("/" [a-zA-Z0-9._~-]{0,16}){0,4}` +
+		` ("?" [a-zA-Z0-9._~-]{1,12} "=" [a-zA-Z0-9._~-]{0,12})?`,
 }
+
+// hostnameExpr is a host name of at most four short labels and a
+// top-level domain of letters.
+const hostnameExpr = `[a-z0-9] ([a-z0-9-]{0,20} [a-z0-9])? ("." [a-z0-9] ([a-z0-9-]{0,20} [a-z0-9])?){0,3} "." [a-z]{2,8}`
+
+// octetExpr is 0..255 without leading zeros.
+const octetExpr = `[0-9] | [1-9] [0-9] | "1" [0-9]{2} | "2" [0-4] [0-9] | "25" [0-5]`
 
 func (c *converter) visitString(s *object, path string) (string, error) {
 	sp := c.prim("space")
@@ -402,7 +412,7 @@ func (c *converter) visitString(s *object, path string) (string, error) {
 			body, ok = formats["date"]+` "T" `+formats["time"], true
 		}
 		if !ok {
-			return "", &UnsupportedError{Keyword: "format", Path: path, Reason: fmt.Sprintf("format %q is not enforced (supported: date, time, date-time, uuid, email)", name)}
+			return "", &UnsupportedError{Keyword: "format", Path: path, Reason: fmt.Sprintf("format %q is not enforced (supported: date, time, date-time, uuid, email, hostname, ipv4, uri)", name)}
 		}
 		return c.rule(path+"-"+name, `"\"" `+body+` "\"" `+sp)
 	}
