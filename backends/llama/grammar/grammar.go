@@ -103,7 +103,7 @@ var primitives = map[string]struct {
 	"integral-part": {`[0] | [1-9] [0-9]{0,15}`, nil},
 	"decimal-part":  {`[0-9]{1,16}`, nil},
 	"integer":       {`("-"? integral-part) space`, []string{"integral-part", "space"}},
-	"number":        {`("-"? integral-part) ("." decimal-part)? ([eE] [-+]? [0-9]{1,3})? space`, []string{"integral-part", "decimal-part", "space"}},
+	"number":        {`("-"? integral-part) ("." decimal-part)? ([eE] [-+]? [0-9]{1,2})? space`, []string{"integral-part", "decimal-part", "space"}},
 	"char":          {`[^"\\\x7F\x00-\x1F] | [\\] (["\\/bfnrt] | "u" ([0-9a-cA-CeEfF] [0-9a-fA-F]{3} | [dD] [0-7] [0-9a-fA-F]{2}))`, nil},
 	"string":        {`"\"" char* "\"" space`, []string{"char", "space"}},
 	"value":         {`object | array | string | number | boolean | null`, []string{"object", "array", "string", "number", "boolean", "null"}},
