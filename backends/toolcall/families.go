@@ -16,7 +16,9 @@ const (
 	// after <tool_call> (the XML forms of Qwen3-Coder or GLM) is content.
 	Hermes Family = "hermes"
 	// Llama3: a JSON object {"name": ..., "parameters": {...}} as the whole
-	// output, or after <|python_tag|>; several separated by ";".
+	// output, or after <|python_tag|>; several separated by ";". A
+	// built-in tool call <|python_tag|>name.call(key="value") is read too;
+	// other code after <|python_tag|> (code_interpreter) is content.
 	Llama3 Family = "llama3"
 	// Mistral: [TOOL_CALLS] and a JSON array of {"name", "arguments"}
 	// (Nemo), or [TOOL_CALLS]name[CALL_ID]id[ARGS]{...} per call
@@ -201,7 +203,14 @@ var specs = map[Family]*spec{
 		family:  Llama3,
 		markers: []string{"<|python_tag|>"},
 		section: func(sc *scanner, i int, m string) (int, status) {
-			return sc.llamaObjects(skipWS(sc.s, i+len(m)))
+			i = skipWS(sc.s, i+len(m))
+			if i >= len(sc.s) {
+				return i, stMore
+			}
+			if sc.s[i] == '{' {
+				return sc.llamaObjects(i)
+			}
+			return sc.builtinCall(i)
 		},
 		start: func(sc *scanner, i int) (int, status) {
 			if _, st := objectKey(sc.s, i, "name", "type"); st != stOK {

@@ -65,6 +65,11 @@ var samples = []sample{
 	{"llama content then tag", Llama3, "I will search.<|python_tag|>{\"name\": \"s\", \"arguments\": {\"q\": \"x\"}}", "I will search.", []call{{"s", `{"q": "x"}`}}, nil},
 	{"llama json not a call", Llama3, `{"answer": 42}`, `{"answer": 42}`, nil, nil},
 	{"llama json mid text", Llama3, `Here: {"name": "f", "parameters": {}}`, `Here: {"name": "f", "parameters": {}}`, nil, nil},
+	{"llama builtin", Llama3, `<|python_tag|>brave_search.call(query="weather in \"Paris\" today", n=3, safe=True, lang=None, x='it\'s')`, "", []call{{"brave_search", `{"query": "weather in \"Paris\" today", "n": 3, "safe": true, "lang": null, "x": "it's"}`}}, nil},
+	{"llama builtin no args", Llama3, "<|python_tag|>wolfram_alpha.call()", "", []call{{"wolfram_alpha", "{}"}}, nil},
+	{"llama code is content", Llama3, "<|python_tag|>import math\nprint(math.pi)", "<|python_tag|>import math\nprint(math.pi)", nil, nil},
+	{"llama builtin cut", Llama3, `<|python_tag|>brave_search.call(query="x`, "", []call{{"brave_search", ""}}, ErrIncomplete},
+	{"llama builtin bad", Llama3, `<|python_tag|>brave_search.call(query=x)`, "", []call{{"brave_search", ""}}, errSyntax},
 	{"llama cut", Llama3, `{"name": "f", "parameters": {"a": [1, 2`, "", []call{{"f", `{"a": [1, 2`}}, ErrIncomplete},
 	{"llama brace only", Llama3, `{`, `{`, nil, nil},
 
