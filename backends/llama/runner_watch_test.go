@@ -102,7 +102,9 @@ func TestRunnerStallWedgedLoop(t *testing.T) {
 // TestRunnerSlowIsNoStall: a runner slower than the stall timeout in total
 // but making progress all along is left alone.
 func TestRunnerSlowIsNoStall(t *testing.T) {
-	const stall = time.Second
+	// Tokens 150 ms apart against a 2 s timeout: a margin that a loaded
+	// machine's scheduling delays do not eat.
+	const stall = 2 * time.Second
 	r := stallRunner(t, stall, envTokenDelay+"=150ms")
 	prompt, _ := r.Tokenize("Hello world", true, false)
 	evs := collect(t, mustGenerate(t, r, Request{Prompt: prompt, MaxTokens: 20})) // 3s
@@ -178,7 +180,9 @@ func waitPings(t *testing.T, r *Runner, pings <-chan struct{}, n int) {
 // stall timeouts; a frozen step counter while requests are held, or pings
 // left unanswered, get it killed, not before the timeout.
 func TestWatchdogProgress(t *testing.T) {
-	const stall = 400 * time.Millisecond
+	// Pings every 250 ms against a 1 s timeout: a ping delayed by a busy
+	// machine is still well inside it.
+	const stall = time.Second
 	pingsPerStall := int(stall / watchInterval(stall))
 	t.Run("steps advance", func(t *testing.T) {
 		var steps atomic.Uint64
@@ -221,7 +225,7 @@ func TestWatchdogProgress(t *testing.T) {
 // TestWatchdogIdle: a silence longer than the timeout while nothing was in
 // flight is idle time, not a stall: the next call starts the clock afresh.
 func TestWatchdogIdle(t *testing.T) {
-	const stall = 200 * time.Millisecond
+	const stall = time.Second
 	var steps atomic.Uint64
 	r, pings := watched(t, stall, func(context.Context) (Stats, bool) {
 		return Stats{Slots: 1, Active: 1, DecodeCalls: steps.Add(1)}, true
