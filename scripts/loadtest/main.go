@@ -5,7 +5,7 @@
 // level after the load, no runner left after SIGTERM. It prints a report and,
 // with -doc, writes it into the "## Load test" section of docs/RELIABILITY.md.
 //
-//	go run ./scripts/loadtest [-bin bin/modeld] [-requests 1500] [-duration 60s] [-workers 12] [-doc docs/RELIABILITY.md]
+//	go run ./scripts/loadtest [-bin bin/modeld] [-requests 20000] [-duration 45s] [-workers 12] [-doc docs/RELIABILITY.md]
 //
 // It makes its own models (a tiny generated GGUF and the committed ONNX test
 // models) in a temporary home, and talks only to 127.0.0.1.
@@ -43,8 +43,8 @@ func main() {
 	var o options
 	flag.StringVar(&o.bin, "bin", "bin/modeld", "modeld binary to test (build it with make build)")
 	flag.StringVar(&o.libDir, "lib-dir", "", "runtime libraries (default: MODELD_LIB_DIR, else ~/.local/share/modeld/lib)")
-	flag.IntVar(&o.requests, "requests", 1500, "requests to send in all (the load stops at this count or at -duration)")
-	flag.DurationVar(&o.duration, "duration", 60*time.Second, "longest time the load runs")
+	flag.IntVar(&o.requests, "requests", 20000, "requests to send in all (the load stops at this count or at -duration)")
+	flag.DurationVar(&o.duration, "duration", 45*time.Second, "longest time the load runs")
 	flag.IntVar(&o.workers, "workers", 12, "concurrent clients")
 	flag.StringVar(&o.doc, "doc", "", "write the report into this file's \"## Load test\" section")
 	flag.BoolVar(&o.keep, "keep", false, "keep the temporary home and the daemon's log")
