@@ -35,7 +35,7 @@ type ChatModel interface {
 // DeviceHeader names the response header that says which device ran a request.
 const DeviceHeader = "X-Modeld-Device"
 
-var chatRoles = map[string]bool{"system": true, "developer": true, "user": true, "assistant": true, "tool": true}
+var chatRoles = map[string]bool{"system": true, "developer": true, "user": true, "assistant": true, "tool": true, "function": true}
 
 // decodeJSON reads the request body into v, refusing what is not one JSON
 // object. The access rules (access.go) bound the body's size and time.
@@ -440,6 +440,35 @@ func (s *Server) completions(c *gin.Context) {
 	s.generate(c, model, req.Model, gen, req.Stream, req.StreamOptions, false)
 }
 
+// addToolDeltas appends a stream's tool-call deltas to the calls they build.
+func addToolDeltas(calls []wireToolCall, deltas []backends.ToolCallDelta) []wireToolCall {
+	for _, d := range deltas {
+		for d.Index >= len(calls) {
+			calls = append(calls, wireToolCall{Type: "function"})
+		}
+		tc := &calls[d.Index]
+		if d.ID != "" {
+			tc.ID = d.ID
+		}
+		tc.Function.Name += d.Name
+		tc.Function.Arguments += d.Arguments
+	}
+	return calls
+}
+
+// chunkToolCalls is the wire form of a stream's tool-call deltas.
+func chunkToolCalls(deltas []backends.ToolCallDelta) []ChunkToolCall {
+	out := make([]ChunkToolCall, len(deltas))
+	for i, d := range deltas {
+		out[i].Index, out[i].ID = d.Index, d.ID
+		if d.ID != "" {
+			out[i].Type = "function"
+		}
+		out[i].Function.Name, out[i].Function.Arguments = d.Name, d.Arguments
+	}
+	return out
+}
+
 func newID(prefix string) string {
 	var b [12]byte
 	_, _ = rand.Read(b[:])
@@ -472,8 +501,10 @@ func (s *Server) generate(c *gin.Context, model ChatModel, name string, req back
 	if !stream {
 		var text strings.Builder
 		var last backends.Event
+		var calls []wireToolCall
 		for ev := range events {
 			text.WriteString(ev.Text)
+			calls = addToolDeltas(calls, ev.ToolCalls)
 			last = ev
 		}
 		if last.Finish == backends.FinishError || last.Err != nil {
@@ -488,8 +519,12 @@ func (s *Server) generate(c *gin.Context, model ChatModel, name string, req back
 		usage := toUsage(last.Usage)
 		content := text.String()
 		if chat {
+			msg := AssistantMessage{Role: "assistant", Content: &content, ToolCalls: calls}
+			if content == "" && len(calls) > 0 {
+				msg.Content = nil
+			}
 			c.JSON(http.StatusOK, ChatCompletion{ID: id, Object: "chat.completion", Created: created, Model: name, SystemFingerprint: fp,
-				Choices: []ChatChoice{{Message: AssistantMessage{Role: "assistant", Content: &content}, FinishReason: finish}}, Usage: usage})
+				Choices: []ChatChoice{{Message: msg, FinishReason: finish}}, Usage: usage})
 		} else {
 			c.JSON(http.StatusOK, Completion{ID: id, Object: "text_completion", Created: created, Model: name, SystemFingerprint: fp,
 				Choices: []CompletionChoice{{Text: content, FinishReason: &finish}}, Usage: &usage})
@@ -520,6 +555,10 @@ func (s *Server) generate(c *gin.Context, model ChatModel, name string, req back
 		if ev.Text != "" {
 			t := ev.Text
 			sse.send(chunk(&t, "", nil))
+		}
+		if chat && len(ev.ToolCalls) > 0 {
+			sse.send(ChatCompletionChunk{ID: id, Object: "chat.completion.chunk", Created: created, Model: name, SystemFingerprint: fp,
+				Choices: []ChunkChoice{{Delta: ChunkDelta{ToolCalls: chunkToolCalls(ev.ToolCalls)}}}})
 		}
 		if !ev.Done {
 			continue

@@ -260,7 +260,7 @@ func TestChatErrors(t *testing.T) {
 		{`{"model":"m","messages":[{"role":"user","content":"x"}],"temperature":3,"n":9}`, 400, "temperature 3 is outside [0, 2]; n 9 is outside [1, 8]"},
 		{`{"model":"m","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"x"}}]}]}`, 400, "image_url"},
 		{`{"model":"m","messages":[{"role":"user","content":"x"}],"tools":[{"type":"function"}]}`, 400, "tools[0] must be"},
-		{`{"model":"m","messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f"}}]}`, 400, "this model does not support tools yet"},
+		{`{"model":"m","messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f","parameters":[1]}}]}`, 400, "tools[0].function.parameters must be a JSON Schema object"},
 		{`{"model":"m","messages":[{"role":"user","content":"x"}],"n":2}`, 400, "this model supports only n=1"},
 		{`{"model":"m","messages":[{"role":"user","content":"x"}],"logprobs":true}`, 400, "this model does not support logprobs"},
 		{`{"model":"m","messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_object"}}`, 400, "this model does not support response_format json_object"},
@@ -292,9 +292,9 @@ func TestChatErrors(t *testing.T) {
 		t.Errorf("typed busy: %d Retry-After %q code %v", w.Code, w.Header().Get("Retry-After"), e.Error.Code)
 	}
 	// A field the backend cannot honour is a 400 whose param names it.
-	w = post(t, s, "/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f"}}]}`)
-	if e := decodeError(t, w); e.Error.Param == nil || *e.Error.Param != "tools" {
-		t.Errorf("tools refusal param = %v", e.Error.Param)
+	w = post(t, s, "/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"x"}],"logprobs":true}`)
+	if e := decodeError(t, w); e.Error.Param == nil || *e.Error.Param != "logprobs" {
+		t.Errorf("logprobs refusal param = %v", e.Error.Param)
 	}
 }
 

@@ -3,6 +3,7 @@ package api
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -130,6 +131,14 @@ type ChatMessage struct {
 	Name       string          `json:"name,omitempty"`
 	ToolCalls  json.RawMessage `json:"tool_calls,omitempty"`
 	ToolCallID string          `json:"tool_call_id,omitempty"`
+	// FunctionCall is the legacy form of one tool call.
+	FunctionCall *wireFunction `json:"function_call,omitempty"`
+}
+
+// wireFunction is a function's name and arguments (JSON text).
+type wireFunction struct {
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
 }
 
 type StreamOptions struct {
@@ -163,8 +172,13 @@ type ChatCompletionRequest struct {
 	Messages            []ChatMessage `json:"messages"`
 	MaxCompletionTokens *int          `json:"max_completion_tokens"`
 	samplingFields
-	Tools          json.RawMessage `json:"tools"`
-	ToolChoice     json.RawMessage `json:"tool_choice"`
+	Tools             json.RawMessage `json:"tools"`
+	ToolChoice        json.RawMessage `json:"tool_choice"`
+	ParallelToolCalls *bool           `json:"parallel_tool_calls"`
+	// Functions and FunctionCall are the legacy forms of tools and
+	// tool_choice.
+	Functions      json.RawMessage `json:"functions"`
+	FunctionCall   json.RawMessage `json:"function_call"`
 	ResponseFormat *struct {
 		Type       string `json:"type"`
 		JSONSchema *struct {
@@ -199,17 +213,27 @@ type wireToolCall struct {
 // message turns the i-th message into the internal model.
 func (m *ChatMessage) message(i int) (backends.Message, error) {
 	role := m.Role
-	if role == "developer" {
+	switch role {
+	case "developer":
 		role = "system"
+	case "function": // legacy: a function's result, named by the function
+		role = "tool"
 	}
 	bm := backends.Message{Role: role, Content: m.Content.Text, Parts: m.Content.Parts, Name: m.Name, ToolCallID: m.ToolCallID}
+	if fc := m.FunctionCall; fc != nil && len(m.ToolCalls) == 0 {
+		bm.ToolCalls = []backends.ToolCall{{ID: fmt.Sprintf("call_%d", i), Name: fc.Name, Arguments: fc.Arguments}}
+	}
 	if len(m.ToolCalls) > 0 && string(m.ToolCalls) != "null" {
 		var calls []wireToolCall
 		if err := json.Unmarshal(m.ToolCalls, &calls); err != nil {
 			param := fmt.Sprintf("messages[%d].tool_calls", i)
 			return bm, badRequest(param, "%s must be an array of {id, type: \"function\", function: {name, arguments}}", param)
 		}
-		for _, c := range calls {
+		for j, c := range calls {
+			if c.Function.Name == "" || c.Type != "" && c.Type != "function" {
+				param := fmt.Sprintf("messages[%d].tool_calls[%d]", i, j)
+				return bm, badRequest(param, "%s must be {id, type: \"function\", function: {name, arguments}}", param)
+			}
 			bm.ToolCalls = append(bm.ToolCalls, backends.ToolCall{ID: c.ID, Name: c.Function.Name, Arguments: c.Function.Arguments})
 		}
 	}
@@ -221,7 +245,13 @@ func (m *ChatMessage) message(i int) (backends.Message, error) {
 // backend's to say.
 func (req *ChatCompletionRequest) tooling(gen *backends.Request) error {
 	var errs []error
-	if len(req.Tools) > 0 && string(req.Tools) != "null" {
+	if given(req.Tools) && given(req.Functions) {
+		errs = append(errs, badRequest("functions", "send tools or the legacy functions, not both"))
+	}
+	if given(req.ToolChoice) && given(req.FunctionCall) {
+		errs = append(errs, badRequest("function_call", "send tool_choice or the legacy function_call, not both"))
+	}
+	if given(req.Tools) {
 		var tools []wireTool
 		if err := json.Unmarshal(req.Tools, &tools); err != nil {
 			errs = append(errs, badRequest("tools", "tools must be an array of {type: \"function\", function: {name, ...}}"))
@@ -237,8 +267,34 @@ func (req *ChatCompletionRequest) tooling(gen *backends.Request) error {
 					Parameters: t.Function.Parameters, Strict: t.Function.Strict})
 			}
 		}
+	} else if given(req.Functions) {
+		var fns []wireFunctionDef
+		if err := json.Unmarshal(req.Functions, &fns); err != nil {
+			errs = append(errs, badRequest("functions", "functions must be an array of {name, description, parameters}"))
+		} else if len(fns) > MaxTools {
+			errs = append(errs, tooMany("functions", len(fns), MaxTools, "functions"))
+		} else {
+			for _, f := range fns {
+				gen.Tools = append(gen.Tools, backends.Tool{Name: f.Name, Description: f.Description, Parameters: f.Parameters})
+			}
+		}
 	}
-	if len(req.ToolChoice) > 0 && string(req.ToolChoice) != "null" {
+	errs = append(errs, checkTools(gen.Tools, given(req.Functions) && !given(req.Tools))...)
+	if given(req.FunctionCall) {
+		var mode string
+		var named struct {
+			Name string `json:"name"`
+		}
+		switch {
+		case json.Unmarshal(req.FunctionCall, &mode) == nil && (mode == "auto" || mode == "none"):
+			gen.ToolChoice.Mode = backends.ToolChoiceMode(mode)
+		case json.Unmarshal(req.FunctionCall, &named) == nil && named.Name != "":
+			gen.ToolChoice = backends.ToolChoice{Mode: backends.ToolChoiceFunction, Name: named.Name}
+		default:
+			errs = append(errs, badRequest("function_call", "function_call must be auto, none or {name}"))
+		}
+	}
+	if given(req.ToolChoice) {
 		var mode string
 		var named struct {
 			Type     string `json:"type"`
@@ -260,6 +316,14 @@ func (req *ChatCompletionRequest) tooling(gen *backends.Request) error {
 			errs = append(errs, badRequest("tool_choice", "tool_choice must be auto, none, required or {type: \"function\", function: {name}}"))
 		}
 	}
+	switch tc := gen.ToolChoice; {
+	case tc.Mode == backends.ToolChoiceNone:
+		gen.Tools = nil // not rendered, and no calls read from the output
+	case (tc.Mode == backends.ToolChoiceRequired || tc.Mode == backends.ToolChoiceFunction) && len(gen.Tools) == 0 && len(errs) == 0:
+		errs = append(errs, badRequest("tool_choice", "tool_choice %s needs tools", quote(string(tc.Mode))))
+	case tc.Mode == backends.ToolChoiceFunction && !slices.ContainsFunc(gen.Tools, func(t backends.Tool) bool { return t.Name == tc.Name }) && len(errs) == 0:
+		errs = append(errs, badRequest("tool_choice", "tool_choice names %s, which is not among the tools", quote(tc.Name)))
+	}
 	if rf := req.ResponseFormat; rf != nil {
 		switch t := backends.ResponseFormatType(rf.Type); t {
 		case "", backends.FormatText, backends.FormatJSONObject:
@@ -275,6 +339,55 @@ func (req *ChatCompletionRequest) tooling(gen *backends.Request) error {
 		}
 	}
 	return joinBadRequests(errs)
+}
+
+// wireFunctionDef is a legacy function definition.
+type wireFunctionDef struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	Parameters  json.RawMessage `json:"parameters"`
+}
+
+// given reports whether a raw field was sent and is not null.
+func given(b json.RawMessage) bool { return len(b) > 0 && string(b) != "null" }
+
+// checkTools validates tool definitions: a name of letters, digits, _ and
+// - (at most 64), unique, and parameters absent or a JSON Schema object.
+// legacy names the fields after functions[i] instead of tools[i].function.
+func checkTools(tools []backends.Tool, legacy bool) []error {
+	var errs []error
+	seen := map[string]bool{}
+	for i, t := range tools {
+		param := fmt.Sprintf("tools[%d].function", i)
+		if legacy {
+			param = fmt.Sprintf("functions[%d]", i)
+		}
+		if !validToolName(t.Name) {
+			errs = append(errs, badRequest(param+".name", "%s.name %s must be 1 to 64 letters, digits, _ or -", param, quote(t.Name)))
+		} else if seen[t.Name] {
+			errs = append(errs, badRequest(param+".name", "%s.name %s is defined twice", param, quote(t.Name)))
+		}
+		seen[t.Name] = true
+		if given(t.Parameters) {
+			var obj map[string]json.RawMessage
+			if json.Unmarshal(t.Parameters, &obj) != nil {
+				errs = append(errs, badRequest(param+".parameters", "%s.parameters must be a JSON Schema object", param))
+			}
+		}
+	}
+	return errs
+}
+
+func validToolName(s string) bool {
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	for _, c := range []byte(s) {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
 }
 
 type CompletionRequest struct {
@@ -298,9 +411,10 @@ type Usage struct {
 }
 
 type AssistantMessage struct {
-	Role    string  `json:"role"`
-	Content *string `json:"content"`
-	Refusal *string `json:"refusal"`
+	Role      string         `json:"role"`
+	Content   *string        `json:"content"`
+	Refusal   *string        `json:"refusal"`
+	ToolCalls []wireToolCall `json:"tool_calls,omitempty"`
 }
 
 type ChatChoice struct {
@@ -321,8 +435,21 @@ type ChatCompletion struct {
 }
 
 type ChunkDelta struct {
-	Role    string  `json:"role,omitempty"`
-	Content *string `json:"content,omitempty"`
+	Role      string          `json:"role,omitempty"`
+	Content   *string         `json:"content,omitempty"`
+	ToolCalls []ChunkToolCall `json:"tool_calls,omitempty"`
+}
+
+// ChunkToolCall is a piece of a tool call in a stream: the first piece of
+// a call has its id, type and name; later ones add argument text.
+type ChunkToolCall struct {
+	Index    int    `json:"index"`
+	ID       string `json:"id,omitempty"`
+	Type     string `json:"type,omitempty"`
+	Function struct {
+		Name      string `json:"name,omitempty"`
+		Arguments string `json:"arguments"`
+	} `json:"function"`
 }
 
 type ChunkChoice struct {

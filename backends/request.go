@@ -162,12 +162,11 @@ type Request struct {
 }
 
 // Unsupported returns a *BadRequestError for the first field of r that a
-// backend supporting none of tools, structured output, logprobs and n > 1
-// cannot honour; nil when r asks for none of them.
+// backend supporting none of structured output, logprobs and n > 1 cannot
+// honour; nil when r asks for none of them. Tools are every backend's to
+// read: one that cannot parse calls renders them or ignores them.
 func (r *Request) Unsupported(backend string) error {
 	switch {
-	case len(r.Tools) > 0 && r.ToolChoice.Mode != ToolChoiceNone:
-		return &BadRequestError{Param: "tools", Message: backend + " does not support tools yet; send the request without tools or with tool_choice \"none\""}
 	case !r.ResponseFormat.IsText():
 		return &BadRequestError{Param: "response_format", Message: backend + " does not support response_format " + string(r.ResponseFormat.Type) + " yet"}
 	case r.Logprobs || r.TopLogprobs > 0:

@@ -6,6 +6,8 @@ import (
 	"slices"
 
 	yz "github.com/hybridgroup/yzma/pkg/llama"
+
+	"github.com/modeld/modeld/backends/toolcall"
 )
 
 // Generate starts a generation and returns its event stream. Errors found
@@ -36,9 +38,16 @@ func (m *Model) Generate(ctx context.Context, req Request) (<-chan Event, error)
 		ctx: ctx, prompt: prompt, budget: budget, stops: slices.Clone(req.Stop),
 		samp: samp, stream: newStream(),
 	}
+	tools := wantsToolCalls(&req)
+	if tools { // the call markers may be control tokens: render them as text
+		r.render = func(t yz.Token) string { return m.piece(t, true) }
+	}
 	if err := m.sch.submit(r); err != nil {
 		return nil, err
 	}
 	go r.stream.pump()
+	if tools {
+		return toolEvents(r.stream.out, toolcall.Detect(m.info.ChatTemplate)), nil
+	}
 	return r.stream.out, nil
 }

@@ -14,6 +14,9 @@ type request struct {
 	stops  []string
 	samp   Sampling
 	stream *stream
+	// render, when set, turns a sampled token into text instead of the
+	// decoder's piece (which leaves control tokens out).
+	render func(yz.Token) string
 }
 
 // slot is one sequence of the llama context. Only the scheduler goroutine
@@ -114,7 +117,11 @@ func (s *scheduler) onToken(sl *slot, tok yz.Token) {
 		s.finish(sl, FinishStop, nil, true)
 		return
 	}
-	text, stopped := sl.text.push(s.dec.piece(tok))
+	piece := sl.r.render
+	if piece == nil {
+		piece = s.dec.piece
+	}
+	text, stopped := sl.text.push(piece(tok))
 	sl.r.stream.push(Event{Token: int32(tok), Text: text})
 	switch {
 	case stopped:
