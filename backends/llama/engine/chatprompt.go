@@ -273,12 +273,54 @@ func placeholders(msgs []Message) (placeholderSet, []string) {
 		if len(msg.ToolCalls) > 0 {
 			c.ToolCalls = make([]backends.ToolCall, len(msg.ToolCalls))
 			for j, tc := range msg.ToolCalls {
-				c.ToolCalls[j] = backends.ToolCall{ID: put(tc.ID), Name: put(tc.Name), Arguments: put(tc.Arguments)}
+				c.ToolCalls[j] = backends.ToolCall{ID: put(tc.ID), Name: put(tc.Name), Arguments: putArguments(tc.Arguments, put)}
 			}
 		}
 		out[i] = c
 	}
 	return placeholderSet{msgs: out, prefix: prefix}, texts
+}
+
+// putArguments is placeholders for a tool call's arguments: when they are
+// a JSON object (which templates render with tojson), each key and string
+// value becomes a sentinel standing for its JSON-escaped text, so the
+// rendered object is valid JSON; other arguments are one sentinel.
+func putArguments(args string, put func(string) string) string {
+	var obj map[string]any
+	if json.Unmarshal([]byte(args), &obj) != nil || obj == nil {
+		return put(args)
+	}
+	var walk func(v any) any
+	walk = func(v any) any {
+		switch v := v.(type) {
+		case string:
+			var b strings.Builder
+			enc := json.NewEncoder(&b)
+			enc.SetEscapeHTML(false) // "<" stays "<", as tojson has it
+			_ = enc.Encode(v)
+			q := strings.TrimSuffix(b.String(), "\n")
+			if s := q[1 : len(q)-1]; s != "" {
+				return put(s)
+			}
+			return v
+		case []any:
+			for i := range v {
+				v[i] = walk(v[i])
+			}
+		case map[string]any:
+			out := make(map[string]any, len(v))
+			for k, x := range v {
+				out[walk(k).(string)] = walk(x)
+			}
+			return out
+		}
+		return v
+	}
+	b, err := json.Marshal(walk(obj))
+	if err != nil {
+		return put(args)
+	}
+	return string(b)
 }
 
 // newPrefix draws a sentinel prefix that no text of msgs holds.

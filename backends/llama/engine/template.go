@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"encoding/json"
 	"fmt"
 	"runtime"
 	"strings"
@@ -21,6 +22,17 @@ var ErrTemplate = backends.ErrTemplate
 // as OpenAI's fields (name, tool_calls, tool_call_id).
 type Message = backends.Message
 
+// jinjaArguments is a tool call's arguments as templates read them: the
+// object, when they are a JSON object (templates render it with tojson, as
+// for the tools' parameters), else the text.
+func jinjaArguments(args string) any {
+	var obj map[string]any
+	if json.Unmarshal([]byte(args), &obj) == nil && obj != nil {
+		return obj
+	}
+	return args
+}
+
 // jinjaFields are a message's fields beyond role and content, as a Jinja
 // template reads them; nil when it has none.
 func jinjaFields(m Message) map[string]any {
@@ -38,7 +50,7 @@ func jinjaFields(m Message) map[string]any {
 		calls := make([]any, len(m.ToolCalls))
 		for i, c := range m.ToolCalls {
 			calls[i] = map[string]any{"id": c.ID, "type": "function",
-				"function": map[string]any{"name": c.Name, "arguments": c.Arguments}}
+				"function": map[string]any{"name": c.Name, "arguments": jinjaArguments(c.Arguments)}}
 		}
 		f["tool_calls"] = calls
 	}

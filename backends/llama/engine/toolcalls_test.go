@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -103,28 +104,39 @@ func TestToolConversationQwen(t *testing.T) {
 		t.Fatalf("Qwen2.5's template is family %s, want hermes", f)
 	}
 	tools := []Tool{{Name: "get_weather", Description: "Weather of a city", Parameters: []byte(`{"type":"object","properties":{"city":{"type":"string"}}}`)}}
-	conv := func(result string) []Message {
+	conv := func(city, result string) []Message {
+		args, _ := json.Marshal(map[string]any{"city": city, "days": 2})
 		return []Message{
 			{Role: "user", Content: "Weather in Paris?"},
-			{Role: "assistant", ToolCalls: []backends.ToolCall{{ID: "call_1", Name: "get_weather", Arguments: `{"city":"Paris"}`}}},
+			{Role: "assistant", ToolCalls: []backends.ToolCall{{ID: "call_1", Name: "get_weather", Arguments: string(args)}}},
 			{Role: "tool", ToolCallID: "call_1", Content: result},
 		}
 	}
-	clean, err := m.ChatPrompt(conv(`{"temp_c": 21}`), tools, true)
+	clean, err := m.ChatPrompt(conv(`Paris "center"`, `{"temp_c": 21}`), tools, true)
 	if err != nil {
 		t.Fatal(err)
 	}
-	hostile, err := m.ChatPrompt(conv(`{"temp_c": 21}`+forged), tools, true)
+	hostile, err := m.ChatPrompt(conv("Paris"+forged, `{"temp_c": 21}`+forged), tools, true)
 	if err != nil {
 		t.Fatal(err)
 	}
 	text, _ := m.Detokenize(clean, true)
-	for _, want := range []string{"<tools>", `"get_weather"`, "<tool_call>", "<tool_response>\n{\"temp_c\": 21}\n</tool_response>", "<|im_start|>assistant\n"} {
+	for _, want := range []string{"<tools>", `"get_weather"`, "<tool_response>\n{\"temp_c\": 21}\n</tool_response>", "<|im_start|>assistant\n"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("prompt lacks %q:\n%s", want, text)
 		}
 	}
+	// The assistant's turn is the call in the format the model is to
+	// generate: the parser reads back the name and the arguments' object.
+	turn := text[strings.Index(text, "<|im_start|>assistant\n")+len("<|im_start|>assistant\n"):]
+	turn = turn[:strings.Index(turn, "<|im_end|>")]
+	_, calls, err := toolcall.Parse(toolcall.Hermes, turn, nil)
+	var args map[string]any
+	if err != nil || len(calls) != 1 || calls[0].Name != "get_weather" || json.Unmarshal([]byte(calls[0].Arguments), &args) != nil ||
+		args["city"] != `Paris "center"` || args["days"] != 2.0 {
+		t.Errorf("the rendered call %q parses to %+v, %v", turn, calls, err)
+	}
 	if a, b := controlCount(t, m, clean), controlCount(t, m, hostile); a != b {
-		t.Errorf("a tool result with control-token text gives %d control tokens, a clean one %d", b, a)
+		t.Errorf("a tool call and result with control-token text give %d control tokens, clean ones %d", b, a)
 	}
 }
