@@ -67,6 +67,10 @@ func TestWireRequestAndEvent(t *testing.T) {
 		Sampling: backends.Sampling{Temperature: 0.7, TopK: 5, TopP: 0.9, MinP: 0.05, Seed: &seed,
 			PresencePenalty: 0.1, FrequencyPenalty: -0.2, RepeatPenalty: 1.1, PenaltyLastN: 64,
 			LogitBias: map[int32]float32{4: float32(math.Inf(-1)), 5: float32(math.Inf(1)), 6: 2.5, 7: -100}},
+		Messages: []backends.Message{{Role: "assistant", ToolCalls: []backends.ToolCall{{ID: "c1", Name: "f", Arguments: `{"a":1}`}}},
+			{Role: "tool", ToolCallID: "c1", Content: "2"}},
+		Tools:      []backends.Tool{{Name: "f", Parameters: []byte(`{"type":"object"}`)}},
+		ToolChoice: backends.ToolChoice{Mode: backends.ToolChoiceFunction, Name: "f"},
 	}
 	got, err := wireTrip(t, wire.FromRequest(req)).ToRequest()
 	if err != nil {
@@ -85,6 +89,7 @@ func TestWireRequestAndEvent(t *testing.T) {
 
 	evs := []Event{
 		{Token: 42, Text: "<b>é"},
+		{Token: 43, Text: "ok", ToolCalls: []backends.ToolCallDelta{{Index: 1, ID: "call_1", Name: "f", Arguments: `{"a":`}}},
 		{Token: -1, Done: true, Finish: FinishLength, Usage: Usage{PromptTokens: 3, CompletionTokens: 9, CachedTokens: 2}},
 		{Token: -1, Done: true, Finish: FinishError, Err: fmt.Errorf("%w: llama_decode returned 1", ErrDecode)},
 	}
