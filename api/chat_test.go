@@ -263,7 +263,8 @@ func TestChatErrors(t *testing.T) {
 		{`{"model":"m","messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f","parameters":[1]}}]}`, 400, "tools[0].function.parameters must be a JSON Schema object"},
 		{`{"model":"m","messages":[{"role":"user","content":"x"}],"n":2}`, 400, "this model supports only n=1"},
 		{`{"model":"m","messages":[{"role":"user","content":"x"}],"logprobs":true}`, 400, "this model does not support logprobs"},
-		{`{"model":"m","messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_object"}}`, 400, "this model does not support response_format json_object"},
+		{`{"model":"m","messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":{"type":"object","not":{"required":["a"]}}}}}`, 400, `the keyword "not" (at the schema's root) is not supported`},
+		{`{"model":"m","messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_schema","json_schema":{"name":"x"}}}`, 400, "needs json_schema.schema"},
 		{`{"model":"m","messages":[{"role":"user","content":"x"}],"max_tokens":0}`, 400, "max_tokens must be at least 1"},
 		{`{"model":"m","messages":[{"role":"user","content":"x"}],"logit_bias":{"abc":1}}`, 400, "not a token id"},
 		{`{"model":"notmpl","messages":[{"role":"user","content":"x"}]}`, 400, "use /v1/completions"},
@@ -295,6 +296,10 @@ func TestChatErrors(t *testing.T) {
 	w = post(t, s, "/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"x"}],"logprobs":true}`)
 	if e := decodeError(t, w); e.Error.Param == nil || *e.Error.Param != "logprobs" {
 		t.Errorf("logprobs refusal param = %v", e.Error.Param)
+	}
+	w = post(t, s, "/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":{"not":{}}}}}`)
+	if e := decodeError(t, w); e.Error.Param == nil || *e.Error.Param != "response_format" {
+		t.Errorf("schema refusal param = %v", e.Error.Param)
 	}
 }
 

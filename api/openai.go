@@ -337,6 +337,9 @@ func (req *ChatCompletionRequest) tooling(gen *backends.Request) error {
 		default:
 			errs = append(errs, badRequest("response_format", "response_format type %s is not one of text, json_object, json_schema", quote(rf.Type)))
 		}
+		if err := structuredOutput(&gen.ResponseFormat); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	return joinBadRequests(errs)
 }

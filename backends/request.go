@@ -106,6 +106,10 @@ type ResponseFormat struct {
 	Name   string             `json:"name,omitempty"`
 	Schema json.RawMessage    `json:"schema,omitempty"`
 	Strict bool               `json:"strict,omitempty"`
+	// Grammar is the GBNF grammar the daemon derived from Type and Schema
+	// (package backends/llama/grammar) before any model was acquired; the
+	// llama backend samples under it. Empty for free text.
+	Grammar string `json:"grammar,omitempty"`
 }
 
 // IsText reports whether f asks for free text.
@@ -162,13 +166,13 @@ type Request struct {
 }
 
 // Unsupported returns a *BadRequestError for the first field of r that a
-// backend supporting none of structured output, logprobs and n > 1 cannot
-// honour; nil when r asks for none of them. Tools are every backend's to
-// read: one that cannot parse calls renders them or ignores them.
+// backend supporting neither logprobs nor n > 1 cannot honour; nil when r
+// asks for neither. Tools are every backend's to read: one that cannot
+// parse calls renders them or ignores them. Structured output is each
+// backend's to check: one that cannot constrain its output refuses a
+// ResponseFormat other than text itself.
 func (r *Request) Unsupported(backend string) error {
 	switch {
-	case !r.ResponseFormat.IsText():
-		return &BadRequestError{Param: "response_format", Message: backend + " does not support response_format " + string(r.ResponseFormat.Type) + " yet"}
 	case r.Logprobs || r.TopLogprobs > 0:
 		return &BadRequestError{Param: "logprobs", Message: backend + " does not support logprobs"}
 	case r.N > 1:

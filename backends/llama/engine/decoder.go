@@ -18,8 +18,9 @@ type decoder interface {
 	// sample draws the next token of seq from the logits of batch index i
 	// of the last decode.
 	sample(seq int, i int32) yz.Token
-	// startSeq gives seq a sampler for samp; endSeq frees it.
-	startSeq(seq int, samp Sampling)
+	// startSeq gives seq a sampler for samp, under grammar when it is not
+	// empty; endSeq frees it.
+	startSeq(seq int, samp Sampling, grammar string)
 	endSeq(seq int)
 	// seqRemove drops seq's KV from position from on (-1: all of it); false
 	// when the backend could not drop a partial range.
@@ -104,8 +105,8 @@ func (d *llamaDecoder) sample(seq int, i int32) yz.Token {
 	return yz.SamplerSample(d.smpl[seq], d.lctx, i)
 }
 
-func (d *llamaDecoder) startSeq(seq int, samp Sampling) {
-	d.smpl[seq] = newSampler(samp, d.m.nVocab, d.nCtx)
+func (d *llamaDecoder) startSeq(seq int, samp Sampling, grammar string) {
+	d.smpl[seq] = newSampler(samp, d.m.vocab, grammar, d.m.nVocab, d.nCtx)
 }
 
 func (d *llamaDecoder) endSeq(seq int) {

@@ -21,6 +21,9 @@ func (m *Model) Generate(ctx context.Context, req Request) (<-chan Event, error)
 	if err != nil {
 		return nil, err
 	}
+	if err := checkGrammar(m.vocab, req.ResponseFormat); err != nil {
+		return nil, err
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -36,7 +39,7 @@ func (m *Model) Generate(ctx context.Context, req Request) (<-chan Event, error)
 	}
 	r := &request{
 		ctx: ctx, prompt: prompt, budget: budget, stops: slices.Clone(req.Stop),
-		samp: samp, stream: newStream(),
+		samp: samp, grammar: req.ResponseFormat.Grammar, stream: newStream(),
 	}
 	tools := wantsToolCalls(&req)
 	if tools { // the call markers may be control tokens: render them as text

@@ -5,13 +5,19 @@ import (
 	"slices"
 
 	yz "github.com/hybridgroup/yzma/pkg/llama"
+
+	"github.com/modeld/modeld/backends"
 )
 
 // newSampler builds the request's sampler chain, in llama.cpp's usual order:
 // logit bias, penalties, then greedy, or top-k, top-p, min-p, temperature
-// and a seeded draw. ctxSize bounds the penalty window. Only the scheduler
+// and a seeded draw. A grammar (GBNF, rooted at "root") comes after the
+// penalties and before every filter and draw: it sets the logit of each
+// token that would break it to -inf, so whatever is drawn obeys it, and once
+// the grammar is complete only end-of-generation tokens remain (and before
+// that none). ctxSize bounds the penalty window. Only the scheduler
 // goroutine calls it; the chain is freed with yz.SamplerFree.
-func newSampler(s Sampling, nVocab, ctxSize int) yz.Sampler {
+func newSampler(s Sampling, vocab yz.Vocab, grammar string, nVocab, ctxSize int) yz.Sampler {
 	chain := yz.SamplerChainInit(yz.SamplerChainDefaultParams())
 	if len(s.LogitBias) > 0 {
 		ids := make([]int32, 0, len(s.LogitBias))
@@ -38,6 +44,12 @@ func newSampler(s Sampling, nVocab, ctxSize int) yz.Sampler {
 		yz.SamplerChainAdd(chain, yz.SamplerInitPenalties(int32(nVocab), int32(lastN), repeat,
 			s.FrequencyPenalty, s.PresencePenalty))
 	}
+	if grammar != "" {
+		// Generate checked that the grammar parses, so this cannot be 0.
+		if g := yz.SamplerInitGrammar(vocab, grammar, grammarRoot); g != 0 {
+			yz.SamplerChainAdd(chain, g)
+		}
+	}
 	if s.Temperature <= 0 {
 		yz.SamplerChainAdd(chain, yz.SamplerInitGreedy())
 		return chain
@@ -61,4 +73,27 @@ func newSampler(s Sampling, nVocab, ctxSize int) yz.Sampler {
 	}
 	yz.SamplerChainAdd(chain, yz.SamplerInitDist(seed))
 	return chain
+}
+
+// grammarRoot is the start rule of a response-format grammar (the rule
+// package backends/llama/grammar roots its grammars at).
+const grammarRoot = "root"
+
+// checkGrammar reports, as a *backends.BadRequestError on response_format,
+// a grammar llama.cpp's parser refuses, and a structured response format
+// that arrived without its grammar; nil for free text. It may run on any
+// goroutine: it reads only the vocabulary.
+func checkGrammar(vocab yz.Vocab, f backends.ResponseFormat) error {
+	if f.IsText() {
+		return nil
+	}
+	if f.Grammar == "" {
+		return &backends.BadRequestError{Param: "response_format", Message: "response_format " + string(f.Type) + " reached the llama engine without its grammar"}
+	}
+	g := yz.SamplerInitGrammar(vocab, f.Grammar, grammarRoot)
+	if g == 0 {
+		return &backends.BadRequestError{Param: "response_format", Message: "the response_format grammar does not parse"}
+	}
+	yz.SamplerFree(g)
+	return nil
 }

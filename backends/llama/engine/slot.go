@@ -14,6 +14,8 @@ type request struct {
 	stops  []string
 	samp   Sampling
 	stream *stream
+	// grammar is the GBNF grammar every sampled token obeys ("" none).
+	grammar string
 	// render, when set, turns a sampled token into text instead of the
 	// decoder's piece (which leaves control tokens out).
 	render func(yz.Token) string
@@ -97,7 +99,7 @@ func (s *scheduler) start(sl *slot, r *request) {
 	sl.r = r
 	sl.nPast = common
 	sl.hasNext = false
-	s.dec.startSeq(sl.id, r.samp)
+	s.dec.startSeq(sl.id, r.samp, r.grammar)
 	sl.text = newTextAssembler(r.stops)
 	sl.usage = Usage{PromptTokens: len(r.prompt), CachedTokens: common}
 	s.active.Add(1)

@@ -1,0 +1,48 @@
+package api
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/modeld/modeld/backends"
+	_ "github.com/modeld/modeld/backends/llama" // registers the response-format compiler
+)
+
+// TestStructuredOutputCompiled: a json_object or json_schema response
+// format leaves the request check with its grammar (the backend's compiler
+// ran before any model was acquired); free text has none; a schema the
+// compiler refuses is a 400 on response_format naming the keyword.
+func TestStructuredOutputCompiled(t *testing.T) {
+	cases := []struct {
+		body    string
+		grammar bool
+	}{
+		{`{"model":"m","messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_object"}}`, true},
+		{`{"model":"m","messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_schema","json_schema":{"name":"a","schema":{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}}}}`, true},
+		{`{"model":"m","messages":[{"role":"user","content":"x"}],"response_format":{"type":"text"}}`, false},
+		{`{"model":"m","messages":[{"role":"user","content":"x"}]}`, false},
+	}
+	for _, tc := range cases {
+		var req ChatCompletionRequest
+		if err := json.Unmarshal([]byte(tc.body), &req); err != nil {
+			t.Fatal(err)
+		}
+		var gen backends.Request
+		if err := req.tooling(&gen); err != nil {
+			t.Fatalf("%s: %v", tc.body, err)
+		}
+		if got := gen.ResponseFormat.Grammar != ""; got != tc.grammar || tc.grammar && !strings.Contains(gen.ResponseFormat.Grammar, "root ::=") {
+			t.Errorf("%s: grammar %q", tc.body, gen.ResponseFormat.Grammar)
+		}
+	}
+	var req ChatCompletionRequest
+	if err := json.Unmarshal([]byte(`{"model":"m","messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_schema","json_schema":{"name":"a","schema":{"type":"integer","multipleOf":3}}}}`), &req); err != nil {
+		t.Fatal(err)
+	}
+	err := req.tooling(&backends.Request{})
+	e, ok := err.(*Error)
+	if !ok || e.Param == nil || *e.Param != "response_format" || !strings.Contains(e.Message, `the keyword "multipleOf" (at the schema's root) is not supported`) {
+		t.Fatalf("multipleOf: %#v", err)
+	}
+}

@@ -1,0 +1,51 @@
+package backends
+
+import (
+	"fmt"
+	"sync"
+)
+
+// FormatCompiler turns a json_object or json_schema ResponseFormat into the
+// constraint a backend samples under, written to f.Grammar. A schema it
+// cannot enforce is a *BadRequestError on response_format whose message
+// names the keyword.
+type FormatCompiler func(f *ResponseFormat) error
+
+var (
+	formatMu       sync.RWMutex
+	formatCompiler FormatCompiler
+)
+
+// RegisterFormatCompiler makes c the compiler of structured response
+// formats, from the initialisation of the backend that samples under them.
+// It panics when c is nil or a compiler is already registered.
+func RegisterFormatCompiler(c FormatCompiler) {
+	formatMu.Lock()
+	defer formatMu.Unlock()
+	if c == nil {
+		panic("backends: RegisterFormatCompiler needs a compiler")
+	}
+	if formatCompiler != nil {
+		panic("backends: RegisterFormatCompiler called twice")
+	}
+	formatCompiler = c
+}
+
+// CompileResponseFormat fills f.Grammar for a json_object or json_schema
+// format, with the registered compiler. A dialect calls it while checking
+// a request, before any model is acquired, so that a schema that cannot be
+// enforced is refused without loading anything. Free text needs nothing;
+// without a registered compiler a structured format is a *BadRequestError.
+func CompileResponseFormat(f *ResponseFormat) error {
+	if f.IsText() {
+		f.Grammar = ""
+		return nil
+	}
+	formatMu.RLock()
+	c := formatCompiler
+	formatMu.RUnlock()
+	if c == nil {
+		return &BadRequestError{Param: "response_format", Message: fmt.Sprintf("response_format %s is not supported: no backend constrains its output", f.Type)}
+	}
+	return c(f)
+}

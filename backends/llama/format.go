@@ -1,0 +1,70 @@
+package llama
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/modeld/modeld/backends"
+	"github.com/modeld/modeld/backends/llama/grammar"
+)
+
+func init() { backends.RegisterFormatCompiler(CompileResponseFormat) }
+
+// CompileResponseFormat writes the GBNF grammar of a json_object or
+// json_schema response format to f.Grammar (package grammar converts the
+// schema); the engine's sampler chain enforces it token by token. A schema
+// the converter refuses is a *backends.BadRequestError on response_format
+// that names the keyword (or the bound, or what is malformed) and where.
+func CompileResponseFormat(f *backends.ResponseFormat) error {
+	switch f.Type {
+	case backends.FormatJSONObject:
+		f.Grammar = grammar.JSONObject()
+		return nil
+	case backends.FormatJSONSchema:
+		if len(f.Schema) == 0 || string(f.Schema) == "null" {
+			return formatError("response_format json_schema needs json_schema.schema")
+		}
+		g, err := grammar.FromSchema(f.Schema, grammar.Options{})
+		if err != nil {
+			return schemaError(err)
+		}
+		f.Grammar = g
+		return nil
+	case "", backends.FormatText:
+		f.Grammar = ""
+		return nil
+	}
+	return formatError(fmt.Sprintf("response_format type %s is not one of text, json_object, json_schema", backends.QuoteInput(string(f.Type))))
+}
+
+func formatError(msg string) error {
+	return &backends.BadRequestError{Param: "response_format", Message: msg}
+}
+
+// schemaError is the bad request for a schema grammar.FromSchema refused.
+func schemaError(err error) error {
+	var unsup *grammar.UnsupportedError
+	var inval *grammar.InvalidError
+	var limit *grammar.LimitError
+	at := func(path string) string {
+		if path == "" {
+			return "the schema's root"
+		}
+		return path
+	}
+	switch {
+	case errors.As(err, &unsup):
+		msg := fmt.Sprintf("response_format json_schema: the keyword %s (at %s) is not supported", backends.QuoteInput(unsup.Keyword), at(unsup.Path))
+		if unsup.Reason != "" {
+			msg += ": " + unsup.Reason
+		}
+		return &backends.BadRequestError{Param: "response_format", Message: msg, Err: err}
+	case errors.As(err, &inval):
+		return &backends.BadRequestError{Param: "response_format", Err: err,
+			Message: fmt.Sprintf("response_format json_schema is invalid at %s: %s", at(inval.Path), inval.Reason)}
+	case errors.As(err, &limit):
+		return &backends.BadRequestError{Param: "response_format", Err: err,
+			Message: fmt.Sprintf("response_format json_schema is too large at %s: over the %s bound of %d", at(limit.Path), limit.Limit, limit.Max)}
+	}
+	return &backends.BadRequestError{Param: "response_format", Message: "response_format json_schema: " + err.Error(), Err: err}
+}
