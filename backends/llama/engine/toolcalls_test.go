@@ -1,9 +1,12 @@
 package engine
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
+
+	yz "github.com/hybridgroup/yzma/pkg/llama"
 
 	"github.com/modeld/modeld/backends"
 	"github.com/modeld/modeld/backends/toolcall"
@@ -138,5 +141,54 @@ func TestToolConversationQwen(t *testing.T) {
 	}
 	if a, b := controlCount(t, m, clean), controlCount(t, m, hostile); a != b {
 		t.Errorf("a tool call and result with control-token text give %d control tokens, clean ones %d", b, a)
+	}
+}
+
+// scriptDecoder is a fakeDecoder that samples tokens 100, 101, ... for
+// n steps and then the end of generation (2).
+type scriptDecoder struct {
+	*fakeDecoder
+	n, at int
+}
+
+func (d *scriptDecoder) sample(int, int32) yz.Token {
+	if d.at >= d.n {
+		return 2
+	}
+	d.at++
+	return yz.Token(99 + d.at)
+}
+
+// TestSchedulerToolCall: through the scheduler, a request whose tokens
+// render (with control tokens as text) to a Hermes call gives the call's
+// deltas and finish_reason tool_calls: the request's render is used, not
+// the decoder's piece (which leaves the control tokens out, here "x").
+func TestSchedulerToolCall(t *testing.T) {
+	script := []string{"<tool_call>", "\n{\"name\": \"get_", "weather\", \"arguments\": {\"city\": ", "\"Paris\"}}\n", "</tool_call>"}
+	dec := &scriptDecoder{fakeDecoder: newFakeDecoder(), n: len(script)}
+	s := newSchedulerWith(dec, 1, 8, 1<<20, 0, Hooks{})
+	go s.loop()
+	t.Cleanup(s.stop)
+	r := &request{ctx: context.Background(), prompt: []yz.Token{10, 11, 12}, budget: 64, stream: newStream(),
+		render: func(tok yz.Token) string { return script[tok-100] }}
+	if err := s.submit(r); err != nil {
+		t.Fatal(err)
+	}
+	go r.stream.pump()
+	var text, name, args string
+	var last Event
+	for ev := range toolEvents(r.stream.out, toolcall.Hermes) {
+		text += ev.Text
+		for _, d := range ev.ToolCalls {
+			if d.Index != 0 {
+				t.Errorf("delta of call %d", d.Index)
+			}
+			name += d.Name
+			args += d.Arguments
+		}
+		last = ev
+	}
+	if text != "" || name != "get_weather" || args != `{"city": "Paris"}` || last.Finish != backends.FinishToolCalls || last.Usage.CompletionTokens != len(script)+1 {
+		t.Errorf("content %q, call %s(%s), last %+v; want get_weather({\"city\": \"Paris\"}) and tool_calls", text, name, args, last)
 	}
 }
