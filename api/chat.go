@@ -389,6 +389,9 @@ func (req *CompletionRequest) plan(contextCap int) (*completionPlan, error) {
 	if req.BestOf != nil && *req.BestOf != 1 {
 		errs = append(errs, badRequest("best_of", "only best_of=1 is supported"))
 	}
+	if err := responseFormat(req.ResponseFormat, &gen); err != nil {
+		errs = append(errs, err)
+	}
 	if err := joinBadRequests(errs); err != nil {
 		return nil, err
 	}

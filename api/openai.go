@@ -177,16 +177,9 @@ type ChatCompletionRequest struct {
 	ParallelToolCalls *bool           `json:"parallel_tool_calls"`
 	// Functions and FunctionCall are the legacy forms of tools and
 	// tool_choice.
-	Functions      json.RawMessage `json:"functions"`
-	FunctionCall   json.RawMessage `json:"function_call"`
-	ResponseFormat *struct {
-		Type       string `json:"type"`
-		JSONSchema *struct {
-			Name   string          `json:"name"`
-			Schema json.RawMessage `json:"schema"`
-			Strict bool            `json:"strict"`
-		} `json:"json_schema"`
-	} `json:"response_format"`
+	Functions      json.RawMessage     `json:"functions"`
+	FunctionCall   json.RawMessage     `json:"function_call"`
+	ResponseFormat *wireResponseFormat `json:"response_format"`
 }
 
 // wireTool is a tool definition of the chat API.
@@ -324,22 +317,8 @@ func (req *ChatCompletionRequest) tooling(gen *backends.Request) error {
 	case tc.Mode == backends.ToolChoiceFunction && !slices.ContainsFunc(gen.Tools, func(t backends.Tool) bool { return t.Name == tc.Name }) && len(errs) == 0:
 		errs = append(errs, badRequest("tool_choice", "tool_choice names %s, which is not among the tools", quote(tc.Name)))
 	}
-	if rf := req.ResponseFormat; rf != nil {
-		switch t := backends.ResponseFormatType(rf.Type); t {
-		case "", backends.FormatText, backends.FormatJSONObject:
-			gen.ResponseFormat.Type = t
-		case backends.FormatJSONSchema:
-			if rf.JSONSchema == nil {
-				errs = append(errs, badRequest("response_format", "response_format json_schema needs a json_schema object"))
-				break
-			}
-			gen.ResponseFormat = backends.ResponseFormat{Type: t, Name: rf.JSONSchema.Name, Schema: rf.JSONSchema.Schema, Strict: rf.JSONSchema.Strict}
-		default:
-			errs = append(errs, badRequest("response_format", "response_format type %s is not one of text, json_object, json_schema", quote(rf.Type)))
-		}
-		if err := structuredOutput(&gen.ResponseFormat); err != nil {
-			errs = append(errs, err)
-		}
+	if err := responseFormat(req.ResponseFormat, gen); err != nil {
+		errs = append(errs, err)
 	}
 	return joinBadRequests(errs)
 }
@@ -400,6 +379,7 @@ type CompletionRequest struct {
 	Suffix *string         `json:"suffix"`
 	BestOf *int            `json:"best_of"`
 	samplingFields
+	ResponseFormat *wireResponseFormat `json:"response_format"`
 }
 
 type PromptTokensDetails struct {

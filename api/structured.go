@@ -1,18 +1,44 @@
 package api
 
 import (
+	"encoding/json"
 	"errors"
 
 	"github.com/modeld/modeld/backends"
 )
 
-// structuredOutput has the backends' format compiler derive the grammar of
-// a json_object or json_schema response format into f.Grammar. It runs
-// while the request is checked, before any model is acquired, so a schema
-// that cannot be enforced is a 400 on response_format naming the keyword,
-// and nothing loads.
-func structuredOutput(f *backends.ResponseFormat) error {
-	err := backends.CompileResponseFormat(f)
+// wireResponseFormat is the response_format of the chat and completions
+// APIs.
+type wireResponseFormat struct {
+	Type       string `json:"type"`
+	JSONSchema *struct {
+		Name   string          `json:"name"`
+		Schema json.RawMessage `json:"schema"`
+		Strict bool            `json:"strict"`
+	} `json:"json_schema"`
+}
+
+// responseFormat reads rf (nil: free text) into gen.ResponseFormat and has
+// the backends' format compiler derive its grammar. It runs while the
+// request is checked, before any model is acquired, so a schema that cannot
+// be enforced is a 400 on response_format naming the keyword, and nothing
+// loads.
+func responseFormat(rf *wireResponseFormat, gen *backends.Request) error {
+	if rf == nil {
+		return nil
+	}
+	switch t := backends.ResponseFormatType(rf.Type); t {
+	case "", backends.FormatText, backends.FormatJSONObject:
+		gen.ResponseFormat = backends.ResponseFormat{Type: t}
+	case backends.FormatJSONSchema:
+		if rf.JSONSchema == nil {
+			return badRequest("response_format", "response_format json_schema needs a json_schema object")
+		}
+		gen.ResponseFormat = backends.ResponseFormat{Type: t, Name: rf.JSONSchema.Name, Schema: rf.JSONSchema.Schema, Strict: rf.JSONSchema.Strict}
+	default:
+		return badRequest("response_format", "response_format type %s is not one of text, json_object, json_schema", quote(rf.Type))
+	}
+	err := backends.CompileResponseFormat(&gen.ResponseFormat)
 	var br *backends.BadRequestError
 	if errors.As(err, &br) {
 		param := br.Param

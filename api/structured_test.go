@@ -7,6 +7,7 @@ import (
 
 	"github.com/modeld/modeld/backends"
 	_ "github.com/modeld/modeld/backends/llama" // registers the response-format compiler
+	"github.com/modeld/modeld/cache"
 )
 
 // TestStructuredOutputCompiled: a json_object or json_schema response
@@ -44,5 +45,20 @@ func TestStructuredOutputCompiled(t *testing.T) {
 	e, ok := err.(*Error)
 	if !ok || e.Param == nil || *e.Param != "response_format" || !strings.Contains(e.Message, `the keyword "multipleOf" (at the schema's root) is not supported`) {
 		t.Fatalf("multipleOf: %#v", err)
+	}
+}
+
+// TestStructuredOutputCompletions: /v1/completions reads response_format
+// too; an unenforceable schema there is the same 400 on response_format.
+func TestStructuredOutputCompletions(t *testing.T) {
+	s := chatServer(t, map[string]cache.Instance{"m": &fakeChat{template: true, finish: backends.FinishStop}})
+	w := post(t, s, "/v1/completions", `{"model":"m","prompt":"x","response_format":{"type":"json_schema","json_schema":{"name":"a","schema":{"type":"array","uniqueItems":true}}}}`)
+	e := decodeError(t, w)
+	if w.Code != 400 || e.Error.Param == nil || *e.Error.Param != "response_format" || !strings.Contains(e.Error.Message, `"uniqueItems"`) {
+		t.Fatalf("%d %+v", w.Code, e.Error)
+	}
+	w = post(t, s, "/v1/completions", `{"model":"m","prompt":"x","max_tokens":2,"response_format":{"type":"json_object"}}`)
+	if w.Code != 200 {
+		t.Fatalf("json_object completion: %d %s", w.Code, w.Body)
 	}
 }

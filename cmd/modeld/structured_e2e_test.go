@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/shared"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
@@ -144,6 +145,18 @@ func TestStructuredOutputAgainstDaemon(t *testing.T) {
 		t.Fatalf("stream: %v", err)
 	}
 	check("stream", acc.Choices[0].Message.Content, string(acc.Choices[0].FinishReason))
+
+	// /v1/completions takes response_format too (the SDK has no field for
+	// it: it is set on the request body).
+	comp, err := client.Completions.New(ctx, openai.CompletionNewParams{
+		Model:     "t/raw",
+		Prompt:    openai.CompletionNewParamsPromptUnion{OfString: openai.String("JSON:")},
+		MaxTokens: openai.Int(300), Temperature: openai.Float(0),
+	}, option.WithJSONSet("response_format", map[string]any{"type": "json_schema", "json_schema": map[string]any{"name": "answer", "schema": schema}}))
+	if err != nil {
+		t.Fatalf("completion: %v", err)
+	}
+	check("completion", comp.Choices[0].Text, string(comp.Choices[0].FinishReason))
 
 	// json_object: a JSON object (free text from this model is not one).
 	obj := params(openai.ChatCompletionNewParamsResponseFormatUnion{OfJSONObject: &shared.ResponseFormatJSONObjectParam{}})
