@@ -139,3 +139,30 @@ func TestStructuredRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestStructuredEndOnlyWhenComplete: the end-of-generation token is masked
+// until the grammar is complete and is the only token allowed after it.
+// With the end token all but forced (bias +100) the output is still the
+// whole constant, and the generation then stops at once.
+func TestStructuredEndOnlyWhenComplete(t *testing.T) {
+	m := openModel(t, ggufgen.Tiny(ggufgen.BPE), Options{Slots: 1})
+	const want = `"the quick brown fox jumps over the lazy dog"`
+	g, err := grammar.FromSchema(json.RawMessage(`{"const":`+want+`}`), grammar.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eos := int32(yz.VocabEOS(m.vocab))
+	for _, seed := range []int64{1, 2} {
+		samp := Sampling{Temperature: 1, Seed: &seed, LogitBias: map[int32]float32{eos: 100}}
+		res := generate(t, m, Request{Prompt: tokenize(t, m, "x"), MaxTokens: 200, Sampling: samp,
+			ResponseFormat: backends.ResponseFormat{Type: backends.FormatJSONSchema, Grammar: g}})
+		if res.text != want || res.final.Finish != FinishStop {
+			t.Fatalf("seed %d: %q (%s), want %q (stop)", seed, res.text, res.final.Finish, want)
+		}
+		// Free, the same bias ends the generation at the first token.
+		free := generate(t, m, Request{Prompt: tokenize(t, m, "x"), MaxTokens: 200, Sampling: samp})
+		if free.final.Finish != FinishStop || len(free.tokens) != 0 {
+			t.Fatalf("seed %d: without the grammar %d tokens (%s): the bias does not force the end", seed, len(free.tokens), free.final.Finish)
+		}
+	}
+}
