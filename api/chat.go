@@ -358,6 +358,9 @@ func (s *Server) chatCompletions(c *gin.Context) {
 	} else if rendered {
 		gen.Prompt = ids
 	}
+	if p := req.ParallelToolCalls; p != nil && !*p && len(gen.Tools) > 0 {
+		model = firstCallOnly{model}
+	}
 	s.generate(c, model, req.Model, gen, req.Stream, req.StreamOptions, true)
 }
 

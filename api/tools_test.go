@@ -17,7 +17,15 @@ import (
 
 // toolReply is what the tools test backend generates: some content, then
 // a get_weather call whose arguments arrive in three pieces.
-func toolReply(backends.Request) []backends.Event {
+func toolReply(req backends.Request) []backends.Event {
+	if req.Messages[len(req.Messages)-1].Content == "two" { // two calls
+		return []backends.Event{
+			{Token: 1, ToolCalls: []backends.ToolCallDelta{{Index: 0, ID: "call_a", Name: "get_weather", Arguments: `{"city":"Paris"}`}}},
+			{Token: 2, ToolCalls: []backends.ToolCallDelta{{Index: 1, ID: "call_b", Name: "get_weather"}}},
+			{Token: 3, ToolCalls: []backends.ToolCallDelta{{Index: 1, Arguments: `{"city":"Rome"}`}}},
+			{Token: -1, Done: true, Finish: backends.FinishToolCalls},
+		}
+	}
 	return []backends.Event{
 		{Token: 1, Text: "Checking."},
 		{Token: 2, ToolCalls: []backends.ToolCallDelta{{Index: 0, ID: "call_abc", Name: "get_weather"}}},
@@ -215,6 +223,52 @@ func TestToolValidation(t *testing.T) {
 		e := decodeError(t, w)
 		if w.Code != 400 || e.Error.Param == nil || *e.Error.Param != tc.param || !strings.Contains(e.Error.Message, tc.want) {
 			t.Errorf("%s: %d %s, want 400 param %s with %q", tc.fields, w.Code, w.Body, tc.param, tc.want)
+		}
+	}
+}
+
+// TestParallelToolCallsFalse: with parallel_tool_calls false only the first
+// call is returned (the model's further calls are dropped); by default
+// every call is.
+func TestParallelToolCallsFalse(t *testing.T) {
+	s, got := toolServer(t)
+	for _, tc := range []struct {
+		fields string
+		calls  int
+	}{{``, 2}, {`,"parallel_tool_calls":true`, 2}, {`,"parallel_tool_calls":false`, 1}} {
+		for _, stream := range []bool{false, true} {
+			body := `{"model":"fake","messages":[{"role":"user","content":"two"}],"tools":[` + weatherTool + `]` + tc.fields
+			if stream {
+				body += `,"stream":true`
+			}
+			w := post(t, s, "/v1/chat/completions", body+`}`)
+			<-got
+			var calls []wireToolCall
+			if stream {
+				for _, data := range readSSE(t, w.Body.String()) {
+					var ch ChatCompletionChunk
+					if data == "[DONE]" || json.Unmarshal([]byte(data), &ch) != nil || len(ch.Choices) == 0 {
+						continue
+					}
+					for _, d := range ch.Choices[0].Delta.ToolCalls {
+						calls = addToolDeltas(calls, []backends.ToolCallDelta{{Index: d.Index, ID: d.ID, Name: d.Function.Name, Arguments: d.Function.Arguments}})
+					}
+				}
+			} else {
+				var cc struct {
+					Choices []struct {
+						Message AssistantMessage `json:"message"`
+					} `json:"choices"`
+				}
+				if err := json.Unmarshal(w.Body.Bytes(), &cc); err != nil || len(cc.Choices) != 1 {
+					t.Fatalf("%s: %s", body, w.Body)
+				}
+				calls = cc.Choices[0].Message.ToolCalls
+			}
+			if len(calls) != tc.calls || calls[0].ID != "call_a" || calls[0].Function.Arguments != `{"city":"Paris"}` ||
+				tc.calls == 2 && (calls[1].ID != "call_b" || calls[1].Function.Arguments != `{"city":"Rome"}`) {
+				t.Errorf("%s (stream %v): calls %+v, want %d", tc.fields, stream, calls, tc.calls)
+			}
 		}
 	}
 }
