@@ -135,7 +135,7 @@ func (m *Model) applyJinja(msgs []Message, addAssistant bool) (string, error) {
 // any, are the template's tools variable.
 func (m *Model) applyJinjaTools(msgs []Message, tools []Tool, addAssistant bool) (string, error) {
 	m.tmpl.once.Do(func() {
-		m.tmpl.tmpl, m.tmpl.err = jinja.Compile(m.info.ChatTemplate)
+		m.tmpl.tmpl, m.tmpl.err = compileTemplate(m.info.ChatTemplate)
 	})
 	if m.tmpl.err != nil {
 		return "", fmt.Errorf("%w: compile: %w", ErrTemplate, m.tmpl.err)
