@@ -320,6 +320,15 @@ func (req *ChatCompletionRequest) tooling(gen *backends.Request) error {
 	if err := responseFormat(req.ResponseFormat, gen); err != nil {
 		errs = append(errs, err)
 	}
+	if len(errs) == 0 {
+		// The calls' grammar, before any model is acquired: a parameters
+		// schema that cannot be enforced under required or a named
+		// function is a 400 on tools naming the tool and the keyword.
+		gen.ToolChoice.Single = req.ParallelToolCalls != nil && !*req.ParallelToolCalls
+		if err := toolGrammar(gen); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	return joinBadRequests(errs)
 }
 

@@ -49,3 +49,17 @@ func responseFormat(rf *wireResponseFormat, gen *backends.Request) error {
 	}
 	return err
 }
+
+// toolGrammar has the backends' tool compiler derive gen's call grammar.
+func toolGrammar(gen *backends.Request) error {
+	err := backends.CompileToolChoice(gen)
+	var br *backends.BadRequestError
+	if errors.As(err, &br) {
+		param := br.Param
+		if param == "" {
+			param = "tools"
+		}
+		return badRequest(param, "%s", br.Error())
+	}
+	return err
+}

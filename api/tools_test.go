@@ -167,7 +167,7 @@ func TestToolRequestMapping(t *testing.T) {
 		tools        int
 		choice       backends.ToolChoice
 	}{
-		{"tools", `"tools":[` + weatherTool + `],"tool_choice":{"type":"function","function":{"name":"get_weather"}},"parallel_tool_calls":false`, 1, backends.ToolChoice{Mode: backends.ToolChoiceFunction, Name: "get_weather"}},
+		{"tools", `"tools":[` + weatherTool + `],"tool_choice":{"type":"function","function":{"name":"get_weather"}},"parallel_tool_calls":false`, 1, backends.ToolChoice{Mode: backends.ToolChoiceFunction, Name: "get_weather", Single: true}},
 		{"required", `"tools":[` + weatherTool + `],"tool_choice":"required"`, 1, backends.ToolChoice{Mode: backends.ToolChoiceRequired}},
 		{"none", `"tools":[` + weatherTool + `],"tool_choice":"none"`, 0, backends.ToolChoice{Mode: backends.ToolChoiceNone}},
 		{"legacy", `"functions":[{"name":"get_weather","parameters":{"type":"object"}}],"function_call":{"name":"get_weather"}`, 1, backends.ToolChoice{Mode: backends.ToolChoiceFunction, Name: "get_weather"}},
@@ -178,6 +178,10 @@ func TestToolRequestMapping(t *testing.T) {
 			t.Fatalf("%s: status %d: %s", tc.name, w.Code, w.Body)
 		}
 		req := <-got
+		if (req.ToolChoice.Grammar != "") != (tc.tools > 0) {
+			t.Errorf("%s: grammar %q with %d tools", tc.name, req.ToolChoice.Grammar, tc.tools)
+		}
+		req.ToolChoice.Grammar = ""
 		if len(req.Tools) != tc.tools || req.ToolChoice != tc.choice {
 			t.Errorf("%s: tools %+v, choice %+v; want %d tools, %+v", tc.name, req.Tools, req.ToolChoice, tc.tools, tc.choice)
 		}
@@ -270,5 +274,31 @@ func TestParallelToolCallsFalse(t *testing.T) {
 				t.Errorf("%s (stream %v): calls %+v, want %d", tc.fields, stream, calls, tc.calls)
 			}
 		}
+	}
+}
+
+// TestToolSchemaRefusedBeforeLoad: under tool_choice required a tool whose
+// parameters use a keyword the grammar cannot enforce is a 400 on tools
+// naming the tool and the keyword, and no request reaches the model; under
+// auto the same tool passes (its calls unconstrained).
+func TestToolSchemaRefusedBeforeLoad(t *testing.T) {
+	s, got := toolServer(t)
+	bad := `{"type":"function","function":{"name":"scan","parameters":{"type":"object","patternProperties":{"^x":{}}}}}`
+	w := post(t, s, "/v1/chat/completions", `{"model":"fake","messages":[{"role":"user","content":"hi"}],"tools":[`+bad+`],"tool_choice":"required"}`)
+	e := decodeError(t, w)
+	if w.Code != 400 || e.Error.Param == nil || *e.Error.Param != "tools" || !strings.Contains(e.Error.Message, `"scan"`) || !strings.Contains(e.Error.Message, "patternProperties") {
+		t.Fatalf("status %d: %s", w.Code, w.Body)
+	}
+	select {
+	case req := <-got:
+		t.Fatalf("the model got a request: %+v", req)
+	default:
+	}
+	w = post(t, s, "/v1/chat/completions", `{"model":"fake","messages":[{"role":"user","content":"hi"}],"tools":[`+bad+`]}`)
+	if w.Code != 200 {
+		t.Fatalf("auto: status %d: %s", w.Code, w.Body)
+	}
+	if req := <-got; req.ToolChoice.Grammar != "" {
+		t.Fatalf("auto with an unenforceable schema got a grammar: %q", req.ToolChoice.Grammar)
 	}
 }

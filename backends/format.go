@@ -49,3 +49,43 @@ func CompileResponseFormat(f *ResponseFormat) error {
 	}
 	return c(f)
 }
+
+// ToolCompiler fills r.ToolChoice.Grammar from r.Tools and r.ToolChoice.
+// A parameters schema it cannot enforce under required or a named
+// function is a *BadRequestError on tools naming the tool and the keyword;
+// under auto it leaves the grammar empty (calls unconstrained) instead.
+type ToolCompiler func(r *Request) error
+
+var toolCompiler ToolCompiler
+
+// RegisterToolCompiler makes c the compiler of tool-call grammars, from the
+// initialisation of the backend that samples under them. It panics when c
+// is nil or a compiler is already registered.
+func RegisterToolCompiler(c ToolCompiler) {
+	formatMu.Lock()
+	defer formatMu.Unlock()
+	if c == nil {
+		panic("backends: RegisterToolCompiler needs a compiler")
+	}
+	if toolCompiler != nil {
+		panic("backends: RegisterToolCompiler called twice")
+	}
+	toolCompiler = c
+}
+
+// CompileToolChoice fills r.ToolChoice.Grammar with the registered
+// compiler, before any model is acquired (as CompileResponseFormat). No
+// tools, tool choice none, or no registered compiler: no grammar.
+func CompileToolChoice(r *Request) error {
+	r.ToolChoice.Grammar = ""
+	if len(r.Tools) == 0 || r.ToolChoice.Mode == ToolChoiceNone {
+		return nil
+	}
+	formatMu.RLock()
+	c := toolCompiler
+	formatMu.RUnlock()
+	if c == nil {
+		return nil
+	}
+	return c(r)
+}

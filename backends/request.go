@@ -72,6 +72,15 @@ const (
 type ToolChoice struct {
 	Mode ToolChoiceMode `json:"mode,omitempty"`
 	Name string         `json:"name,omitempty"`
+	// Single is parallel_tool_calls false: at most one call (exactly one
+	// under required or a named function).
+	Single bool `json:"single,omitempty"`
+	// Grammar is the GBNF grammar, rooted at "root", of one call object
+	// {"name": ..., "arguments": ...} of the tools the choice allows, each
+	// tool's arguments under its parameters schema; CompileToolChoice
+	// derives it in the daemon. A backend wraps it in its template's call
+	// syntax. Empty: calls are not constrained.
+	Grammar string `json:"grammar,omitempty"`
 }
 
 // ToolCall is a call the model made (or made in an earlier turn).

@@ -1,0 +1,50 @@
+package llama
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/modeld/modeld/backends"
+)
+
+// TestCompileToolChoice: required gets a grammar with every tool, a named
+// function one with that tool only, none and no tools none; a schema that
+// cannot be enforced is a 400 on tools naming the tool and the keyword
+// under required, and an unconstrained auto.
+func TestCompileToolChoice(t *testing.T) {
+	tools := []backends.Tool{
+		{Name: "get_weather", Parameters: json.RawMessage(`{"type":"object","properties":{"city":{"type":"string"}}}`)},
+		{Name: "get_time"},
+	}
+	r := backends.Request{Tools: tools, ToolChoice: backends.ToolChoice{Mode: backends.ToolChoiceRequired}}
+	if err := backends.CompileToolChoice(&r); err != nil {
+		t.Fatal(err)
+	}
+	if g := r.ToolChoice.Grammar; !strings.Contains(g, `get_weather`) || !strings.Contains(g, `get_time`) {
+		t.Fatalf("required grammar lacks a tool:\n%s", g)
+	}
+	r.ToolChoice = backends.ToolChoice{Mode: backends.ToolChoiceFunction, Name: "get_time"}
+	if err := backends.CompileToolChoice(&r); err != nil {
+		t.Fatal(err)
+	}
+	if g := r.ToolChoice.Grammar; strings.Contains(g, `get_weather`) || !strings.Contains(g, `get_time`) {
+		t.Fatalf("named grammar is not get_time's only:\n%s", g)
+	}
+	r.ToolChoice = backends.ToolChoice{Mode: backends.ToolChoiceNone, Grammar: "stale"}
+	if err := backends.CompileToolChoice(&r); err != nil || r.ToolChoice.Grammar != "" {
+		t.Fatalf("none: %v %q", err, r.ToolChoice.Grammar)
+	}
+	bad := append(tools, backends.Tool{Name: "scan", Parameters: json.RawMessage(`{"type":"object","patternProperties":{"^x":{}}}`)})
+	r = backends.Request{Tools: bad, ToolChoice: backends.ToolChoice{Mode: backends.ToolChoiceRequired}}
+	err := backends.CompileToolChoice(&r)
+	var br *backends.BadRequestError
+	if !errors.As(err, &br) || br.Param != "tools" || !strings.Contains(br.Message, `"scan"`) || !strings.Contains(br.Message, "patternProperties") {
+		t.Fatalf("unsupported keyword under required: %v", err)
+	}
+	r.ToolChoice = backends.ToolChoice{Mode: backends.ToolChoiceAuto}
+	if err := backends.CompileToolChoice(&r); err != nil || r.ToolChoice.Grammar != "" {
+		t.Fatalf("unsupported keyword under auto: %v %q", err, r.ToolChoice.Grammar)
+	}
+}
