@@ -42,15 +42,34 @@ func (m *Model) Generate(ctx context.Context, req Request) (<-chan Event, error)
 		samp: samp, grammar: req.ResponseFormat.Grammar, stream: newStream(),
 	}
 	tools := wantsToolCalls(&req)
-	if tools { // the call markers may be control tokens: render them as text
+	thinks := thinksTemplate(m.info.ChatTemplate)
+	inside := thinks && m.promptOpensThink(req.Prompt)
+	if tools || thinks { // the markers may be control tokens: render them as text
 		r.render = func(t yz.Token) string { return m.piece(t, true) }
 	}
 	if err := m.sch.submit(r); err != nil {
 		return nil, err
 	}
 	go r.stream.pump()
-	if tools {
-		return toolEvents(r.stream.out, toolcall.Detect(m.info.ChatTemplate)), nil
+	return outputEvents(r.stream.out, m.info.ChatTemplate, thinks, inside, tools), nil
+}
+
+// outputEvents turns a generation's events into what the caller reads: the
+// thinking block of a reasoning template split off first (reasoningEvents),
+// then tool calls parsed out of the content when the request reads them.
+func outputEvents(in <-chan Event, tmpl string, thinks, inside, tools bool) <-chan Event {
+	if thinks {
+		in = reasoningEvents(in, inside)
 	}
-	return r.stream.out, nil
+	if tools {
+		in = toolEvents(in, toolcall.Detect(tmpl))
+	}
+	return in
+}
+
+// promptOpensThink reports whether the prompt's last tokens, control
+// tokens rendered, leave a thinking block open.
+func (m *Model) promptOpensThink(prompt []int32) bool {
+	tail, err := m.Detokenize(prompt[max(0, len(prompt)-16):], true)
+	return err == nil && promptOpensThink(tail)
 }
