@@ -505,11 +505,12 @@ func (s *Server) generate(c *gin.Context, model ChatModel, name string, req back
 	}
 	fp := "modeld-" + s.opt.Version
 	if !stream {
-		var text strings.Builder
+		var text, reasoning strings.Builder
 		var last backends.Event
 		var calls []wireToolCall
 		for ev := range events {
 			text.WriteString(ev.Text)
+			reasoning.WriteString(ev.Reasoning)
 			calls = addToolDeltas(calls, ev.ToolCalls)
 			last = ev
 		}
@@ -525,7 +526,7 @@ func (s *Server) generate(c *gin.Context, model ChatModel, name string, req back
 		usage := toUsage(last.Usage)
 		content := text.String()
 		if chat {
-			msg := AssistantMessage{Role: "assistant", Content: &content, ToolCalls: calls}
+			msg := AssistantMessage{Role: "assistant", Content: &content, ReasoningContent: reasoning.String(), ToolCalls: calls}
 			if content == "" && len(calls) > 0 {
 				msg.Content = nil
 			}
@@ -558,6 +559,10 @@ func (s *Server) generate(c *gin.Context, model ChatModel, name string, req back
 		sse.send(chunk(&empty, "assistant", nil))
 	}
 	for ev := range events {
+		if chat && ev.Reasoning != "" {
+			sse.send(ChatCompletionChunk{ID: id, Object: "chat.completion.chunk", Created: created, Model: name, SystemFingerprint: fp,
+				Choices: []ChunkChoice{{Delta: ChunkDelta{ReasoningContent: ev.Reasoning}}}})
+		}
 		if ev.Text != "" {
 			t := ev.Text
 			sse.send(chunk(&t, "", nil))

@@ -403,10 +403,13 @@ type Usage struct {
 }
 
 type AssistantMessage struct {
-	Role      string         `json:"role"`
-	Content   *string        `json:"content"`
-	Refusal   *string        `json:"refusal"`
-	ToolCalls []wireToolCall `json:"tool_calls,omitempty"`
+	Role    string  `json:"role"`
+	Content *string `json:"content"`
+	// ReasoningContent is a reasoning model's thinking block, kept out of
+	// Content.
+	ReasoningContent string         `json:"reasoning_content,omitempty"`
+	Refusal          *string        `json:"refusal"`
+	ToolCalls        []wireToolCall `json:"tool_calls,omitempty"`
 }
 
 type ChatChoice struct {
@@ -427,9 +430,10 @@ type ChatCompletion struct {
 }
 
 type ChunkDelta struct {
-	Role      string          `json:"role,omitempty"`
-	Content   *string         `json:"content,omitempty"`
-	ToolCalls []ChunkToolCall `json:"tool_calls,omitempty"`
+	Role             string          `json:"role,omitempty"`
+	Content          *string         `json:"content,omitempty"`
+	ReasoningContent string          `json:"reasoning_content,omitempty"`
+	ToolCalls        []ChunkToolCall `json:"tool_calls,omitempty"`
 }
 
 // ChunkToolCall is a piece of a tool call in a stream: the first piece of

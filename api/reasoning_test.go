@@ -1,0 +1,129 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/modeld/modeld/backends"
+	"github.com/modeld/modeld/cache"
+)
+
+// reasoningReply is a reasoning model's output as the backend splits it:
+// reasoning deltas, then content.
+func reasoningReply(backends.Request) []backends.Event {
+	return []backends.Event{
+		{Token: 1, Reasoning: "2 is"},
+		{Token: 2, Reasoning: " prime."},
+		{Token: 3},
+		{Token: 4, Text: "Two."},
+		{Token: -1, Done: true, Finish: backends.FinishStop, Usage: backends.Usage{PromptTokens: 5, CompletionTokens: 5}},
+	}
+}
+
+var registerReasoning = sync.OnceFunc(func() {
+	backends.Register("fake-reasoning", func(_ context.Context, _ backends.LoadSpec) (backends.Model, error) {
+		return &fakeModel{got: make(chan backends.Request, 8), reply: reasoningReply}, nil
+	})
+})
+
+func reasoningServer(t *testing.T) *Server {
+	registerReasoning()
+	resolve := func(_ context.Context, id string) (cache.Spec, error) {
+		return cache.Spec{ID: id, Task: "chat", Backend: "fake-reasoning"}, nil
+	}
+	load := func(ctx context.Context, spec cache.Spec) (cache.Instance, error) {
+		m, err := backends.Load(ctx, spec.Backend, backends.LoadSpec{ID: spec.ID, Task: spec.Task})
+		if err != nil {
+			return nil, err
+		}
+		return held{m}, nil
+	}
+	c, err := cache.New(cache.DefaultConfig(), resolve, load)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close(context.Background()) })
+	return New(Options{Version: "test", Libs: backendsLibs(t), Cache: c})
+}
+
+// TestReasoningContentWire: the backend's reasoning is message.reasoning_content
+// (content holds the answer only, usage as usual), and in a stream
+// delta.reasoning_content chunks that join to the same text, never mixed
+// into delta.content.
+func TestReasoningContentWire(t *testing.T) {
+	s := reasoningServer(t)
+	w := post(t, s, "/v1/chat/completions", `{"model":"fake","messages":[{"role":"user","content":"prime?"}]}`)
+	if w.Code != 200 {
+		t.Fatalf("status %d: %s", w.Code, w.Body)
+	}
+	var cc struct {
+		Choices []struct {
+			Message struct {
+				Content          *string `json:"content"`
+				ReasoningContent *string `json:"reasoning_content"`
+			} `json:"message"`
+			FinishReason string `json:"finish_reason"`
+		} `json:"choices"`
+		Usage struct {
+			CompletionTokens int `json:"completion_tokens"`
+		} `json:"usage"`
+	}
+	if err := json.Unmarshal(w.Body.Bytes(), &cc); err != nil {
+		t.Fatal(err)
+	}
+	m := cc.Choices[0].Message
+	if m.Content == nil || *m.Content != "Two." || m.ReasoningContent == nil || *m.ReasoningContent != "2 is prime." ||
+		cc.Choices[0].FinishReason != "stop" || cc.Usage.CompletionTokens != 5 {
+		t.Fatalf("completion = %s", w.Body)
+	}
+
+	w = post(t, s, "/v1/chat/completions", `{"model":"fake","stream":true,"messages":[{"role":"user","content":"prime?"}]}`)
+	if w.Code != 200 {
+		t.Fatalf("stream status %d: %s", w.Code, w.Body)
+	}
+	var content, reasoning string
+	var reasoningChunks int
+	for _, line := range strings.Split(w.Body.String(), "\n") {
+		data, ok := strings.CutPrefix(line, "data: ")
+		if !ok || data == "[DONE]" {
+			continue
+		}
+		var ch struct {
+			Choices []struct {
+				Delta map[string]any `json:"delta"`
+			} `json:"choices"`
+		}
+		if err := json.Unmarshal([]byte(data), &ch); err != nil {
+			t.Fatalf("chunk %s: %v", data, err)
+		}
+		for _, c := range ch.Choices {
+			r, hasR := c.Delta["reasoning_content"].(string)
+			txt, hasC := c.Delta["content"].(string)
+			if hasR && hasC && txt != "" {
+				t.Errorf("chunk mixes reasoning and content: %s", data)
+			}
+			if hasR {
+				reasoningChunks++
+				reasoning += r
+			}
+			content += txt
+		}
+	}
+	if reasoning != "2 is prime." || reasoningChunks != 2 || content != "Two." {
+		t.Fatalf("streamed reasoning %q (%d chunks) content %q:\n%s", reasoning, reasoningChunks, content, w.Body)
+	}
+}
+
+// TestNoReasoningNoField: a model without reasoning sends no
+// reasoning_content key.
+func TestNoReasoningNoField(t *testing.T) {
+	s, got := toolServer(t)
+	w := post(t, s, "/v1/chat/completions", `{"model":"fake","messages":[{"role":"user","content":"weather?"}],"tools":[`+weatherTool+`]}`)
+	<-got
+	if w.Code != 200 || strings.Contains(w.Body.String(), "reasoning_content") {
+		t.Fatalf("status %d: %s", w.Code, w.Body)
+	}
+}
