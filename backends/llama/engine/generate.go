@@ -42,7 +42,7 @@ func (m *Model) Generate(ctx context.Context, req Request) (<-chan Event, error)
 		samp: samp, grammar: req.ResponseFormat.Grammar, stream: newStream(),
 	}
 	tools := wantsToolCalls(&req)
-	thinks := thinksTemplate(m.info.ChatTemplate)
+	thinks := len(req.Messages) > 0 && thinksTemplate(m.info.ChatTemplate) // chat only: a raw completion keeps its text
 	inside := thinks && m.promptOpensThink(req.Prompt)
 	if tools || thinks { // the markers may be control tokens: render them as text
 		r.render = func(t yz.Token) string { return m.piece(t, true) }
