@@ -19,8 +19,8 @@ type decoder interface {
 	// of the last decode.
 	sample(seq int, i int32) yz.Token
 	// startSeq gives seq a sampler for samp, under grammar when it is not
-	// empty; endSeq frees it.
-	startSeq(seq int, samp Sampling, grammar string)
+	// the zero constraint; endSeq frees it.
+	startSeq(seq int, samp Sampling, grammar constraint)
 	endSeq(seq int)
 	// seqRemove drops seq's KV from position from on (-1: all of it); false
 	// when the backend could not drop a partial range.
@@ -105,7 +105,7 @@ func (d *llamaDecoder) sample(seq int, i int32) yz.Token {
 	return yz.SamplerSample(d.smpl[seq], d.lctx, i)
 }
 
-func (d *llamaDecoder) startSeq(seq int, samp Sampling, grammar string) {
+func (d *llamaDecoder) startSeq(seq int, samp Sampling, grammar constraint) {
 	d.smpl[seq] = newSampler(samp, d.m.vocab, grammar, d.m.nVocab, d.nCtx)
 }
 

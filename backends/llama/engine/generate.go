@@ -21,7 +21,8 @@ func (m *Model) Generate(ctx context.Context, req Request) (<-chan Event, error)
 	if err != nil {
 		return nil, err
 	}
-	if err := checkGrammar(m.vocab, req.ResponseFormat); err != nil {
+	grammar, err := m.constraint(&req)
+	if err != nil {
 		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
@@ -39,7 +40,7 @@ func (m *Model) Generate(ctx context.Context, req Request) (<-chan Event, error)
 	}
 	r := &request{
 		ctx: ctx, prompt: prompt, budget: budget, stops: slices.Clone(req.Stop),
-		samp: samp, grammar: req.ResponseFormat.Grammar, stream: newStream(),
+		samp: samp, grammar: grammar, stream: newStream(),
 	}
 	tools := wantsToolCalls(&req)
 	thinks := len(req.Messages) > 0 && thinksTemplate(m.info.ChatTemplate) // chat only: a raw completion keeps its text

@@ -15,9 +15,10 @@ import (
 // penalties and before every filter and draw: it sets the logit of each
 // token that would break it to -inf, so whatever is drawn obeys it, and once
 // the grammar is complete only end-of-generation tokens remain (and before
-// that none). ctxSize bounds the penalty window. Only the scheduler
-// goroutine calls it; the chain is freed with yz.SamplerFree.
-func newSampler(s Sampling, vocab yz.Vocab, grammar string, nVocab, ctxSize int) yz.Sampler {
+// that none). A lazy grammar does so only from where one of its trigger
+// patterns matches the output on. ctxSize bounds the penalty window. Only
+// the scheduler goroutine calls it; the chain is freed with yz.SamplerFree.
+func newSampler(s Sampling, vocab yz.Vocab, grammar constraint, nVocab, ctxSize int) yz.Sampler {
 	chain := yz.SamplerChainInit(yz.SamplerChainDefaultParams())
 	if len(s.LogitBias) > 0 {
 		ids := make([]int32, 0, len(s.LogitBias))
@@ -44,9 +45,9 @@ func newSampler(s Sampling, vocab yz.Vocab, grammar string, nVocab, ctxSize int)
 		yz.SamplerChainAdd(chain, yz.SamplerInitPenalties(int32(nVocab), int32(lastN), repeat,
 			s.FrequencyPenalty, s.PresencePenalty))
 	}
-	if grammar != "" {
+	if grammar.text != "" {
 		// Generate checked that the grammar parses, so this cannot be 0.
-		if g := yz.SamplerInitGrammar(vocab, grammar, grammarRoot); g != 0 {
+		if g := grammar.sampler(vocab); g != 0 {
 			yz.SamplerChainAdd(chain, g)
 		}
 	}
@@ -96,4 +97,22 @@ func checkGrammar(vocab yz.Vocab, f backends.ResponseFormat) error {
 	}
 	yz.SamplerFree(g)
 	return nil
+}
+
+// constraint is the grammar a request samples under: text (GBNF rooted at
+// grammarRoot; "" none), from the first token on or, when lazy holds
+// trigger patterns, from where one of them first matches the whole output
+// (its first group marking where the grammar's text starts).
+type constraint struct {
+	text string
+	lazy []string
+}
+
+// sampler returns the grammar sampler of c, 0 when llama.cpp's parser
+// refuses the grammar.
+func (c constraint) sampler(vocab yz.Vocab) yz.Sampler {
+	if len(c.lazy) > 0 {
+		return yz.SamplerInitGrammarLazyPatterns(vocab, c.text, grammarRoot, c.lazy, nil)
+	}
+	return yz.SamplerInitGrammar(vocab, c.text, grammarRoot)
 }

@@ -50,7 +50,7 @@ func (d *fakeDecoder) decode(batch []batchToken) error {
 }
 
 func (d *fakeDecoder) sample(seq int, i int32) yz.Token { return 7 }
-func (d *fakeDecoder) startSeq(seq int, _ Sampling, _ string) {
+func (d *fakeDecoder) startSeq(seq int, _ Sampling, _ constraint) {
 	d.mu.Lock()
 	d.seqs[seq] = true
 	d.mu.Unlock()

@@ -14,8 +14,8 @@ type request struct {
 	stops  []string
 	samp   Sampling
 	stream *stream
-	// grammar is the GBNF grammar every sampled token obeys ("" none).
-	grammar string
+	// grammar is the constraint every sampled token obeys (zero: none).
+	grammar constraint
 	// render, when set, turns a sampled token into text instead of the
 	// decoder's piece (which leaves control tokens out).
 	render func(yz.Token) string

@@ -1,9 +1,80 @@
 package engine
 
 import (
+	"strings"
+
+	yz "github.com/hybridgroup/yzma/pkg/llama"
+
 	"github.com/modeld/modeld/backends"
 	"github.com/modeld/modeld/backends/toolcall"
 )
+
+// constraint returns the grammar req samples under, checked by llama.cpp's
+// parser. With tools and the daemon's call grammar: under tool_choice
+// required or a named function the whole output is one or more calls
+// (exactly one when ToolChoice.Single) in the template family's syntax,
+// whatever response_format says; under auto, with a free-text response
+// format, the output is free until the family's call marker, and from
+// there on valid calls to the end (a lazy grammar). Families without a
+// call syntax here (see callGrammar) and auto with a structured response
+// format leave the calls unconstrained; the response format's grammar, if
+// any, applies then.
+func (m *Model) constraint(req *Request) (constraint, error) {
+	tc := req.ToolChoice
+	forced := tc.Mode == backends.ToolChoiceRequired || tc.Mode == backends.ToolChoiceFunction
+	if wantsToolCalls(req) && tc.Grammar != "" && (forced || req.ResponseFormat.IsText()) {
+		c, ok := callGrammar(toolcall.Detect(m.info.ChatTemplate), tc.Grammar, tc.Single, !forced)
+		if ok {
+			g := c.sampler(m.vocab)
+			if g == 0 {
+				return constraint{}, &backends.BadRequestError{Param: "tools", Message: "the tool-call grammar does not parse"}
+			}
+			yz.SamplerFree(g)
+			return c, nil
+		}
+	}
+	if err := checkGrammar(m.vocab, req.ResponseFormat); err != nil {
+		return constraint{}, err
+	}
+	return constraint{text: req.ResponseFormat.Grammar}, nil
+}
+
+// callGrammar wraps call, the daemon's grammar of one call object rooted
+// at grammarRoot (its first line the root rule), in fam's call syntax:
+// Hermes <tool_call>\n{...}</tool_call> blocks separated by newlines,
+// lazily triggered by <tool_call> when lazy; Generic the whole output
+// {"tool_calls": [{...}, ...]} (never lazy: its calls are the whole
+// output). single allows exactly one call. false: fam has no call grammar
+// here (or call is not the daemon's).
+func callGrammar(fam toolcall.Family, call string, single, lazy bool) (constraint, bool) {
+	rest, ok := strings.CutPrefix(call, grammarRoot+" ::= ")
+	if !ok {
+		return constraint{}, false
+	}
+	rules := "tool-call ::= " + rest
+	switch fam {
+	case toolcall.Hermes:
+		root := `root ::= tool-block`
+		if !single {
+			root += ` ("\n" tool-block)*`
+		}
+		c := constraint{text: root + "\n" + `tool-block ::= "<tool_call>" "\n" tool-call "</tool_call>"` + "\n" + rules}
+		if lazy {
+			c.lazy = []string{`[\s\S]*?(<tool_call>)[\s\S]*`}
+		}
+		return c, true
+	case toolcall.Generic:
+		if lazy {
+			return constraint{}, false
+		}
+		root := `root ::= "{" space "\"tool_calls\"" space ":" space "[" space tool-call`
+		if !single {
+			root += ` ("," space tool-call)*`
+		}
+		return constraint{text: root + ` "]" space "}" space` + "\n" + rules}, true
+	}
+	return constraint{}, false
+}
 
 // wantsToolCalls reports whether r's output is read for tool calls: it
 // offers tools and does not forbid calling them.
