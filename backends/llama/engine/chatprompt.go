@@ -44,6 +44,12 @@ type Tool = backends.Tool
 // ErrTemplate). Tool definitions are rendered as markup; one holding
 // control-token text is refused.
 func (m *Model) ChatPrompt(msgs []Message, tools []Tool, addAssistant bool) ([]int32, error) {
+	return m.chatPrompt(msgs, tools, addAssistant, nil)
+}
+
+// chatPrompt is ChatPrompt with extra template variables (vars, the
+// request's chat_template_kwargs): with any, the Jinja renderer renders.
+func (m *Model) chatPrompt(msgs []Message, tools []Tool, addAssistant bool, vars map[string]any) ([]int32, error) {
 	if m.info.ChatTemplate == "" {
 		return nil, ErrNoChatTemplate
 	}
@@ -62,7 +68,7 @@ func (m *Model) ChatPrompt(msgs []Message, tools []Tool, addAssistant bool) ([]i
 		}
 	}
 	ph, texts := placeholders(msgs)
-	out, err := m.render(ph.msgs, tools, addAssistant)
+	out, err := m.render(ph.msgs, tools, addAssistant, vars)
 	if err != nil {
 		return nil, err
 	}
@@ -75,7 +81,7 @@ func (m *Model) ChatPrompt(msgs []Message, tools []Tool, addAssistant bool) ([]i
 				return nil, fmt.Errorf("%w: the chat template transforms message content, and a message holds the text of the control token %q", ErrTemplate, txt)
 			}
 		}
-		real, err := m.render(msgs, tools, addAssistant)
+		real, err := m.render(msgs, tools, addAssistant, vars)
 		if err != nil {
 			return nil, err
 		}
@@ -84,7 +90,7 @@ func (m *Model) ChatPrompt(msgs []Message, tools []Tool, addAssistant bool) ([]i
 	// Templates often trim content (| trim, and llama.cpp's built-in ones):
 	// when the real rendering is the sentinel one with the contents trimmed,
 	// take the trimmed contents, so the prompt is the template's own.
-	if real, err := m.render(msgs, tools, addAssistant); err == nil && joinSegments(segs) != real {
+	if real, err := m.render(msgs, tools, addAssistant, vars); err == nil && joinSegments(segs) != real {
 		trimmed := make([]segment, len(segs))
 		for i, sg := range segs {
 			trimmed[i] = sg
@@ -391,13 +397,13 @@ func (ph placeholderSet) split(out string, texts []string) ([]segment, bool) {
 	return segs, true
 }
 
-// render is ApplyChatTemplate with tools (which only the Jinja renderer
-// passes to the template).
-func (m *Model) render(msgs []Message, tools []Tool, addAssistant bool) (string, error) {
-	if len(tools) == 0 {
+// render is ApplyChatTemplate with tools and extra variables (which only
+// the Jinja renderer passes to the template).
+func (m *Model) render(msgs []Message, tools []Tool, addAssistant bool, vars map[string]any) (string, error) {
+	if len(tools) == 0 && len(vars) == 0 {
 		return m.ApplyChatTemplate(msgs, addAssistant)
 	}
-	return m.applyJinjaTools(msgs, tools, addAssistant)
+	return m.applyJinjaTools(msgs, tools, addAssistant, vars)
 }
 
 // jinjaTools are tools as a template reads them: OpenAI's shape.

@@ -1,6 +1,10 @@
 package engine
 
-import "context"
+import (
+	"context"
+
+	"github.com/modeld/modeld/backends"
+)
 
 // TokenizeContext is Tokenize for a caller with a context, so that an
 // in-process model and a Runner can be used alike. The tokenization is one
@@ -53,12 +57,13 @@ func (m *Model) DetokenizeContext(ctx context.Context, ids []int32, renderSpecia
 }
 
 // ChatPromptContext is ChatPrompt for a caller with a context; ctx is
-// checked before and after.
+// checked before and after. The template variables ctx carries
+// (backends.WithTemplateVars) go into the template's context.
 func (m *Model) ChatPromptContext(ctx context.Context, msgs []Message, tools []Tool, addAssistant bool) ([]int32, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	ids, err := m.ChatPrompt(msgs, tools, addAssistant)
+	ids, err := m.chatPrompt(msgs, tools, addAssistant, backends.TemplateVars(ctx))
 	if err == nil {
 		err = ctx.Err()
 	}

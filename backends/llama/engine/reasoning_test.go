@@ -194,3 +194,50 @@ func renderWith(t *testing.T, src string, extra map[string]any) string {
 	}
 	return out
 }
+
+// openChatModel opens a tiny model with a real vocabulary and template.
+func openChatModel(t *testing.T, vocab, tmpl string) *Model {
+	t.Helper()
+	initLib(t)
+	m, err := Open(testenv.LlamaChatModel(t, vocab, tmpl), Options{ContextSize: 512})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Close() })
+	return m
+}
+
+// TestChatPromptEnableThinking: through ChatPromptContext, Qwen3's real
+// template with the qwen2 vocabulary renders a thinking generation prompt
+// by default and an empty, closed block with enable_thinking false (the
+// variable the context carries); the DeepSeek R1 distill's opens <think>
+// by default, as its renderer is expected to set enable_thinking.
+func TestChatPromptEnableThinking(t *testing.T) {
+	msgs := []Message{{Role: "user", Content: realUser}}
+	prompt := func(m *Model, ctx context.Context) string {
+		t.Helper()
+		ids, err := m.ChatPromptContext(ctx, msgs, nil, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		text, err := m.Detokenize(ids, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return text
+	}
+	qwen := openChatModel(t, "qwen2", "Qwen-Qwen3-0.6B")
+	on := prompt(qwen, context.Background())
+	off := prompt(qwen, backends.WithTemplateVars(context.Background(), map[string]any{"enable_thinking": false}))
+	if !strings.HasSuffix(on, "<|im_start|>assistant\n") || strings.Contains(on, "<think>") {
+		t.Errorf("Qwen3 default prompt ends %q", on[max(0, len(on)-60):])
+	}
+	if !strings.HasSuffix(off, "<|im_start|>assistant\n<think>\n\n</think>\n\n") || promptOpensThink(off) {
+		t.Errorf("Qwen3 enable_thinking false prompt ends %q", off[max(0, len(off)-60):])
+	}
+	r1 := openChatModel(t, "qwen2", "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B")
+	withVars := prompt(r1, backends.WithTemplateVars(context.Background(), map[string]any{"x": 1}))
+	if !promptOpensThink(withVars) {
+		t.Errorf("R1 distill prompt ends %q, want an open <think>", withVars[max(0, len(withVars)-60):])
+	}
+}

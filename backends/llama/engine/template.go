@@ -128,12 +128,16 @@ func applyBuiltin(src string, msgs []Message, addAssistant bool) (string, bool) 
 }
 
 func (m *Model) applyJinja(msgs []Message, addAssistant bool) (string, error) {
-	return m.applyJinjaTools(msgs, nil, addAssistant)
+	return m.applyJinjaTools(msgs, nil, addAssistant, nil)
 }
 
 // applyJinjaTools renders with the Jinja renderer; tools, when there are
-// any, are the template's tools variable.
-func (m *Model) applyJinjaTools(msgs []Message, tools []Tool, addAssistant bool) (string, error) {
+// any, are the template's tools variable. extra are more variables (the
+// request's chat_template_kwargs); they cannot replace messages, tools,
+// add_generation_prompt or the special tokens. enable_thinking is true
+// unless extra says otherwise, as reasoning templates expect of their
+// renderer.
+func (m *Model) applyJinjaTools(msgs []Message, tools []Tool, addAssistant bool, extra map[string]any) (string, error) {
 	m.tmpl.once.Do(func() {
 		m.tmpl.tmpl, m.tmpl.err = compileTemplate(m.info.ChatTemplate)
 	})
@@ -155,12 +159,15 @@ func (m *Model) applyJinjaTools(msgs []Message, tools []Tool, addAssistant bool)
 		d["content"] = msg.Content
 		list[i] = d
 	}
-	vars := map[string]any{
-		"messages":              list,
-		"add_generation_prompt": addAssistant,
-		"bos_token":             bos,
-		"eos_token":             eos,
+	vars := map[string]any{"enable_thinking": true}
+	for k, v := range extra {
+		vars[k] = v
 	}
+	vars["messages"] = list
+	vars["add_generation_prompt"] = addAssistant
+	vars["bos_token"] = bos
+	vars["eos_token"] = eos
+	delete(vars, "tools")
 	if len(tools) > 0 {
 		if vars["tools"], err = jinjaTools(tools); err != nil {
 			return "", err
