@@ -21,6 +21,8 @@ import (
 	"time"
 
 	psprocess "github.com/shirou/gopsutil/v4/process"
+
+	"github.com/modeld/modeld/backends"
 )
 
 // RunnerOptions configure StartRunner. Zero fields take the defaults.
@@ -496,7 +498,7 @@ func (r *Runner) ChatPrompt(msgs []Message, tools []Tool, addAssistant bool) ([]
 // the prompt generation sees for msgs and tools, message text tokenized as
 // text.
 func (r *Runner) ChatPromptContext(ctx context.Context, msgs []Message, tools []Tool, addAssistant bool) ([]int32, error) {
-	body, err := json.Marshal(wire.ChatPrompt{Messages: msgs, Tools: tools, AddAssistant: addAssistant})
+	body, err := json.Marshal(wire.ChatPrompt{Messages: msgs, Tools: tools, AddAssistant: addAssistant, Vars: backends.TemplateVars(ctx)})
 	if err != nil {
 		return nil, fmt.Errorf("%w: messages cannot be encoded: %w", ErrInvalidRequest, err)
 	}

@@ -259,7 +259,7 @@ func (s *runnerServer) chatPrompt(w http.ResponseWriter, r *http.Request) {
 	if s.clientGone(r) {
 		return
 	}
-	ids, err := s.m.ChatPrompt(req.Messages, req.Tools, req.AddAssistant)
+	ids, err := s.m.ChatPromptContext(backends.WithTemplateVars(r.Context(), req.Vars), req.Messages, req.Tools, req.AddAssistant)
 	if err != nil {
 		writeError(w, err)
 		return

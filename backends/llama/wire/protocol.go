@@ -228,6 +228,8 @@ type ChatPrompt struct {
 	Messages     []backends.Message `json:"messages"`
 	Tools        []backends.Tool    `json:"tools,omitempty"`
 	AddAssistant bool               `json:"add_assistant"`
+	// Vars are extra chat-template variables (backends.TemplateVars).
+	Vars map[string]any `json:"vars,omitempty"`
 }
 
 // Tokens is the reply of /tokenize and /chat-prompt, and the body of
