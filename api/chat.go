@@ -352,7 +352,7 @@ func (s *Server) chatCompletions(c *gin.Context) {
 	}
 	gen.Messages = plan.msgs
 	// The prompt /v1/tokenize counts (tokenize.go): message text as text.
-	if ids, rendered, err := chatPromptIDs(ctx, model, &gen, plan.msgs); err != nil {
+	if ids, rendered, err := chatPromptIDs(backends.WithTemplateVars(ctx, req.ChatTemplateKwargs), model, &gen, plan.msgs); err != nil {
 		writeError(c, err)
 		return
 	} else if rendered {

@@ -180,6 +180,9 @@ type ChatCompletionRequest struct {
 	Functions      json.RawMessage     `json:"functions"`
 	FunctionCall   json.RawMessage     `json:"function_call"`
 	ResponseFormat *wireResponseFormat `json:"response_format"`
+	// ChatTemplateKwargs are extra variables for the model's chat template
+	// (as llama.cpp's server takes them), e.g. {"enable_thinking": false}.
+	ChatTemplateKwargs map[string]any `json:"chat_template_kwargs"`
 }
 
 // wireTool is a tool definition of the chat API.

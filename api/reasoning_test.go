@@ -127,3 +127,42 @@ func TestNoReasoningNoField(t *testing.T) {
 		t.Fatalf("status %d: %s", w.Code, w.Body)
 	}
 }
+
+// varsChatTok is a fakeChat whose ChatPromptContext reports the template
+// variables its context carries.
+type varsChatTok struct {
+	*fakeChat
+	vars chan map[string]any
+}
+
+func (f *varsChatTok) ChatPromptContext(ctx context.Context, _ []backends.Message, _ []backends.Tool, _ bool) ([]int32, error) {
+	f.vars <- backends.TemplateVars(ctx)
+	return []int32{1000}, nil
+}
+
+// TestChatTemplateKwargs: chat_template_kwargs reach the model's chat
+// rendering as template variables (none without the field); a value that
+// is not an object is a 400.
+func TestChatTemplateKwargs(t *testing.T) {
+	m := &varsChatTok{fakeChat: &fakeChat{template: true, finish: backends.FinishStop, gotReq: make(chan backends.Request, 2)}, vars: make(chan map[string]any, 2)}
+	s := chatServer(t, map[string]cache.Instance{"v": m})
+	w := post(t, s, "/v1/chat/completions", `{"model":"v","messages":[{"role":"user","content":"hi"}],"chat_template_kwargs":{"enable_thinking":false}}`)
+	if w.Code != 200 {
+		t.Fatalf("status %d: %s", w.Code, w.Body)
+	}
+	<-m.gotReq
+	if v := <-m.vars; len(v) != 1 || v["enable_thinking"] != false {
+		t.Errorf("template vars %v, want enable_thinking false", v)
+	}
+	w = post(t, s, "/v1/chat/completions", `{"model":"v","messages":[{"role":"user","content":"hi"}]}`)
+	if w.Code != 200 {
+		t.Fatalf("status %d: %s", w.Code, w.Body)
+	}
+	<-m.gotReq
+	if v := <-m.vars; v != nil {
+		t.Errorf("template vars %v without chat_template_kwargs", v)
+	}
+	if w := post(t, s, "/v1/chat/completions", `{"model":"v","messages":[{"role":"user","content":"hi"}],"chat_template_kwargs":[1]}`); w.Code != 400 {
+		t.Errorf("chat_template_kwargs [1]: status %d, want 400: %s", w.Code, w.Body)
+	}
+}
