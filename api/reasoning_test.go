@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -161,6 +162,13 @@ func TestChatTemplateKwargs(t *testing.T) {
 	<-m.gotReq
 	if v := <-m.vars; v != nil {
 		t.Errorf("template vars %v without chat_template_kwargs", v)
+	}
+	// /v1/tokenize counts the same prompt.
+	if ids := tokenizeOK(t, s, `{"model":"v","messages":[{"role":"user","content":"hi"}],"chat_template_kwargs":{"enable_thinking":false}}`); !slices.Equal(ids, []int32{1000}) {
+		t.Errorf("tokenize: %v", ids)
+	}
+	if v := <-m.vars; len(v) != 1 || v["enable_thinking"] != false {
+		t.Errorf("tokenize template vars %v, want enable_thinking false", v)
 	}
 	if w := post(t, s, "/v1/chat/completions", `{"model":"v","messages":[{"role":"user","content":"hi"}],"chat_template_kwargs":[1]}`); w.Code != 400 {
 		t.Errorf("chat_template_kwargs [1]: status %d, want 400: %s", w.Code, w.Body)
