@@ -7,8 +7,9 @@ import (
 )
 
 // firstCallOnly is a chat model whose events carry its first tool call
-// only: parallel_tool_calls false. The model may still generate more calls
-// (nothing constrains it yet); they are dropped, not returned.
+// only: parallel_tool_calls false. Where the calls are grammar-constrained
+// (ToolChoice.Single) the model writes one; elsewhere it may generate more,
+// and they are dropped, not returned.
 type firstCallOnly struct{ ChatModel }
 
 func (m firstCallOnly) Generate(ctx context.Context, req backends.Request) (<-chan backends.Event, error) {

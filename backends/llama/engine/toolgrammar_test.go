@@ -99,9 +99,9 @@ func qwenTools(t *testing.T, tools []Tool) (*Model, []int32, string, map[string]
 // the raw output (the streamed deltas reassemble to the whole-output
 // parse), each of a tool of check by name with arguments its schema
 // accepts.
-func checkCalls(t *testing.T, label string, r toolRun, check map[string]*jsonschema.Schema) {
+func checkCalls(t *testing.T, label string, fam toolcall.Family, r toolRun, check map[string]*jsonschema.Schema) {
 	t.Helper()
-	_, parsed, err := toolcall.Parse(toolcall.Hermes, r.raw, nil)
+	_, parsed, err := toolcall.Parse(fam, r.raw, nil)
 	if err != nil {
 		t.Fatalf("%s: raw output does not parse: %v\n%q", label, err, r.raw)
 	}
@@ -159,7 +159,7 @@ func TestToolGrammarRequired(t *testing.T) {
 			if tc.choice.Single && len(r.calls) != 1 {
 				t.Fatalf("%s: %d calls, want 1: %q", label, len(r.calls), r.raw)
 			}
-			checkCalls(t, label, r, check)
+			checkCalls(t, label, toolcall.Hermes, r, check)
 			for _, c := range r.calls {
 				if !slices.Contains(tc.want, c.Name) {
 					t.Fatalf("%s: call of %s, want one of %v", label, c.Name, tc.want)
@@ -187,4 +187,39 @@ func callGrammarOf(t *testing.T, tools []Tool) string {
 		t.Fatal(err)
 	}
 	return g
+}
+
+// TestToolGrammarGeneric: a template with no call format of its own (Phi
+// 3.5's, the generic family) under tool_choice required writes the whole
+// output as the generic {"tool_calls": [...]} object: finish tool_calls,
+// calls of allowed tools with valid arguments, deltas equal to the parse.
+func TestToolGrammarGeneric(t *testing.T) {
+	initLib(t)
+	m, err := Open(testenv.LlamaChatModel(t, "phi-3", "microsoft-Phi-3.5-mini-instruct"), Options{ContextSize: 2048})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Close() })
+	if f := toolcall.Detect(m.Info().ChatTemplate); f != toolcall.Generic {
+		t.Fatalf("family %s, want generic", f)
+	}
+	prompt := tokenize(t, m, "Weather in Paris?")
+	check := map[string]*jsonschema.Schema{}
+	for _, tl := range grammarTools {
+		check[tl.Name] = schemaValidator(t, tl.Name, string(tl.Parameters))
+	}
+	g := callGrammarOf(t, grammarTools)
+	for _, seed := range []int64{-1, 1, 2, 3} {
+		label := fmt.Sprintf("generic seed %d", seed)
+		samp := Sampling{}
+		if seed >= 0 {
+			samp.Temperature, samp.Seed = 1, &seed
+		}
+		r := runTools(t, m, Request{Prompt: prompt, MaxTokens: 800, Sampling: samp, Tools: grammarTools,
+			ToolChoice: backends.ToolChoice{Mode: backends.ToolChoiceRequired, Grammar: g}})
+		if r.final.Finish != backends.FinishToolCalls || len(r.calls) == 0 || strings.TrimSpace(r.content) != "" {
+			t.Fatalf("%s: finish %s, %d calls, content %q: %q", label, r.final.Finish, len(r.calls), r.content, r.raw)
+		}
+		checkCalls(t, label, toolcall.Generic, r, check)
+	}
 }
