@@ -1,0 +1,104 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/modeld/modeld/internal/testenv"
+)
+
+// TestToolChoiceRequiredAgainstDaemon: through the daemon and the runner,
+// on a random-weight model with Qwen2.5's real vocabulary and template,
+// tool_choice required gives calls only (finish tool_calls) of the tool,
+// with arguments its schema accepts: with random weights only the grammar
+// makes them valid. The same request streamed reassembles (the SDK's
+// accumulator) to the same calls; parallel_tool_calls false gives one; a
+// parameters schema the grammar cannot enforce is a 400 naming the tool.
+func TestToolChoiceRequiredAgainstDaemon(t *testing.T) {
+	home := t.TempDir()
+	env := map[string]string{"MODELD_HOME": home}
+	if out, err := runCLI(t, env, "import", testenv.LlamaChatModel(t, "qwen2", "Qwen-Qwen2.5-7B-Instruct"), "--name", "t/qwen"); err != nil {
+		t.Fatalf("import: %v\n%s", err, out)
+	}
+	_, base, logs := startDaemon(t, home, "--context-size", "2048")
+	defer func() {
+		if t.Failed() {
+			t.Logf("daemon log:\n%s", logs)
+		}
+	}()
+	schema := `{"type":"object","properties":{"city":{"type":"string","maxLength":8},"unit":{"enum":["c","f"]}},"required":["city","unit"],"additionalProperties":false}`
+	doc, err := jsonschema.UnmarshalJSON(strings.NewReader(schema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := jsonschema.NewCompiler()
+	if err := c.AddResource("mem://w.json", doc); err != nil {
+		t.Fatal(err)
+	}
+	v, err := c.Compile("mem://w.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	params := openai.ChatCompletionNewParams{
+		Model:    "t/qwen",
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Weather in Paris?")},
+		Tools: []openai.ChatCompletionToolUnionParam{openai.ChatCompletionFunctionTool(openai.FunctionDefinitionParam{
+			Name: "get_weather", Parameters: openai.FunctionParameters{"type": "object",
+				"properties": map[string]any{"city": map[string]any{"type": "string", "maxLength": 8}, "unit": map[string]any{"enum": []string{"c", "f"}}},
+				"required": []string{"city", "unit"}, "additionalProperties": false}})},
+		ToolChoice: openai.ChatCompletionToolChoiceOptionUnionParam{OfAuto: openai.String("required")},
+		MaxTokens:  openai.Int(600), Temperature: openai.Float(1), Seed: openai.Int(3),
+	}
+	client := sdk(base)
+	for _, single := range []bool{false, true} {
+		if single {
+			params.ParallelToolCalls = openai.Bool(false)
+		}
+		resp, err := client.Chat.Completions.New(context.Background(), params)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ch := resp.Choices[0]
+		if ch.FinishReason != "tool_calls" || len(ch.Message.ToolCalls) == 0 || (single && len(ch.Message.ToolCalls) != 1) {
+			t.Fatalf("single %v: finish %q, calls %+v, content %q", single, ch.FinishReason, ch.Message.ToolCalls, ch.Message.Content)
+		}
+		for _, call := range ch.Message.ToolCalls {
+			inst, err := jsonschema.UnmarshalJSON(strings.NewReader(call.Function.Arguments))
+			if err != nil || call.Function.Name != "get_weather" {
+				t.Fatalf("call %+v: %v", call, err)
+			}
+			if err := v.Validate(inst); err != nil {
+				t.Fatalf("arguments %q fail the schema: %v", call.Function.Arguments, err)
+			}
+		}
+		stream := client.Chat.Completions.NewStreaming(context.Background(), params)
+		var acc openai.ChatCompletionAccumulator
+		for stream.Next() {
+			acc.AddChunk(stream.Current())
+		}
+		if err := stream.Err(); err != nil {
+			t.Fatalf("stream: %v", err)
+		}
+		got := acc.Choices[0].Message.ToolCalls
+		if len(got) != len(ch.Message.ToolCalls) {
+			t.Fatalf("streamed %d calls, non-streamed %d", len(got), len(ch.Message.ToolCalls))
+		}
+		for i := range got {
+			if got[i].Function.Name != ch.Message.ToolCalls[i].Function.Name || got[i].Function.Arguments != ch.Message.ToolCalls[i].Function.Arguments {
+				t.Fatalf("streamed call %+v, non-streamed %+v", got[i], ch.Message.ToolCalls[i])
+			}
+		}
+	}
+	params.Tools = []openai.ChatCompletionToolUnionParam{openai.ChatCompletionFunctionTool(openai.FunctionDefinitionParam{
+		Name: "scan", Parameters: openai.FunctionParameters{"type": "object", "patternProperties": map[string]any{"^x": map[string]any{}}}})}
+	_, err = client.Chat.Completions.New(context.Background(), params)
+	var apiErr *openai.Error
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != 400 || !strings.Contains(apiErr.Message, `"scan"`) || !strings.Contains(apiErr.Message, "patternProperties") {
+		t.Fatalf("unenforceable schema: %v", err)
+	}
+}
