@@ -50,7 +50,7 @@ func TestToolChoiceRequiredAgainstDaemon(t *testing.T) {
 		Tools: []openai.ChatCompletionToolUnionParam{openai.ChatCompletionFunctionTool(openai.FunctionDefinitionParam{
 			Name: "get_weather", Parameters: openai.FunctionParameters{"type": "object",
 				"properties": map[string]any{"city": map[string]any{"type": "string", "maxLength": 8}, "unit": map[string]any{"enum": []string{"c", "f"}}},
-				"required": []string{"city", "unit"}, "additionalProperties": false}})},
+				"required":   []string{"city", "unit"}, "additionalProperties": false}})},
 		ToolChoice: openai.ChatCompletionToolChoiceOptionUnionParam{OfAuto: openai.String("required")},
 		MaxTokens:  openai.Int(600), Temperature: openai.Float(1), Seed: openai.Int(3),
 	}
