@@ -1,6 +1,8 @@
 // Package grammar turns a JSON Schema into a GBNF grammar, the grammar format
 // of llama.cpp's grammar sampler, so that constrained generation can only
-// produce JSON the schema accepts.
+// produce JSON the schema accepts. ToolCall builds one grammar from several
+// tools' parameters schemas: a call object {"name", "arguments"} of any of
+// them, each tool's rules its own.
 //
 // It owns the translation only: it does not load models, build samplers or
 // read requests. The api turns its *UnsupportedError into a 400 that names
