@@ -71,14 +71,13 @@ var registerFake = sync.OnceValue(func() chan backends.Request {
 	return got
 })
 
-// TestFakeBackendEndToEnd: a backend is one registration. A fake backend
-// registered by name serves /v1/chat/completions, streamed and not, through
-// the real Server and cache; the loader picks the backend by the name in
-// the model's spec, as the daemon's does.
-func TestFakeBackendEndToEnd(t *testing.T) {
-	got := registerFake()
+// backendServer is a Server whose every model is a chat model of the
+// backend registered as name, loaded through the registry by the real cache
+// as the daemon does; the cache is returned for inspection.
+func backendServer(t *testing.T, name string) (*Server, *cache.Cache) {
+	t.Helper()
 	resolve := func(_ context.Context, id string) (cache.Spec, error) {
-		return cache.Spec{ID: id, Task: "chat", Backend: "fake-e2e"}, nil
+		return cache.Spec{ID: id, Task: "chat", Backend: name}, nil
 	}
 	load := func(ctx context.Context, spec cache.Spec) (cache.Instance, error) {
 		m, err := backends.Load(ctx, spec.Backend, backends.LoadSpec{ID: spec.ID, Task: spec.Task})
@@ -92,7 +91,16 @@ func TestFakeBackendEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Close(context.Background()) })
-	s := New(Options{Version: "test", Libs: backendsLibs(t), Cache: c})
+	return New(Options{Version: "test", Libs: backendsLibs(t), Cache: c}), c
+}
+
+// TestFakeBackendEndToEnd: a backend is one registration. A fake backend
+// registered by name serves /v1/chat/completions, streamed and not, through
+// the real Server and cache; the loader picks the backend by the name in
+// the model's spec, as the daemon's does.
+func TestFakeBackendEndToEnd(t *testing.T) {
+	got := registerFake()
+	s, c := backendServer(t, "fake-e2e")
 
 	body := `{"model":"fake:latest","messages":[{"role":"system","content":"be brief"},{"role":"user","content":"hello"}],` +
 		`"tools":[{"type":"function","function":{"name":"lookup","parameters":{"type":"object"}}}],"tool_choice":"auto"}`

@@ -32,22 +32,8 @@ var registerReasoning = sync.OnceFunc(func() {
 
 func reasoningServer(t *testing.T) *Server {
 	registerReasoning()
-	resolve := func(_ context.Context, id string) (cache.Spec, error) {
-		return cache.Spec{ID: id, Task: "chat", Backend: "fake-reasoning"}, nil
-	}
-	load := func(ctx context.Context, spec cache.Spec) (cache.Instance, error) {
-		m, err := backends.Load(ctx, spec.Backend, backends.LoadSpec{ID: spec.ID, Task: spec.Task})
-		if err != nil {
-			return nil, err
-		}
-		return held{m}, nil
-	}
-	c, err := cache.New(cache.DefaultConfig(), resolve, load)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close(context.Background()) })
-	return New(Options{Version: "test", Libs: backendsLibs(t), Cache: c})
+	s, _ := backendServer(t, "fake-reasoning")
+	return s
 }
 
 // TestReasoningContentWire: the backend's reasoning is message.reasoning_content

@@ -12,7 +12,6 @@ import (
 	"github.com/openai/openai-go/v3/option"
 
 	"github.com/modeld/modeld/backends"
-	"github.com/modeld/modeld/cache"
 )
 
 // toolReply is what the tools test backend generates: some content, then
@@ -47,22 +46,8 @@ var registerTools = sync.OnceValue(func() chan backends.Request {
 // toolServer is a Server whose every model is the tools test backend.
 func toolServer(t *testing.T) (*Server, chan backends.Request) {
 	got := registerTools()
-	resolve := func(_ context.Context, id string) (cache.Spec, error) {
-		return cache.Spec{ID: id, Task: "chat", Backend: "fake-tools"}, nil
-	}
-	load := func(ctx context.Context, spec cache.Spec) (cache.Instance, error) {
-		m, err := backends.Load(ctx, spec.Backend, backends.LoadSpec{ID: spec.ID, Task: spec.Task})
-		if err != nil {
-			return nil, err
-		}
-		return held{m}, nil
-	}
-	c, err := cache.New(cache.DefaultConfig(), resolve, load)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close(context.Background()) })
-	return New(Options{Version: "test", Libs: backendsLibs(t), Cache: c}), got
+	s, _ := backendServer(t, "fake-tools")
+	return s, got
 }
 
 const weatherTool = `{"type":"function","function":{"name":"get_weather","description":"Weather of a city","parameters":{"type":"object","properties":{"city":{"type":"string"}}}}}`
