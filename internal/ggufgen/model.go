@@ -184,13 +184,15 @@ func Write(w io.Writer, o Options) error {
 	return writeGGUF(w, metadata(o, v), tensors(o, v))
 }
 
-func metadata(o Options, v *vocab) []kv {
+// architectureKVs is the llama architecture's metadata of a model with o's
+// shape and a vocabulary of vocabSize tokens: what every generated model
+// carries before its tokenizer.
+func architectureKVs(o Options, vocabSize int) []kv {
 	fileType := uint32(0)
 	if o.Type == F16 {
 		fileType = 1
 	}
-	headDim := o.Embd / o.Heads
-	kvs := []kv{
+	return []kv{
 		{"general.architecture", "llama"},
 		{"general.name", o.Name},
 		{"general.file_type", fileType},
@@ -201,11 +203,14 @@ func metadata(o Options, v *vocab) []kv {
 		{"llama.attention.head_count", uint32(o.Heads)},
 		{"llama.attention.head_count_kv", uint32(o.HeadsKV)},
 		{"llama.attention.layer_norm_rms_epsilon", float32(1e-5)},
-		{"llama.rope.dimension_count", uint32(headDim)},
+		{"llama.rope.dimension_count", uint32(o.Embd / o.Heads)},
 		{"llama.rope.freq_base", float32(10000)},
-		{"llama.vocab_size", uint32(len(v.tokens))},
-		{"tokenizer.ggml.model", v.model},
+		{"llama.vocab_size", uint32(vocabSize)},
 	}
+}
+
+func metadata(o Options, v *vocab) []kv {
+	kvs := append(architectureKVs(o, len(v.tokens)), kv{"tokenizer.ggml.model", v.model})
 	if v.model == "gpt2" {
 		kvs = append(kvs, kv{"tokenizer.ggml.pre", "gpt-2"})
 	}

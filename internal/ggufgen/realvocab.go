@@ -310,26 +310,7 @@ func WriteVocabModel(w io.Writer, v *Vocab, o Options) error {
 			tv.silence = append(tv.silence, id)
 		}
 	}
-	fileType := uint32(0)
-	if o.Type == F16 {
-		fileType = 1
-	}
-	kvs := []kv{
-		{"general.architecture", "llama"},
-		{"general.name", o.Name},
-		{"general.file_type", fileType},
-		{"llama.context_length", uint32(o.Context)},
-		{"llama.embedding_length", uint32(o.Embd)},
-		{"llama.block_count", uint32(o.Layers)},
-		{"llama.feed_forward_length", uint32(o.FF)},
-		{"llama.attention.head_count", uint32(o.Heads)},
-		{"llama.attention.head_count_kv", uint32(o.HeadsKV)},
-		{"llama.attention.layer_norm_rms_epsilon", float32(1e-5)},
-		{"llama.rope.dimension_count", uint32(o.Embd / o.Heads)},
-		{"llama.rope.freq_base", float32(10000)},
-		{"llama.vocab_size", uint32(len(v.Tokens))},
-	}
-	kvs = append(kvs, v.kvs...)
+	kvs := append(architectureKVs(o, len(v.Tokens)), v.kvs...)
 	if !o.NoTemplate {
 		kvs = append(kvs, kv{"tokenizer.chat_template", o.Template})
 	}
