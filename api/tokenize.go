@@ -8,6 +8,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/modeld/modeld/backends"
+	"github.com/modeld/modeld/cache"
 )
 
 // TokenizeRequest is the body of POST /v1/tokenize: a text (content, or
@@ -81,18 +82,11 @@ func (s *Server) tokenize(c *gin.Context) {
 			return
 		}
 	}
-	h, err := s.acquire(c, req.Model, req.KeepAlive)
-	if err != nil {
-		writeError(c, err)
+	h, model, tok, ok := s.acquireTokenizer(c, req.Model, req.KeepAlive)
+	if !ok {
 		return
 	}
 	defer h.Release()
-	model := backends.Unwrap(h.Instance())
-	tok, ok := model.(backends.Tokenizer)
-	if !ok {
-		writeError(c, wrongModel(req.Model, model, "a tokenizer"))
-		return
-	}
 	ctx := c.Request.Context()
 	var ids []int32
 	if chat {
@@ -170,18 +164,11 @@ func (s *Server) detokenize(c *gin.Context) {
 		writeError(c, tooMany("tokens", len(req.Tokens), MaxDetokenizeTokens, "tokens"))
 		return
 	}
-	h, err := s.acquire(c, req.Model, req.KeepAlive)
-	if err != nil {
-		writeError(c, err)
+	h, _, tok, ok := s.acquireTokenizer(c, req.Model, req.KeepAlive)
+	if !ok {
 		return
 	}
 	defer h.Release()
-	model := backends.Unwrap(h.Instance())
-	tok, ok := model.(backends.Tokenizer)
-	if !ok {
-		writeError(c, wrongModel(req.Model, model, "a tokenizer"))
-		return
-	}
 	if req.Tokens == nil {
 		req.Tokens = []int32{}
 	}
@@ -231,4 +218,22 @@ func boolOr(p *bool, def bool) bool {
 		return def
 	}
 	return *p
+}
+
+// acquireTokenizer acquires model id and finds its Tokenizer capability.
+// When ok is false the error has been written; otherwise the caller must
+// release the handle.
+func (s *Server) acquireTokenizer(c *gin.Context, id string, ka KeepAlive) (h *cache.Handle, model backends.Model, tok backends.Tokenizer, ok bool) {
+	h, err := s.acquire(c, id, ka)
+	if err != nil {
+		writeError(c, err)
+		return nil, nil, nil, false
+	}
+	model = backends.Unwrap(h.Instance())
+	if tok, ok = model.(backends.Tokenizer); !ok {
+		h.Release()
+		writeError(c, wrongModel(id, model, "a tokenizer"))
+		return nil, nil, nil, false
+	}
+	return h, model, tok, true
 }
