@@ -338,30 +338,14 @@ func (s *Server) chatCompletions(c *gin.Context) {
 		writeError(c, err)
 		return
 	}
-	h, model, err := s.acquireChat(c, req.Model, req.KeepAlive)
+	run, err := s.startChat(c, chatCall{model: req.Model, keepAlive: req.KeepAlive, plan: plan, vars: req.ChatTemplateKwargs,
+		single: req.ParallelToolCalls != nil && !*req.ParallelToolCalls})
 	if err != nil {
 		writeError(c, err)
 		return
 	}
-	defer h.Release()
-	ctx := c.Request.Context()
-	gen := plan.gen
-	if err := checkPromptBytes("messages", plan.bytes, gen.MaxTokens, model.Info().ContextSize); err != nil {
-		writeError(c, err)
-		return
-	}
-	gen.Messages = plan.msgs
-	// The prompt /v1/tokenize counts (tokenize.go): message text as text.
-	if ids, rendered, err := chatPromptIDs(backends.WithTemplateVars(ctx, req.ChatTemplateKwargs), model, &gen, plan.msgs); err != nil {
-		writeError(c, err)
-		return
-	} else if rendered {
-		gen.Prompt = ids
-	}
-	if p := req.ParallelToolCalls; p != nil && !*p && len(gen.Tools) > 0 {
-		model = firstCallOnly{model}
-	}
-	s.generate(c, model, req.Model, gen, req.Stream, req.StreamOptions, true)
+	defer run.Release()
+	s.writeGeneration(c, run.Events, req.Model, req.Stream, req.StreamOptions, true)
 }
 
 // completionPlan is a validated completions request.
@@ -415,35 +399,13 @@ func (s *Server) completions(c *gin.Context) {
 		writeError(c, err)
 		return
 	}
-	h, model, err := s.acquireChat(c, req.Model, req.KeepAlive)
+	run, err := s.startText(c, req.Model, req.KeepAlive, plan.gen, plan.prompt, "prompt")
 	if err != nil {
 		writeError(c, err)
 		return
 	}
-	defer h.Release()
-	gen := plan.gen
-	if err := checkPromptBytes("prompt", len(plan.prompt), gen.MaxTokens, model.Info().ContextSize); err != nil {
-		writeError(c, err)
-		return
-	}
-	gen.Text = plan.prompt
-	if tok, ok := model.(backends.Tokenizer); ok {
-		// The caller owns the template: control-token text in a raw prompt
-		// is those tokens, as llama.cpp's server has it.
-		gen.Prompt, err = tok.TokenizeContext(c.Request.Context(), plan.prompt, true, true)
-		if err != nil {
-			writeError(c, fmt.Errorf("tokenize the prompt: %w", err))
-			return
-		}
-		if len(gen.Prompt) == 0 {
-			writeError(c, badRequest("prompt", "prompt is empty"))
-			return
-		}
-	} else if plan.prompt == "" {
-		writeError(c, badRequest("prompt", "prompt is empty"))
-		return
-	}
-	s.generate(c, model, req.Model, gen, req.Stream, req.StreamOptions, false)
+	defer run.Release()
+	s.writeGeneration(c, run.Events, req.Model, req.Stream, req.StreamOptions, false)
 }
 
 // addToolDeltas appends a stream's tool-call deltas to the calls they build.
@@ -489,15 +451,9 @@ func toUsage(u backends.Usage) Usage {
 	}
 }
 
-// generate runs one generation and writes it as a chat completion (chat) or a
-// text completion, streamed as server-sent events or as one JSON object.
-func (s *Server) generate(c *gin.Context, model ChatModel, name string, req backends.Request, stream bool, so *StreamOptions, chat bool) {
-	ctx := c.Request.Context()
-	events, err := model.Generate(ctx, req)
-	if err != nil {
-		writeError(c, err)
-		return
-	}
+// writeGeneration writes a generation as a chat completion (chat) or a text
+// completion, streamed as server-sent events or as one JSON object.
+func (s *Server) writeGeneration(c *gin.Context, events <-chan backends.Event, name string, stream bool, so *StreamOptions, chat bool) {
 	created := time.Now().Unix()
 	id := newID("cmpl-")
 	if chat {
@@ -505,28 +461,26 @@ func (s *Server) generate(c *gin.Context, model ChatModel, name string, req back
 	}
 	fp := "modeld-" + s.opt.Version
 	if !stream {
-		var text, reasoning strings.Builder
-		var last backends.Event
-		var calls []wireToolCall
-		for ev := range events {
-			text.WriteString(ev.Text)
-			reasoning.WriteString(ev.Reasoning)
-			calls = addToolDeltas(calls, ev.ToolCalls)
-			last = ev
-		}
-		if last.Finish == backends.FinishError || last.Err != nil {
-			writeError(c, fmt.Errorf("generation failed: %w", last.Err))
-			return
-		}
-		if last.Finish == backends.FinishCancelled {
+		res, err := collect(events)
+		if errors.Is(err, errCut) {
 			writeCut(c, nil) // a 503 when the shutdown cut it; nothing when the client is gone
 			return
 		}
-		finish := string(last.Finish)
-		usage := toUsage(last.Usage)
-		content := text.String()
+		if err != nil {
+			writeError(c, err)
+			return
+		}
+		var calls []wireToolCall
+		for _, tc := range res.ToolCalls {
+			w := wireToolCall{ID: tc.ID, Type: "function"}
+			w.Function.Name, w.Function.Arguments = tc.Name, tc.Arguments
+			calls = append(calls, w)
+		}
+		finish := string(res.Finish)
+		usage := toUsage(res.Usage)
+		content := res.Text
 		if chat {
-			msg := AssistantMessage{Role: "assistant", Content: &content, ReasoningContent: reasoning.String(), ToolCalls: calls}
+			msg := AssistantMessage{Role: "assistant", Content: &content, ReasoningContent: res.Reasoning, ToolCalls: calls}
 			if content == "" && len(calls) > 0 {
 				msg.Content = nil
 			}
@@ -578,8 +532,8 @@ func (s *Server) generate(c *gin.Context, model ChatModel, name string, req back
 		case ev.Finish == backends.FinishCancelled:
 			writeCut(c, sse) // an error event when the shutdown cut it
 			return
-		case ev.Finish == backends.FinishError || ev.Err != nil:
-			sse.send(gin.H{"error": toAPIError(fmt.Errorf("generation failed: %w", ev.Err))})
+		case generationError(ev) != nil:
+			sse.send(gin.H{"error": toAPIError(generationError(ev))})
 			return
 		}
 		finish := string(ev.Finish)

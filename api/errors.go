@@ -141,6 +141,13 @@ func statusError(err error) *Error {
 
 // writeError sends err as an OpenAI error object.
 func writeError(c *gin.Context, err error) {
+	writeErrorAs(c, err, func(e *Error) any { return gin.H{"error": e} })
+}
+
+// writeErrorAs sends err in a dialect's error shape: shape builds the body
+// from the one mapping (toAPIError), so every dialect has the same statuses,
+// Retry-After and bounded messages.
+func writeErrorAs(c *gin.Context, err error, shape func(*Error) any) {
 	e := toAPIError(asCut(c, err))
 	if e.RetryAfter > 0 {
 		secs := int(e.RetryAfter.Round(time.Second) / time.Second)
@@ -149,5 +156,5 @@ func writeError(c *gin.Context, err error) {
 		}
 		c.Header("Retry-After", strconv.Itoa(secs))
 	}
-	c.AbortWithStatusJSON(e.Status, gin.H{"error": e})
+	c.AbortWithStatusJSON(e.Status, shape(e))
 }

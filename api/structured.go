@@ -2,7 +2,6 @@ package api
 
 import (
 	"encoding/json"
-	"errors"
 
 	"github.com/modeld/modeld/backends"
 )
@@ -38,28 +37,10 @@ func responseFormat(rf *wireResponseFormat, gen *backends.Request) error {
 	default:
 		return badRequest("response_format", "response_format type %s is not one of text, json_object, json_schema", quote(rf.Type))
 	}
-	err := backends.CompileResponseFormat(&gen.ResponseFormat)
-	var br *backends.BadRequestError
-	if errors.As(err, &br) {
-		param := br.Param
-		if param == "" {
-			param = "response_format"
-		}
-		return badRequest(param, "%s", br.Error())
-	}
-	return err
+	return asBadRequest(backends.CompileResponseFormat(&gen.ResponseFormat), "response_format")
 }
 
 // toolGrammar has the backends' tool compiler derive gen's call grammar.
 func toolGrammar(gen *backends.Request) error {
-	err := backends.CompileToolChoice(gen)
-	var br *backends.BadRequestError
-	if errors.As(err, &br) {
-		param := br.Param
-		if param == "" {
-			param = "tools"
-		}
-		return badRequest(param, "%s", br.Error())
-	}
-	return err
+	return asBadRequest(backends.CompileToolChoice(gen), "tools")
 }

@@ -1,0 +1,229 @@
+package api
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/modeld/modeld/backends"
+	"github.com/modeld/modeld/cache"
+)
+
+// The chat core: every dialect (OpenAI chat, Ollama, Anthropic Messages,
+// OpenAI Responses) translates its request into a chatPlan and runs it here,
+// so model resolution, keep-alive, admission, prompt checks, the prompt that
+// /v1/tokenize counts, tool and format grammars and cancellation are one
+// implementation. A dialect only decodes its request and encodes the events.
+
+// chatCall is one chat generation as a dialect asks for it.
+type chatCall struct {
+	model     string
+	keepAlive KeepAlive
+	plan      *chatPlan
+	// vars are extra chat-template variables (chat_template_kwargs,
+	// enable_thinking); nil for none.
+	vars map[string]any
+	// single asks for at most one tool call (parallel_tool_calls false).
+	single bool
+}
+
+// newChatPlan checks a dialect's translated request without a model: the
+// message count and the prompt's size against the largest context a model
+// gets. gen's tools, tool choice and response format must already be
+// compiled (compileTooling).
+func newChatPlan(gen backends.Request, msgs []backends.Message, contextCap int) (*chatPlan, error) {
+	if len(msgs) == 0 {
+		return nil, badRequest("messages", "messages must not be empty")
+	}
+	if n := len(msgs); n > MaxChatMessages {
+		return nil, tooMany("messages", n, MaxChatMessages, "messages")
+	}
+	p := &chatPlan{gen: gen, msgs: msgs}
+	for _, m := range msgs {
+		p.bytes += len(m.Role) + len(m.Content) + len(m.Name) + len(m.ToolCallID)
+		for _, part := range m.Parts {
+			p.bytes += len(part.Text)
+		}
+		for _, tc := range m.ToolCalls {
+			p.bytes += len(tc.ID) + len(tc.Name) + len(tc.Arguments)
+		}
+	}
+	if err := checkPromptBytes("messages", p.bytes, gen.MaxTokens, contextCap); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// compileTooling checks gen's tools and derives the grammars of its tool
+// choice and response format, before any model is acquired: a schema that
+// cannot be enforced is a 400 naming the keyword (toolsParam and
+// formatParam name the dialect's fields).
+func compileTooling(gen *backends.Request, toolsParam, formatParam string) error {
+	if errs := checkTools(gen.Tools, false); len(errs) > 0 {
+		return joinBadRequests(errs)
+	}
+	switch tc := gen.ToolChoice; {
+	case tc.Mode == backends.ToolChoiceNone:
+		gen.Tools = nil
+	case (tc.Mode == backends.ToolChoiceRequired || tc.Mode == backends.ToolChoiceFunction) && len(gen.Tools) == 0:
+		return badRequest("tool_choice", "tool_choice %s needs tools", quote(string(tc.Mode)))
+	case tc.Mode == backends.ToolChoiceFunction && !hasTool(gen.Tools, tc.Name):
+		return badRequest("tool_choice", "tool_choice names %s, which is not among the tools", quote(tc.Name))
+	}
+	if err := backends.CompileResponseFormat(&gen.ResponseFormat); err != nil {
+		return asBadRequest(err, formatParam)
+	}
+	if err := backends.CompileToolChoice(gen); err != nil {
+		return asBadRequest(err, toolsParam)
+	}
+	return nil
+}
+
+func hasTool(tools []backends.Tool, name string) bool {
+	for _, t := range tools {
+		if t.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// asBadRequest turns a backend's BadRequestError into a 400 on its param
+// (or def); other errors pass unchanged.
+func asBadRequest(err error, def string) error {
+	var br *backends.BadRequestError
+	if errors.As(err, &br) {
+		param := br.Param
+		if param == "" {
+			param = def
+		}
+		return badRequest(param, "%s", br.Error())
+	}
+	return err
+}
+
+// chatRun is a started generation. Release the handle when done with Events.
+type chatRun struct {
+	Events <-chan backends.Event
+	// PromptTokens is the rendered prompt's length when modeld rendered it
+	// (0 when the backend renders).
+	PromptTokens int
+	handle       *cache.Handle
+}
+
+// Release gives the model back to the cache.
+func (r *chatRun) Release() { r.handle.Release() }
+
+// startChat acquires call.model (refusing a model of another task before it
+// loads), checks the prompt against its context, renders and tokenizes it as
+// /v1/tokenize does, and starts generating under the request's context: a
+// client that goes away stops the work.
+func (s *Server) startChat(c *gin.Context, call chatCall) (*chatRun, error) {
+	h, model, err := s.acquireChat(c, call.model, call.keepAlive)
+	if err != nil {
+		return nil, err
+	}
+	ctx := c.Request.Context()
+	gen := call.plan.gen
+	if err := checkPromptBytes("messages", call.plan.bytes, gen.MaxTokens, model.Info().ContextSize); err != nil {
+		h.Release()
+		return nil, err
+	}
+	gen.Messages = call.plan.msgs
+	ids, rendered, err := chatPromptIDs(backends.WithTemplateVars(ctx, call.vars), model, &gen, call.plan.msgs)
+	if err != nil {
+		h.Release()
+		return nil, err
+	}
+	if rendered {
+		gen.Prompt = ids
+	}
+	if call.single && len(gen.Tools) > 0 {
+		model = firstCallOnly{model}
+	}
+	events, err := model.Generate(ctx, gen)
+	if err != nil {
+		h.Release()
+		return nil, err
+	}
+	return &chatRun{Events: events, PromptTokens: len(gen.Prompt), handle: h}, nil
+}
+
+// startText is startChat for a raw prompt that the caller templated itself:
+// control-token text in it is those tokens, as llama.cpp's server has it.
+func (s *Server) startText(c *gin.Context, model string, ka KeepAlive, gen backends.Request, prompt string, param string) (*chatRun, error) {
+	h, m, err := s.acquireChat(c, model, ka)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkPromptBytes(param, len(prompt), gen.MaxTokens, m.Info().ContextSize); err != nil {
+		h.Release()
+		return nil, err
+	}
+	gen.Text = prompt
+	if tok, ok := m.(backends.Tokenizer); ok {
+		gen.Prompt, err = tok.TokenizeContext(c.Request.Context(), prompt, true, true)
+		if err != nil {
+			h.Release()
+			return nil, fmt.Errorf("tokenize the prompt: %w", err)
+		}
+	}
+	if _, tokenized := m.(backends.Tokenizer); tokenized && len(gen.Prompt) == 0 || prompt == "" {
+		h.Release()
+		return nil, badRequest(param, "%s is empty", param)
+	}
+	events, err := m.Generate(c.Request.Context(), gen)
+	if err != nil {
+		h.Release()
+		return nil, err
+	}
+	return &chatRun{Events: events, PromptTokens: len(gen.Prompt), handle: h}, nil
+}
+
+// chatResult is a whole generation, for the non-streamed answers.
+type chatResult struct {
+	Text      string
+	Reasoning string
+	ToolCalls []backends.ToolCall
+	Finish    backends.FinishReason
+	Usage     backends.Usage
+}
+
+// errCut is collect's error for a generation the request's end cut short:
+// answer with writeCut (a 503 when the shutdown cut it, nothing when the
+// client left).
+var errCut = errors.New("generation cut short")
+
+// collect reads a generation to its end.
+func collect(events <-chan backends.Event) (chatResult, error) {
+	var text, reasoning strings.Builder
+	var calls []wireToolCall
+	var last backends.Event
+	for ev := range events {
+		text.WriteString(ev.Text)
+		reasoning.WriteString(ev.Reasoning)
+		calls = addToolDeltas(calls, ev.ToolCalls)
+		last = ev
+	}
+	if last.Finish == backends.FinishError || last.Err != nil {
+		return chatResult{}, fmt.Errorf("generation failed: %w", last.Err)
+	}
+	if last.Finish == backends.FinishCancelled {
+		return chatResult{}, errCut
+	}
+	r := chatResult{Text: text.String(), Reasoning: reasoning.String(), Finish: last.Finish, Usage: last.Usage}
+	for _, tc := range calls {
+		r.ToolCalls = append(r.ToolCalls, backends.ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
+	}
+	return r, nil
+}
+
+// generationError is the error a stream's final event carries, or nil.
+func generationError(ev backends.Event) error {
+	if ev.Finish == backends.FinishError || ev.Err != nil {
+		return fmt.Errorf("generation failed: %w", ev.Err)
+	}
+	return nil
+}
