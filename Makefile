@@ -9,7 +9,7 @@ export CGO_CFLAGS  ?= -O2 -g -Wno-deprecated-declarations
 TESTFLAGS ?= -race -timeout 30m
 PKGS      ?= ./...
 
-.PHONY: all bootstrap test-assets build run test check fmt vet clean
+.PHONY: all bootstrap test-assets test-clients build run test check fmt vet clean
 
 all: build
 
@@ -19,6 +19,10 @@ bootstrap:
 # llama.cpp's chat templates and vocabulary-only GGUFs, for the tests (internal/testenv.LlamaAssets).
 test-assets:
 	scripts/fetch-llama-assets
+
+# The official API clients the integration tests drive (clients/package-lock.json pins them by version and checksum).
+test-clients:
+	@if [ ! clients/node_modules/.package-lock.json -nt clients/package-lock.json ]; then cd clients && npm ci --no-audit --no-fund --engine-strict; fi
 
 build:
 	$(GO) build -o $(BIN) ./cmd/modeld
@@ -34,7 +38,7 @@ vet:
 	$(GO) vet ./...
 	GOOS=darwin CGO_ENABLED=0 $(GO) vet ./probe/...
 
-test: bootstrap test-assets fmt vet
+test: bootstrap test-assets test-clients fmt vet
 	$(GO) test $(TESTFLAGS) $(PKGS)
 
 check: test
