@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime"
+	"strings"
 	"sync"
 	"time"
 )
@@ -123,6 +124,9 @@ type Sources struct {
 	// GGML reports which ggml GPU backend libraries are installed next to libllama
 	// (e.g. {"cuda": true}); nil means the llama lib dir is absent.
 	GGML func() map[Kind]bool
+	// AllowSoftware makes software devices (a Vulkan device of type "cpu",
+	// such as Mesa's llvmpipe) usable GPUs; see Readings.AllowSoftware.
+	AllowSoftware bool
 }
 
 // GPUReading is what one GPU reader saw.
@@ -145,6 +149,34 @@ type Readings struct {
 	GPU          map[Kind]GPUReading
 	GGML         map[Kind]bool
 	GGMLMissing  bool // the llama.cpp lib dir is not installed at all
+	// AllowSoftware keeps the software devices a reader saw (Type "cpu":
+	// a rasterizer running on the CPU, such as Mesa's llvmpipe) as usable
+	// GPUs. They run the real offload code path at CPU speed or worse, so
+	// this is for tests and demos; off, they are named in the backend's
+	// reason and left out of the GPU list.
+	AllowSoftware bool
+}
+
+// softwareType is the GPU.Type of a device that is the CPU itself.
+const softwareType = "cpu"
+
+// withoutSoftware drops the software devices of rd unless allowed; names
+// lists the dropped ones.
+func withoutSoftware(rd GPUReading, allow bool) (GPUReading, []string) {
+	if allow {
+		return rd, nil
+	}
+	var keep []GPU
+	var names []string
+	for _, g := range rd.Devices {
+		if g.Type == softwareType {
+			names = append(names, g.Name)
+			continue
+		}
+		keep = append(keep, g)
+	}
+	rd.Devices = keep
+	return rd, names
 }
 
 // Decide turns raw readings into an Info: the GPU list and, for every backend
@@ -154,6 +186,7 @@ func Decide(r Readings) Info {
 	in.Backends = append(in.Backends, BackendStatus{Kind: CPU, Devices: 1, Usable: true})
 	for _, k := range GPUKinds {
 		rd, ok := r.GPU[k]
+		rd, software := withoutSoftware(rd, r.AllowSoftware)
 		st := BackendStatus{Kind: k}
 		switch {
 		case !ok:
@@ -164,6 +197,9 @@ func Decide(r Readings) Info {
 			st.Reason = fmt.Sprintf("%s: %s not found", k, rd.LibMissing)
 		case rd.Err != nil:
 			st.Reason = fmt.Sprintf("%s: %v", k, rd.Err)
+		case len(rd.Devices) == 0 && len(software) > 0:
+			st.Reason = fmt.Sprintf("%s: only software devices (%s), which --allow-software-gpu makes usable for tests and demos",
+				k, strings.Join(software, ", "))
 		case len(rd.Devices) == 0:
 			st.Reason = fmt.Sprintf("%s: no devices", k)
 		}
@@ -200,7 +236,7 @@ func Run(ctx context.Context, src Sources, timeout time.Duration) Info {
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	r := Readings{GOOS: runtime.GOOS, GOARCH: runtime.GOARCH, GPU: map[Kind]GPUReading{}}
+	r := Readings{GOOS: runtime.GOOS, GOARCH: runtime.GOARCH, GPU: map[Kind]GPUReading{}, AllowSoftware: src.AllowSoftware}
 
 	type result struct {
 		apply func(*Readings)

@@ -191,3 +191,73 @@ func TestInfoJSON(t *testing.T) {
 		t.Errorf("backends = %d, want 4 (cpu, cuda, metal, vulkan)", n)
 	}
 }
+
+// A software Vulkan device (llvmpipe) is named and not used unless software
+// GPUs are allowed; allowed, it is a usable GPU that keeps its driver index.
+func TestDecideSoftwareVulkan(t *testing.T) {
+	llvmpipe := GPU{Name: "llvmpipe (LLVM 15.0.6, 256 bits)", Type: "cpu", TotalBytes: 2 << 30, NativeIndex: 0, Driver: "vulkan 1.3.230"}
+	r := baseReadings()
+	r.GPU[Vulkan] = GPUReading{Devices: []GPU{llvmpipe}}
+	r.GGML[Vulkan] = true
+
+	off := Decide(r)
+	if b := off.Backend(Vulkan); b.Usable || b.Devices != 0 ||
+		b.Reason != "vulkan: only software devices (llvmpipe (LLVM 15.0.6, 256 bits)), which --allow-software-gpu makes usable for tests and demos" {
+		t.Errorf("software device, not allowed: %+v", b)
+	}
+	if len(off.GPUs) != 0 {
+		t.Errorf("GPUs = %+v, want none", off.GPUs)
+	}
+
+	r.AllowSoftware = true
+	on := Decide(r)
+	if b := on.Backend(Vulkan); !b.Usable || b.Devices != 1 || b.Reason != "" {
+		t.Errorf("software device, allowed: %+v", b)
+	}
+	if devs := on.Devices(Vulkan); len(devs) != 1 || devs[0].ID() != "vulkan:0" || devs[0].NativeIndex != 0 || devs[0].TotalBytes != 2<<30 {
+		t.Errorf("devices = %+v", devs)
+	}
+
+	// Allowed, but the ggml Vulkan library is missing: present, not usable.
+	r.GGML[Vulkan] = false
+	if b := Decide(r).Backend(Vulkan); b.Usable || b.Devices != 1 || !strings.Contains(b.Reason, "scripts/bootstrap --gpu vulkan") {
+		t.Errorf("allowed without libggml-vulkan: %+v", b)
+	}
+}
+
+// Next to a real GPU a software device is dropped, and the real one keeps
+// its index in the driver's enumeration (what GGML_VK_VISIBLE_DEVICES names).
+func TestDecideSoftwareBesideHardware(t *testing.T) {
+	r := baseReadings()
+	r.GPU[Vulkan] = GPUReading{Devices: []GPU{
+		{Name: "llvmpipe", Type: "cpu", TotalBytes: 2 << 30, NativeIndex: 0},
+		{Name: "Radeon", Type: "discrete", TotalBytes: 16 << 30, NativeIndex: 1},
+	}}
+	r.GGML[Vulkan] = true
+	in := Decide(r)
+	devs := in.Devices(Vulkan)
+	if len(devs) != 1 || devs[0].Name != "Radeon" || devs[0].ID() != "vulkan:0" || devs[0].NativeIndex != 1 {
+		t.Fatalf("devices = %+v, want the Radeon alone, native index 1", devs)
+	}
+	if b := in.Backend(Vulkan); !b.Usable || b.Devices != 1 {
+		t.Errorf("vulkan = %+v", b)
+	}
+	r.AllowSoftware = true
+	if devs := Decide(r).Devices(Vulkan); len(devs) != 2 || devs[0].NativeIndex != 0 || devs[1].NativeIndex != 1 {
+		t.Errorf("allowed: devices = %+v, want both", devs)
+	}
+}
+
+// Run passes Sources.AllowSoftware on to Decide.
+func TestRunAllowSoftware(t *testing.T) {
+	src := Sources{Vulkan: func() GPUReading {
+		return GPUReading{Devices: []GPU{{Name: "llvmpipe", Type: "cpu", TotalBytes: 2 << 30}}}
+	}, GGML: func() map[Kind]bool { return map[Kind]bool{Vulkan: true} }}
+	if b := Run(context.Background(), src, time.Minute).Backend(Vulkan); b.Usable {
+		t.Errorf("not allowed: %+v", b)
+	}
+	src.AllowSoftware = true
+	if b := Run(context.Background(), src, time.Minute).Backend(Vulkan); !b.Usable {
+		t.Errorf("allowed: %+v", b)
+	}
+}

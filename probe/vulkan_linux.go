@@ -24,8 +24,9 @@ const (
 
 var vkDeviceTypes = map[uint32]string{0: "other", 1: "integrated", 2: "discrete", 3: "virtual", 4: "cpu"}
 
-// readVulkan lists Vulkan physical devices through the system loader libvulkan.so.1.
-// Devices of type "cpu" (software rasterizers such as llvmpipe) are not GPUs.
+// readVulkan lists Vulkan physical devices through the system loader libvulkan.so.1,
+// software ones (type "cpu", such as llvmpipe) too: Decide drops those unless
+// they are allowed.
 func readVulkan() GPUReading {
 	lib, err := purego.Dlopen("libvulkan.so.1", purego.RTLD_NOW|purego.RTLD_LOCAL)
 	if err != nil {
@@ -73,7 +74,6 @@ func readVulkan() GPUReading {
 		return GPUReading{Err: fmt.Errorf("vkEnumeratePhysicalDevices failed (VkResult %d)", res)}
 	}
 	var devs []GPU
-	var software []string
 	for i, h := range handles[:n] {
 		props := make([]byte, vkPropsSize)
 		getProps(h, unsafe.Pointer(&props[0]))
@@ -81,14 +81,7 @@ func readVulkan() GPUReading {
 		getMemProps(h, unsafe.Pointer(&mem[0]))
 		g := parseVulkanDevice(props, mem)
 		g.NativeIndex = i
-		if g.Type == "cpu" {
-			software = append(software, g.Name)
-			continue
-		}
 		devs = append(devs, g)
-	}
-	if len(devs) == 0 && len(software) > 0 {
-		return GPUReading{Err: fmt.Errorf("only software Vulkan devices (%s)", strings.Join(software, ", "))}
 	}
 	return GPUReading{Devices: devs}
 }
