@@ -255,3 +255,34 @@ func TestBootstrapRejectsUnknownGPU(t *testing.T) {
 		t.Fatalf("err = %v\n%s", err, out)
 	}
 }
+
+// --test-vulkan installs the Vulkan backend alone in llama-vulkan/ and
+// leaves llama/ CPU-only; a second run has nothing to do.
+func TestBootstrapTestVulkanInstallsApart(t *testing.T) {
+	e := newEnv(t, []fakePkg{llamaPkg, ortPkg, vulkanPkg}, "")
+	out, err := e.run(nil, "--test-vulkan")
+	if err != nil {
+		t.Fatalf("--test-vulkan: %v\n%s", err, out)
+	}
+	apart := filepath.Join(e.libDir, "llama-vulkan")
+	if b, err := os.ReadFile(filepath.Join(apart, "libggml-vulkan.so")); err != nil || string(b) != "vulkan" {
+		t.Fatalf("llama-vulkan/libggml-vulkan.so = %q, %v", b, err)
+	}
+	if entries, _ := os.ReadDir(apart); len(entries) != 2 { // the library and .installed
+		t.Errorf("llama-vulkan holds %d entries, want the library and its stamp", len(entries))
+	}
+	if _, err := os.Stat(filepath.Join(e.libDir, "llama", "libggml-vulkan.so")); err == nil {
+		t.Error("--test-vulkan put the Vulkan backend into llama/")
+	}
+	out, err = e.run(nil, "--test-vulkan")
+	if err != nil || strings.Count(out, "nothing to do") != 3 || len(e.packed()) != 3 {
+		t.Fatalf("second run: %v\n%s\npacked: %v", err, out, e.packed())
+	}
+	// A plain run keeps it.
+	if out, err = e.run(nil); err != nil {
+		t.Fatalf("plain run: %v\n%s", err, out)
+	}
+	if _, err := os.Stat(filepath.Join(apart, "libggml-vulkan.so")); err != nil {
+		t.Errorf("a plain run removed llama-vulkan: %v", err)
+	}
+}
