@@ -184,7 +184,7 @@ func (s *Summarizer) beam(ctx context.Context, gs *genSettings, hidden, mask *on
 		best := h.best()
 		out[t] = Summary{TokenIDs: append([]int64(nil), best.seq[1:]...), FinishReason: "length"}
 		if best.eos {
-			out[t].FinishReason = "stop"
+			out[t].FinishReason = gs.eosFinish(len(best.seq) + 1)
 		}
 	}
 	return out, nil

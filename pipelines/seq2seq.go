@@ -9,16 +9,25 @@ import (
 	"github.com/modeld/modeld/pipelines/tokenizer"
 )
 
-// seq2seq is an encoder-decoder model: onnx/encoder_model.onnx plus either
-// onnx/decoder_model_merged.onnx (KV cache, use_cache_branch) or, when that is
-// absent, onnx/decoder_model.onnx (the whole decoder sequence every step).
+// seq2seq is an encoder-decoder model: onnx/encoder_model.onnx plus one of the
+// decoder layouts transformers.js and Optimum export:
+//
+//   - onnx/decoder_model_merged.onnx with use_cache_branch and past_key_values.*
+//     inputs: one session, KV cache (merged);
+//   - onnx/decoder_model.onnx plus onnx/decoder_with_past_model.onnx: the
+//     first for the first step (its present.* outputs start the cache), the
+//     second for every later step (split);
+//   - a decoder with only input_ids, encoder_attention_mask and
+//     encoder_hidden_states, under either name: the whole decoder sequence
+//     every step, no cache (plain).
 type seq2seq struct {
-	files   *modelFiles
-	encoder *onnx.Session
-	decoder *onnx.Session
-	merged  bool
-	heads   int64 // decoder attention heads, for the empty cache
-	headDim int64
+	files    *modelFiles
+	encoder  *onnx.Session
+	decoder  *onnx.Session // the merged, plain or split first-step decoder
+	withPast *onnx.Session // the split layout's later-step decoder; nil otherwise
+	merged   bool
+	heads    int64 // decoder attention heads, for the empty cache
+	headDim  int64
 }
 
 func loadSeq2Seq(files *modelFiles, opts Options) (_ *seq2seq, err error) {
@@ -28,13 +37,16 @@ func loadSeq2Seq(files *modelFiles, opts Options) (_ *seq2seq, err error) {
 		return nil, err
 	}
 	decPath, merr := files.onnxPath("decoder_model_merged.onnx", task)
-	merged := merr == nil
-	if !merged {
+	pastPath := ""
+	if merr != nil {
 		if decPath, err = files.onnxPath("decoder_model.onnx", task); err != nil {
 			return nil, err
 		}
+		if p, perr := files.onnxPath("decoder_with_past_model.onnx", task); perr == nil {
+			pastPath = p
+		}
 	}
-	m := &seq2seq{files: files, merged: merged}
+	m := &seq2seq{files: files}
 	defer func() {
 		if err != nil {
 			if cerr := m.close(); cerr != nil {
@@ -45,15 +57,27 @@ func loadSeq2Seq(files *modelFiles, opts Options) (_ *seq2seq, err error) {
 	if m.encoder, err = opts.session(encPath); err != nil {
 		return nil, fmt.Errorf("pipelines: %w", err)
 	}
-	outputs := []string{"logits"}
-	if merged {
-		outputs = nil // logits and every present.* output
+	// A decoder that only computes logits gets only that output; one whose
+	// present.* outputs start or carry the cache gets them all.
+	var outputs []string
+	if merr != nil && pastPath == "" {
+		outputs = []string{"logits"}
 	}
 	if m.decoder, err = opts.session(decPath, outputs...); err != nil {
 		return nil, fmt.Errorf("pipelines: %w", err)
 	}
+	// The layout is what the decoder takes, not what its file is called.
+	m.merged = m.decoder.HasInput("use_cache_branch")
+	if pastPath != "" {
+		if m.withPast, err = opts.session(pastPath); err != nil {
+			return nil, fmt.Errorf("pipelines: %w", err)
+		}
+	}
 	return m, m.check()
 }
+
+// cached reports whether decoding keeps a KV cache (merged or split).
+func (m *seq2seq) cached() bool { return m.merged || m.withPast != nil }
 
 func (m *seq2seq) check() error {
 	dir := m.files.dir
@@ -65,21 +89,22 @@ func (m *seq2seq) check() error {
 	if !hasOutput(m.encoder, "last_hidden_state") {
 		return fmt.Errorf("pipelines: %s encoder has no last_hidden_state output: %w", dir, ErrWrongModel)
 	}
-	for _, in := range m.decoder.Inputs() {
-		switch {
-		case in.Name == "input_ids", in.Name == "encoder_attention_mask", in.Name == "encoder_hidden_states":
-		case m.merged && in.Name == "use_cache_branch":
-		case m.merged && strings.HasPrefix(in.Name, "past_key_values."):
-			if len(in.Shape) != 4 {
-				return fmt.Errorf("pipelines: %s: cache input %s has shape %v, want 4 dimensions: %w", dir, in.Name, in.Shape, ErrWrongModel)
-			}
-			m.heads, m.headDim = in.Shape[1], in.Shape[3]
-		default:
-			return fmt.Errorf("pipelines: %s decoder has input %q, which the summarizer cannot feed: %w", dir, in.Name, ErrWrongModel)
-		}
+	if err := m.checkDecoder(m.decoder, m.merged, false); err != nil {
+		return err
 	}
 	if !m.decoder.HasInput("input_ids") || !m.decoder.HasInput("encoder_hidden_states") {
 		return fmt.Errorf("pipelines: %s decoder lacks input_ids or encoder_hidden_states: %w", dir, ErrWrongModel)
+	}
+	if m.withPast != nil {
+		if err := m.checkDecoder(m.withPast, false, true); err != nil {
+			return err
+		}
+		if !m.withPast.HasInput("input_ids") || !m.withPast.HasInput("past_key_values.0.decoder.key") {
+			return fmt.Errorf("pipelines: %s decoder_with_past_model.onnx lacks input_ids or past_key_values: %w", dir, ErrWrongModel)
+		}
+		if !hasOutput(m.decoder, "present.0.decoder.key") || !hasOutput(m.decoder, "present.0.encoder.key") {
+			return fmt.Errorf("pipelines: %s decoder_model.onnx has no present.* outputs to start decoder_with_past_model.onnx's cache: %w", dir, ErrWrongModel)
+		}
 	}
 	if m.merged && (m.heads <= 0 || m.headDim <= 0) {
 		c := m.files.config
@@ -91,6 +116,27 @@ func (m *seq2seq) check() error {
 		m.headDim = int64(c.DKV)
 		if m.headDim == 0 {
 			m.headDim = int64(c.DModel / heads)
+		}
+	}
+	return nil
+}
+
+// checkDecoder refuses a decoder with an input the summarizer cannot feed.
+// merged allows use_cache_branch, and merged or past the cache inputs.
+func (m *seq2seq) checkDecoder(d *onnx.Session, merged, past bool) error {
+	for _, in := range d.Inputs() {
+		switch {
+		case in.Name == "input_ids", in.Name == "encoder_attention_mask", in.Name == "encoder_hidden_states":
+		case merged && in.Name == "use_cache_branch":
+		case (merged || past) && strings.HasPrefix(in.Name, "past_key_values."):
+			if len(in.Shape) != 4 {
+				return fmt.Errorf("pipelines: %s: cache input %s has shape %v, want 4 dimensions: %w", m.files.dir, in.Name, in.Shape, ErrWrongModel)
+			}
+			if merged {
+				m.heads, m.headDim = in.Shape[1], in.Shape[3]
+			}
+		default:
+			return fmt.Errorf("pipelines: %s decoder has input %q, which the summarizer cannot feed: %w", m.files.dir, in.Name, ErrWrongModel)
 		}
 	}
 	return nil
@@ -147,17 +193,26 @@ type decodeState struct {
 // step runs the decoder once and returns each row's next-token logits.
 func (m *seq2seq) step(ctx context.Context, st *decodeState) ([][]float32, error) {
 	rows := int64(len(st.seqs))
-	in := map[string]*onnx.Tensor{"encoder_hidden_states": st.hidden}
-	if m.decoder.HasInput("encoder_attention_mask") {
+	dec := m.decoder
+	if m.withPast != nil && st.past != nil {
+		dec = m.withPast
+	}
+	in := map[string]*onnx.Tensor{}
+	if dec.HasInput("encoder_hidden_states") {
+		in["encoder_hidden_states"] = st.hidden
+	}
+	if dec.HasInput("encoder_attention_mask") {
 		in["encoder_attention_mask"] = st.mask
 	}
-	if m.merged && st.past != nil {
+	if m.cached() && st.past != nil {
 		last := make([]int64, rows)
 		for i, s := range st.seqs {
 			last[i] = s[len(s)-1]
 		}
 		in["input_ids"] = onnx.NewInt64(last, rows, 1)
-		in["use_cache_branch"] = onnx.NewBool([]bool{true}, 1)
+		if m.merged {
+			in["use_cache_branch"] = onnx.NewBool([]bool{true}, 1)
+		}
 		for name, t := range st.past {
 			in[name] = t
 		}
@@ -177,21 +232,27 @@ func (m *seq2seq) step(ctx context.Context, st *decodeState) ([][]float32, error
 			}
 		}
 	}
-	out, err := m.decoder.Run(ctx, in)
+	out, err := dec.Run(ctx, in)
 	if err != nil {
 		return nil, fmt.Errorf("pipelines: decoder: %w", err)
 	}
-	if m.merged {
+	if m.cached() {
+		// The encoder's keys and values do not change after the first
+		// step (the split layout's later decoder does not even output them).
 		next := make(map[string]*onnx.Tensor, len(out))
+		for name, t := range st.past {
+			if strings.Contains(name, ".encoder.") {
+				next[name] = t
+			}
+		}
 		for name, t := range out {
 			if !strings.HasPrefix(name, "present.") {
 				continue
 			}
 			past := "past_key_values." + strings.TrimPrefix(name, "present.")
-			if st.past != nil && strings.Contains(name, ".encoder.") {
-				t = st.past[past] // the encoder's keys/values do not change
+			if _, kept := next[past]; !kept {
+				next[past] = t
 			}
-			next[past] = t
 		}
 		st.past = next
 	}
@@ -255,7 +316,7 @@ func gatherRows(t *onnx.Tensor, rows []int) *onnx.Tensor {
 
 func (m *seq2seq) close() error {
 	var err error
-	for _, s := range []*onnx.Session{m.encoder, m.decoder} {
+	for _, s := range []*onnx.Session{m.encoder, m.decoder, m.withPast} {
 		if s != nil {
 			if cerr := s.Close(); cerr != nil && err == nil {
 				err = cerr

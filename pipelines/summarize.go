@@ -182,8 +182,8 @@ func (s *Summarizer) Summarize(ctx context.Context, texts []string, opts Summari
 	for i := range sums {
 		sums[i].Text = s.m.files.tok.Decode(sums[i].TokenIDs, true)
 		res.OutputTokens += len(sums[i].TokenIDs)
-		if sums[i].FinishReason == "stop" {
-			res.OutputTokens++ // the EOS was generated too
+		if sums[i].FinishReason == "stop" || len(gs.forcedEOS) > 0 {
+			res.OutputTokens++ // the EOS was generated too (forced at the length limit)
 		}
 	}
 	return res, nil
@@ -221,9 +221,21 @@ func (s *Summarizer) summarizeGroup(ctx context.Context, gs *genSettings, texts 
 func finishedSummary(seq []int64, gs *genSettings) Summary {
 	out := Summary{TokenIDs: append([]int64(nil), seq[1:]...), FinishReason: "length"}
 	if n := len(out.TokenIDs); n > 0 && gs.isEOS(out.TokenIDs[n-1]) {
-		out.TokenIDs, out.FinishReason = out.TokenIDs[:n-1], "stop"
+		out.TokenIDs = out.TokenIDs[:n-1]
+		out.FinishReason = gs.eosFinish(len(seq))
 	}
 	return out
+}
+
+// eosFinish is the finish reason of a sequence of n tokens (start token and
+// EOS included) that ended with an EOS: "length" when it was the EOS that
+// forced_eos_token_id puts at the length limit (the text was cut), else
+// "stop".
+func (g *genSettings) eosFinish(n int) string {
+	if len(g.forcedEOS) > 0 && n >= g.maxLength {
+		return "length"
+	}
+	return "stop"
 }
 
 // streamDelta is the text the newest token adds to a summary.
@@ -251,8 +263,9 @@ func (s *Summarizer) Size() int64 { return s.m.files.size }
 // Task is TaskSummarize.
 func (s *Summarizer) Task() Task { return TaskSummarize }
 
-// UsesCache says whether decoding uses the merged decoder's KV cache.
-func (s *Summarizer) UsesCache() bool { return s.m.merged }
+// UsesCache says whether decoding keeps a KV cache (a merged decoder, or the
+// split decoder_model + decoder_with_past_model layout).
+func (s *Summarizer) UsesCache() bool { return s.m.cached() }
 
 // Close releases the models.
 func (s *Summarizer) Close() error { return s.m.close() }

@@ -59,9 +59,10 @@ type summarizeGolden struct {
 	TJSNumBeams3 [][]int64 `json:"transformers_js_generate_num_beams_3"`
 }
 
-// noCacheCopy is the summarize model without decoder_model_merged.onnx, so the
-// summarizer runs onnx/decoder_model.onnx (no KV cache).
-func noCacheCopy(t *testing.T) string {
+// layoutCopy is the summarize model with only encoder_model.onnx and the
+// decoder files given (as from: to, both under onnx/), so the summarizer
+// loads that decoder layout.
+func layoutCopy(t *testing.T, decoders map[string]string) string {
 	t.Helper()
 	src, err := filepath.Abs(modelDir(t, "summarize"))
 	if err != nil {
@@ -71,12 +72,41 @@ func noCacheCopy(t *testing.T) string {
 	if err := os.MkdirAll(filepath.Join(dir, "onnx"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range []string{"config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json", "onnx/encoder_model.onnx", "onnx/decoder_model.onnx"} {
-		if err := os.Symlink(filepath.Join(src, f), filepath.Join(dir, f)); err != nil {
+	links := map[string]string{"onnx/encoder_model.onnx": "onnx/encoder_model.onnx"}
+	for _, f := range []string{"config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json"} {
+		links[f] = f
+	}
+	for from, to := range decoders {
+		links["onnx/"+from] = "onnx/" + to
+	}
+	for from, to := range links {
+		if err := os.Symlink(filepath.Join(src, from), filepath.Join(dir, to)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	return dir
+}
+
+// noCacheCopy is the summarize model without decoder_model_merged.onnx, so the
+// summarizer runs onnx/decoder_model.onnx (no KV cache).
+func noCacheCopy(t *testing.T) string {
+	return layoutCopy(t, map[string]string{"decoder_model.onnx": "decoder_model.onnx"})
+}
+
+// finishReason is the finish_reason of a golden sequence (start token first)
+// generated under opts: "stop" when it ended with the EOS before the length
+// limit; "length" when the limit cut it, also where forced_eos_token_id put
+// the EOS at the limit (the test model's generation_config has max_length
+// 24 and forced_eos_token_id 3).
+func finishReason(seq []int64, opts genOptionsJSON) string {
+	limit := 24
+	if opts.MaxNewTokens != nil {
+		limit = 1 + *opts.MaxNewTokens
+	}
+	if seq[len(seq)-1] == 3 && len(seq) < limit {
+		return "stop"
+	}
+	return "length"
 }
 
 func TestSummarizeMatchesTransformersJS(t *testing.T) {
@@ -91,14 +121,20 @@ func TestSummarizeMatchesTransformersJS(t *testing.T) {
 	for _, variant := range []struct {
 		name string
 		dir  string
-	}{{"merged decoder with KV cache", modelDir(t, "summarize")}, {"decoder without cache", noCacheCopy(t)}} {
+		cache bool
+	}{
+		{"merged decoder with KV cache", modelDir(t, "summarize"), true},
+		{"decoder without cache", noCacheCopy(t), false},
+		{"decoder without cache named decoder_model_merged.onnx", layoutCopy(t, map[string]string{"decoder_model.onnx": "decoder_model_merged.onnx"}), false},
+		{"decoder_model and decoder_with_past_model", layoutCopy(t, map[string]string{"decoder_model.onnx": "decoder_model.onnx", "decoder_with_past_model.onnx": "decoder_with_past_model.onnx"}), true},
+	} {
 		t.Run(variant.name, func(t *testing.T) {
 			s, err := LoadSummarizer(variant.dir, opts)
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer closeP(t, s)
-			if s.UsesCache() != strings.HasPrefix(variant.name, "merged") {
+			if s.UsesCache() != variant.cache {
 				t.Fatalf("UsesCache = %v", s.UsesCache())
 			}
 			ctx := context.Background()
@@ -110,9 +146,9 @@ func TestSummarizeMatchesTransformersJS(t *testing.T) {
 					t.Fatal(err)
 				}
 				for i, seq := range c.Sequences {
-					want, reason := seq[1:], "length"
+					want, reason := seq[1:], finishReason(seq, c.Options)
 					if want[len(want)-1] == 3 {
-						want, reason = want[:len(want)-1], "stop"
+						want = want[:len(want)-1]
 					}
 					got := res.Summaries[i]
 					if !slices.Equal(got.TokenIDs, want) || got.FinishReason != reason {
@@ -137,7 +173,11 @@ func TestSummarizeMatchesTransformersJS(t *testing.T) {
 				}
 				for i, want := range c.Results {
 					got := res.Summaries[i]
-					if !slices.Equal(got.TokenIDs, want.IDs) || (got.FinishReason == "stop") != want.EOS {
+					seq := append([]int64{2}, want.IDs...)
+					if want.EOS {
+						seq = append(seq, 3)
+					}
+					if !slices.Equal(got.TokenIDs, want.IDs) || got.FinishReason != finishReason(seq, c.Options) {
 						t.Errorf("beam %+v text %d: %v (%s), reference %v (eos %v)", c.Options, i, got.TokenIDs, got.FinishReason, want.IDs, want.EOS)
 					}
 					compared++

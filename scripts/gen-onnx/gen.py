@@ -124,6 +124,10 @@ def gen_seq2seq(out):
     for merged, fname in ((True, "decoder_model_merged.onnx"), (False, "decoder_model.onnx")):
         dec = models.seq2seq_decoder(dcfg, 32, emb, vocabmod.SEP, 0.9, merged)
         save_model(dec, os.path.join(d, "onnx", fname))
+    # The split cache layout's second half; the loader prefers the merged decoder,
+    # so tests that load the split layout link the files they want into a folder.
+    dec = models.seq2seq_decoder(dcfg, 32, emb, vocabmod.SEP, 0.9, False, with_past=True)
+    save_model(dec, os.path.join(d, "onnx", "decoder_with_past_model.onnx"))
     write_json(os.path.join(d, "config.json"), {
         "architectures": ["BartForConditionalGeneration"], "model_type": "bart",
         "vocab_size": cfg.vocab, "d_model": cfg.hidden,

@@ -100,9 +100,12 @@ def _cross_kv(g, p, cfg, name, enc):
     return k, v
 
 
-def seq2seq_decoder(cfg, seed, word_embeddings, eos_id, eos_slope, merged):
+def seq2seq_decoder(cfg, seed, word_embeddings, eos_id, eos_slope, merged, with_past=False):
     """BART-like decoder. merged=True: decoder_model_merged.onnx (KV cache inputs and
-    use_cache_branch); merged=False: decoder_model.onnx (no past inputs).
+    use_cache_branch); merged=False: decoder_model.onnx (no past inputs);
+    with_past=True: decoder_with_past_model.onnx (past inputs, no encoder_hidden_states,
+    only the decoder's present outputs), the other half of the split cache layout.
+    All three have the same weights.
 
     word_embeddings are the encoder's (shared, as in BART; the LM head is not tied so
     that the tiny model does not just repeat its input token). logits get eos_slope *
@@ -112,20 +115,23 @@ def seq2seq_decoder(cfg, seed, word_embeddings, eos_id, eos_slope, merged):
     g.weight("shared.word_embeddings", word_embeddings)
     nh, hd = cfg.heads, cfg.head_dim
     inputs = [tensor_input("input_ids", I64, ["batch_size", "decoder_sequence_length"]),
-              tensor_input("encoder_attention_mask", I64, ["batch_size", "encoder_sequence_length"]),
-              tensor_input("encoder_hidden_states", F32, ["batch_size", "encoder_sequence_length", cfg.hidden])]
+              tensor_input("encoder_attention_mask", I64, ["batch_size", "encoder_sequence_length"])]
+    if not with_past:
+        inputs.append(tensor_input("encoder_hidden_states", F32, ["batch_size", "encoder_sequence_length", cfg.hidden]))
     outputs = [tensor_input("logits", F32, ["batch_size", "decoder_sequence_length", cfg.vocab])]
-    if merged:
+    if merged or with_past:
         for i in range(cfg.layers):
             for kind, seqname in (("decoder", "past_decoder_sequence_length"), ("encoder", "encoder_sequence_length_out")):
                 for kv in ("key", "value"):
                     inputs.append(tensor_input(f"past_key_values.{i}.{kind}.{kv}", F32, ["batch_size", nh, seqname, hd]))
-        inputs.append(tensor_input("use_cache_branch", BOOL, [1]))
+        if merged:
+            inputs.append(tensor_input("use_cache_branch", BOOL, [1]))
         past_len = g.dim("past_key_values.0.decoder.key", 2)
     else:
         past_len = g.i64(0)
+    kinds = (("decoder", "past_decoder_sequence_length + decoder_sequence_length"), ("encoder", "encoder_sequence_length_out"))
     for i in range(cfg.layers):
-        for kind, seqname in (("decoder", "past_decoder_sequence_length + decoder_sequence_length"), ("encoder", "encoder_sequence_length_out")):
+        for kind, seqname in kinds[:1] if with_past else kinds:
             for kv in ("key", "value"):
                 outputs.append(tensor_input(f"present.{i}.{kind}.{kv}", F32, ["batch_size", nh, seqname, hd]))
 
@@ -144,7 +150,7 @@ def seq2seq_decoder(cfg, seed, word_embeddings, eos_id, eos_slope, merged):
         q = g.heads(_proj(g, p, cfg, f"{name}.self.q", x), nh, hd)
         k = g.heads(_proj(g, p, cfg, f"{name}.self.k", x), nh, hd)
         v = g.heads(_proj(g, p, cfg, f"{name}.self.v", x), nh, hd)
-        if merged:
+        if merged or with_past:
             k = g.op("Concat", [f"past_key_values.{i}.decoder.key", k], axis=2)
             v = g.op("Concat", [f"past_key_values.{i}.decoder.value", v], axis=2)
         g.op("Identity", [k], outputs=[f"present.{i}.decoder.key"])
@@ -153,7 +159,9 @@ def seq2seq_decoder(cfg, seed, word_embeddings, eos_id, eos_slope, merged):
         x = g.layer_norm(g.op("Add", [x, a]), p.ones(f"{name}.self.ln.weight", cfg.hidden), p.zeros(f"{name}.self.ln.bias", cfg.hidden))
 
         cq = g.heads(_proj(g, p, cfg, f"{name}.cross.q", x), nh, hd)
-        if merged:
+        if with_past:
+            ck, cv = f"past_key_values.{i}.encoder.key", f"past_key_values.{i}.encoder.value"
+        elif merged:
             # use_cache_branch: reuse the cached encoder keys/values, else compute them.
             then_g, else_g = g.sub(), g.sub()
             then_k = then_g.op("Identity", [f"past_key_values.{i}.encoder.key"])
@@ -182,4 +190,4 @@ def seq2seq_decoder(cfg, seed, word_embeddings, eos_id, eos_slope, merged):
     eos[eos_id] = eos_slope
     step = g.op("Unsqueeze", [g.op("Cast", [qpos], to=F32), g.i64([1])])
     g.op("Add", [logits, g.op("Mul", [step, g.f32(eos)])], outputs=["logits"])
-    return make_model(g, inputs, outputs, "decoder_merged" if merged else "decoder")
+    return make_model(g, inputs, outputs, "decoder_merged" if merged else "decoder_with_past" if with_past else "decoder")
