@@ -76,7 +76,7 @@ func (c *Cache) loadEntry(e *entry) {
 		c.goLocked(func() { c.closeQuietly(e.id, inst) })
 	}
 	if err != nil {
-		c.m.loads.WithLabelValues("error").Inc()
+		c.m.loads.WithLabelValues(e.id, "error").Inc()
 		if e.reserved {
 			c.used.add(e, -1)
 		}
@@ -93,7 +93,7 @@ func (c *Cache) loadEntry(e *entry) {
 		c.notifyLocked()
 		return
 	}
-	c.m.loads.WithLabelValues("ok").Inc()
+	c.m.loads.WithLabelValues(e.id, "ok").Inc()
 	delete(c.failures, e.id)
 	e.inst = inst
 	e.requests = c.m.requests.WithLabelValues(e.id) // only ids that loaded get a series

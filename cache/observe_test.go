@@ -119,8 +119,8 @@ func TestMetrics(t *testing.T) {
 		c    prometheus.Collector
 		want float64
 	}{
-		{"loads ok", c.m.loads.WithLabelValues("ok"), 1},
-		{"loads error", c.m.loads.WithLabelValues("error"), 1},
+		{"loads ok", c.m.loads.WithLabelValues("a", "ok"), 1},
+		{"loads error", c.m.loads.WithLabelValues("bad", "error"), 1},
 		{"requests a", c.m.requests.WithLabelValues("a"), 2},
 		{"busy queue_full", c.m.busy.WithLabelValues("queue_full"), 1},
 		{"busy cooldown", c.m.busy.WithLabelValues("cooldown"), 1},

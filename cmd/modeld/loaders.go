@@ -22,7 +22,7 @@ func backendLoaders(cfg Config, log *slog.Logger, libs backends.Libs, fallbacks 
 	o := &onnxLoader{cfg: cfg, log: log, libs: libs, fallbacks: fallbacks, metrics: metrics}
 	return map[string]loaderFunc{
 		"llama": func(ctx context.Context, spec cache.Spec, plan *loadPlan) (cache.Instance, error) {
-			return loadChat(ctx, cfg, log, libs, fallbacks, spec, plan)
+			return loadChat(ctx, cfg, log, libs, fallbacks, metrics.chat, spec, plan)
 		},
 		"onnx": o.load,
 	}
@@ -72,9 +72,12 @@ type chatInstance struct {
 	device   string
 	gpuShare float64
 	ram      int64 // the placement's RAM estimate for where it runs
+	id       string
+	metrics  *chatMetrics // counts its generations (metrics.go)
 }
 
 var (
+	_ cache.Occupant  = (*chatInstance)(nil)
 	_ cache.Instance  = (*chatInstance)(nil)
 	_ cache.Mortal    = (*chatInstance)(nil)
 	_ cache.Placed    = (*chatInstance)(nil)
@@ -88,8 +91,11 @@ func (c *chatInstance) Backend() backends.Model { return c.model }
 // Info is the model's description.
 func (c *chatInstance) Info() backends.Info { return c.model.Info() }
 
-// Close unloads the model.
-func (c *chatInstance) Close() error { return c.model.Close() }
+// Close unloads the model, counting its last generations first.
+func (c *chatInstance) Close() error {
+	c.metrics.unloading(c)
+	return c.model.Close()
+}
 
 // never is the Done channel of a model that cannot die on its own.
 var never = make(chan struct{})
@@ -136,7 +142,7 @@ func (c *chatInstance) Placement() cache.Placement {
 
 // loadChat loads a generating model with the backend the registry holds
 // under spec.Backend.
-func loadChat(ctx context.Context, cfg Config, log *slog.Logger, libs backends.Libs, fallbacks *gpuFallbacks, spec cache.Spec, plan *loadPlan) (cache.Instance, error) {
+func loadChat(ctx context.Context, cfg Config, log *slog.Logger, libs backends.Libs, fallbacks *gpuFallbacks, metrics *chatMetrics, spec cache.Spec, plan *loadPlan) (cache.Instance, error) {
 	ls := backends.LoadSpec{
 		ID:           spec.ID,
 		Path:         plan.path,
@@ -159,7 +165,8 @@ func loadChat(ctx context.Context, cfg Config, log *slog.Logger, libs backends.L
 	if err != nil {
 		return nil, fmt.Errorf("load %s: %w", spec.ID, err)
 	}
-	inst := &chatInstance{model: m, device: "cpu", ram: plan.place.CPURAM}
+	inst := &chatInstance{model: m, device: "cpu", ram: plan.place.CPURAM, id: spec.ID, metrics: metrics}
+	metrics.loaded(inst)
 	info := m.Info()
 	if info.Device != "cpu" && info.GPUFallback == "" {
 		inst.device, inst.gpuShare, inst.ram = spec.Device, spec.GPUShare, spec.RAM

@@ -47,6 +47,13 @@ type scheduler struct {
 	active        atomic.Int64
 	decodeCalls   atomic.Uint64
 	decodedTokens atomic.Uint64
+	// kvTokens is the KV the running sequences hold (loop goroutine
+	// writes, stats reads); the rest count ended generations.
+	kvTokens         atomic.Int64
+	promptTokens     atomic.Uint64
+	completionTokens atomic.Uint64
+	generations      atomic.Uint64
+	cancelled        atomic.Uint64
 }
 
 func newScheduler(m *Model, o Options, h Hooks) (*scheduler, error) {
@@ -105,7 +112,32 @@ func (s *scheduler) stats() Stats {
 	return Stats{
 		Slots: len(s.slots), Active: int(s.active.Load()), Waiting: waiting,
 		DecodeCalls: s.decodeCalls.Load(), DecodedTokens: s.decodedTokens.Load(),
+		KVTokens: int(s.kvTokens.Load()), KVCapacity: len(s.slots) * s.ctxSize,
+		PromptTokens: s.promptTokens.Load(), CompletionTokens: s.completionTokens.Load(),
+		Generations: s.generations.Load(), Cancelled: s.cancelled.Load(),
 	}
+}
+
+// end sends a generation's last event and counts it.
+func (s *scheduler) end(st *stream, ev Event) {
+	s.promptTokens.Add(uint64(ev.Usage.PromptTokens))
+	s.completionTokens.Add(uint64(ev.Usage.CompletionTokens))
+	s.generations.Add(1)
+	if ev.Finish == FinishCancelled {
+		s.cancelled.Add(1)
+	}
+	st.end(ev)
+}
+
+// noteKV records the KV held by the running sequences (loop goroutine).
+func (s *scheduler) noteKV() {
+	n := 0
+	for _, sl := range s.slots {
+		if !sl.idle() {
+			n += len(sl.cache)
+		}
+	}
+	s.kvTokens.Store(int64(n))
 }
 
 // stop ends the loop and frees the context; safe to call more than once.
@@ -159,7 +191,7 @@ func (s *scheduler) admit() {
 		s.waiting = s.waiting[1:]
 		s.mu.Unlock()
 		if r.ctx.Err() != nil {
-			r.stream.end(Event{Token: -1, Done: true, Finish: FinishCancelled,
+			s.end(r.stream, Event{Token: -1, Done: true, Finish: FinishCancelled,
 				Usage: Usage{PromptTokens: len(r.prompt)}})
 			continue
 		}
@@ -185,7 +217,7 @@ func (s *scheduler) reapCancelled() {
 	})
 	s.mu.Unlock()
 	for _, r := range gone {
-		r.stream.end(Event{Token: -1, Done: true, Finish: FinishCancelled,
+		s.end(r.stream, Event{Token: -1, Done: true, Finish: FinishCancelled,
 			Usage: Usage{PromptTokens: len(r.prompt)}})
 	}
 }
@@ -235,6 +267,7 @@ func (s *scheduler) step() {
 			sl.exact = len(sl.cache)
 		}
 	}
+	s.noteKV()
 	err := s.dec.decode(s.batch)
 	s.decodeCalls.Add(1)
 	s.decodedTokens.Add(ntok)
@@ -278,7 +311,7 @@ func (s *scheduler) shutdown() {
 	s.waiting = nil
 	s.mu.Unlock()
 	for _, r := range waiting {
-		r.stream.end(Event{Token: -1, Done: true, Finish: FinishError, Err: ErrClosed,
+		s.end(r.stream, Event{Token: -1, Done: true, Finish: FinishError, Err: ErrClosed,
 			Usage: Usage{PromptTokens: len(r.prompt)}})
 	}
 	s.dec.close()

@@ -288,3 +288,39 @@ func TestSchedulerGeneratingFirst(t *testing.T) {
 		t.Fatal("no step carried a generated token and a prompt chunk together")
 	}
 }
+
+// TestSchedulerStatsKVAndCounters: Stats counts the KV that running
+// sequences hold against the context's capacity (an idle slot's kept KV is
+// free), and the tokens, generations and cancellations of ended requests.
+func TestSchedulerStatsKVAndCounters(t *testing.T) {
+	dec := newFakeDecoder()
+	dec.entered, dec.gate = make(chan int, 64), make(chan struct{})
+	s := startFake(t, dec, 2, 8, 0)
+	ch, err := submitFake(t, s, context.Background(), 3, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-dec.entered // the prompt's 3 tokens are in the step being decoded
+	if st := s.stats(); st.KVTokens != 3 || st.KVCapacity != 2<<20 || st.Generations != 0 {
+		t.Fatalf("stats during the prompt = %+v, want 3 KV tokens of %d and no generation ended", st, 2<<20)
+	}
+	close(dec.gate)
+	if ev := last(t, ch); ev.Finish != FinishLength {
+		t.Fatalf("request ended with %+v", ev)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	gone, err := submitFake(t, s, ctx, 4, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev := last(t, gone); ev.Finish != FinishCancelled {
+		t.Fatalf("cancelled request ended with %+v", ev)
+	}
+	want := Stats{Slots: 2, KVCapacity: 2 << 20, PromptTokens: 7, CompletionTokens: 5, Generations: 2, Cancelled: 1}
+	st := s.stats()
+	st.DecodeCalls, st.DecodedTokens = 0, 0
+	if st != want {
+		t.Fatalf("stats after both ended = %+v, want %+v", st, want)
+	}
+}

@@ -147,5 +147,6 @@ func (s *scheduler) finish(sl *slot, reason FinishReason, err error, flush bool)
 	s.dec.endSeq(sl.id)
 	sl.r, sl.text, sl.hasNext = nil, nil, false
 	s.active.Add(-1)
-	st.end(Event{Token: -1, Text: text, Done: true, Finish: reason, Err: err, Usage: sl.usage})
+	s.noteKV()
+	s.end(st, Event{Token: -1, Text: text, Done: true, Finish: reason, Err: err, Usage: sl.usage})
 }

@@ -74,6 +74,19 @@ type Stats struct {
 	Waiting       int    // requests waiting for a slot
 	DecodeCalls   uint64 // llama_decode calls
 	DecodedTokens uint64 // tokens evaluated (prompt and generated)
+	// KVTokens is the tokens whose KV the running requests' sequences
+	// hold; KVCapacity is what the context holds in all (Slots sequences
+	// of the context size). An idle slot's KV, kept for prefix reuse, is
+	// free: the next request may overwrite it.
+	KVTokens   int
+	KVCapacity int
+	// Counters since the model loaded, over ended generations: their
+	// prompt and completion tokens (as their usage), how many ended, and
+	// how many of those were cancelled.
+	PromptTokens     uint64
+	CompletionTokens uint64
+	Generations      uint64
+	Cancelled        uint64
 }
 
 // Errors of the engine that are not the backends contract's: they are
