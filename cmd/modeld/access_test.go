@@ -58,6 +58,7 @@ func TestCheckExposure(t *testing.T) {
 // fakeDaemon answers the CLI's calls, refusing any without the key, and
 // records the Authorization and Host of each.
 type fakeDaemon struct {
+	home  string // the home its /v1/system reports
 	mu    sync.Mutex
 	auth  []string
 	hosts []string
@@ -78,7 +79,7 @@ func (f *fakeDaemon) start(t *testing.T, key string) string {
 		}
 		switch {
 		case r.Method == "GET" && r.URL.Path == "/v1/system":
-			fmt.Fprint(w, `{"loaded":{"models":[],"loaded":0}}`)
+			fmt.Fprintf(w, `{"loaded":{"models":[],"loaded":0},"config":{"home":{"value":%q}}}`, f.home)
 		case r.Method == "POST" && r.URL.Path == "/v1/unload":
 			fmt.Fprint(w, `{"model":"m","unloaded":true}`)
 		case r.Method == "DELETE" && strings.HasPrefix(r.URL.Path, "/v1/models/"):
@@ -101,19 +102,29 @@ func TestCLISendsAPIKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	commands := [][]string{{"ps"}, {"unload", "m"}, {"rm", "local/x"}}
+	recorded := t.TempDir()
+	f.home = recorded
+	writeRecord(t, recorded, "http://"+addr)
 	for _, env := range []map[string]string{
-		{"MODELD_API_KEY": key, "MODELD_LISTEN": addr},
-		{"MODELD_API_KEY_FILE": keyFile, "MODELD_LISTEN": "0.0.0.0:" + port}, // reached on loopback
+		{"MODELD_API_KEY": key},
+		{"MODELD_API_KEY_FILE": keyFile},
+		{"MODELD_API_KEY": key, "MODELD_HOST": addr},
+		{"MODELD_API_KEY_FILE": keyFile, "MODELD_HOME": t.TempDir(), "MODELD_LISTEN": "0.0.0.0:" + port}, // reached on loopback
 	} {
-		env["MODELD_HOME"] = t.TempDir()
+		if env["MODELD_HOME"] == "" {
+			env["MODELD_HOME"] = recorded
+		} else {
+			f.home = env["MODELD_HOME"] // found at --listen, serving this home
+		}
 		for _, args := range commands {
 			if out, err := runCLI(t, env, args...); err != nil {
 				t.Errorf("%v with %v: %v\n%s", args, env, err, out)
 			}
 		}
 	}
-	if len(f.auth) != 2*len(commands) {
-		t.Fatalf("the daemon got %d calls, want %d", len(f.auth), 2*len(commands))
+	// Each command asks the daemon its home (GET /v1/system), then acts.
+	if len(f.auth) != 4*2*len(commands) {
+		t.Fatalf("the daemon got %d calls, want %d", len(f.auth), 4*2*len(commands))
 	}
 	for i, a := range f.auth {
 		if a != "Bearer "+key || !strings.HasPrefix(f.hosts[i], "127.0.0.1:") {
@@ -121,11 +132,21 @@ func TestCLISendsAPIKey(t *testing.T) {
 		}
 	}
 	// Without the key, the daemon's 401 comes with how to give the CLI one.
+	f.home = recorded
 	for _, args := range commands {
-		_, err := runCLI(t, map[string]string{"MODELD_HOME": t.TempDir(), "MODELD_LISTEN": addr}, args...)
+		_, err := runCLI(t, map[string]string{"MODELD_HOME": recorded}, args...)
 		if err == nil || !strings.Contains(err.Error(), "requires an API key") || !strings.Contains(err.Error(), "MODELD_API_KEY") {
 			t.Errorf("%v without the key: %v", args, err)
 		}
+	}
+}
+
+// writeRecord writes home's daemon record as a daemon at url would, with
+// this process's id (a live one).
+func writeRecord(t *testing.T, home, url string) {
+	t.Helper()
+	if err := writeDaemonRecord(home, daemonRecord{PID: os.Getpid(), URL: url, Home: home}); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -137,7 +158,8 @@ func TestServeWithAPIKey(t *testing.T) {
 	if err := os.WriteFile(keyFile, []byte(key+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	_, base, logs := startDaemon(t, "", "--api-key-file", keyFile)
+	home := t.TempDir()
+	_, base, logs := startDaemon(t, home, "--api-key-file", keyFile)
 	get := func(path string, hdr map[string]string, host string) (*http.Response, string) {
 		t.Helper()
 		req, err := http.NewRequest("GET", base+path, nil)
@@ -185,11 +207,10 @@ func TestServeWithAPIKey(t *testing.T) {
 	if err := json.Unmarshal([]byte(body), &sys); err != nil || !sys.Config.APIKey.Set {
 		t.Errorf("/v1/system config: %v %s", err, body)
 	}
-	listen := strings.TrimPrefix(base, "http://")
-	if out, err := runCLI(t, map[string]string{"MODELD_HOME": t.TempDir(), "MODELD_LISTEN": listen, "MODELD_API_KEY": key}, "ps"); err != nil {
+	if out, err := runCLI(t, map[string]string{"MODELD_HOME": home, "MODELD_API_KEY": key}, "ps"); err != nil {
 		t.Errorf("ps with the key: %v\n%s", err, out)
 	}
-	if _, err := runCLI(t, map[string]string{"MODELD_HOME": t.TempDir(), "MODELD_LISTEN": listen}, "ps"); err == nil || !strings.Contains(err.Error(), "--api-key") {
+	if _, err := runCLI(t, map[string]string{"MODELD_HOME": home}, "ps"); err == nil || !strings.Contains(err.Error(), "--api-key") {
 		t.Errorf("ps without the key: %v", err)
 	}
 	if strings.Contains(logs.String(), key) {

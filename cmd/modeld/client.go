@@ -5,11 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"syscall"
 	"time"
 )
 
@@ -27,7 +25,11 @@ func (a *app) daemonCall(ctx context.Context, method, path string, in, out any) 
 		}
 		body = bytes.NewReader(b)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, a.daemonURL()+path, body)
+	base, err := a.daemonBase(ctx)
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, method, base+path, body)
 	if err != nil {
 		return err
 	}
@@ -38,9 +40,8 @@ func (a *app) daemonCall(ctx context.Context, method, path string, in, out any) 
 	client := &http.Client{Timeout: 10 * time.Minute}
 	res, err := client.Do(req)
 	if err != nil {
-		var op *net.OpError
-		if errors.Is(err, syscall.ECONNREFUSED) || (errors.As(err, &op) && op.Op == "dial") {
-			return fmt.Errorf("%w on %s (start it with `modeld serve`)", errNoDaemon, a.cfg.Listen)
+		if isDialError(err) {
+			return &noDaemonError{Home: a.cfg.Home, Where: base}
 		}
 		return err
 	}
@@ -50,15 +51,7 @@ func (a *app) daemonCall(ctx context.Context, method, path string, in, out any) 
 		return err
 	}
 	if res.StatusCode >= 400 {
-		var e struct {
-			Error struct {
-				Message string `json:"message"`
-			} `json:"error"`
-		}
-		if json.Unmarshal(b, &e) == nil && e.Error.Message != "" {
-			return &daemonError{Status: res.StatusCode, Message: e.Error.Message + keyHint(res.StatusCode)}
-		}
-		return &daemonError{Status: res.StatusCode, Message: string(b)}
+		return daemonErrorOf(res.StatusCode, b)
 	}
 	if out == nil {
 		return nil
@@ -73,6 +66,19 @@ type daemonError struct {
 }
 
 func (e *daemonError) Error() string { return e.Message }
+
+// daemonErrorOf reads an OpenAI-shaped error answer.
+func daemonErrorOf(status int, b []byte) *daemonError {
+	var e struct {
+		Error struct {
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(b, &e) == nil && e.Error.Message != "" {
+		return &daemonError{Status: status, Message: e.Error.Message + keyHint(status)}
+	}
+	return &daemonError{Status: status, Message: string(b)}
+}
 
 // daemonURL is the base URL at which the CLI reaches the daemon: a listen
 // address on every interface is reached on loopback (the daemon answers only

@@ -25,6 +25,7 @@ import (
 // down. Nothing below cmd/modeld reads environment variables.
 type Config struct {
 	Listen     string
+	Host       string // the daemon the CLI talks to; "": the one serving Home (daemonfile.go)
 	Home       string
 	LibDir     string
 	ConfigFile string
@@ -150,9 +151,12 @@ var settings = []setting{
 		def:   func(c *Config) string { return filepath.Join(c.Home, "lib") },
 		apply: func(c *Config, v string) error { c.LibDir = v; return nil },
 		show:  func(c *Config) any { return c.LibDir }},
-	{name: "listen", global: true, help: "address the daemon listens on, and the CLI talks to (host:port)",
+	{name: "listen", global: true, help: "address the daemon listens on (host:port); the CLI finds its daemon by the home, and looks here when the home has no record of one",
 		def: static("127.0.0.1:11435"), apply: parseListen,
 		show: func(c *Config) any { return c.Listen }},
+	{name: "host", global: true, help: "daemon the CLI talks to (host:port or http URL); default: the daemon serving --home, found in its daemon.json",
+		def: static(""), apply: func(c *Config, v string) error { c.Host = v; return nil },
+		show: func(c *Config) any { return c.Host }},
 	{name: "log-level", global: true, help: "log level: debug, info, warn or error",
 		def: static("info"), apply: func(c *Config, v string) error {
 			return oneOf(&c.LogLevel, v, "debug", "info", "warn", "error")

@@ -57,6 +57,7 @@ type app struct {
 	stderr io.Writer
 	cfg    Config
 	log    *slog.Logger
+	base   string // the daemon's base URL, once daemonBase has found it
 }
 
 func newRootCommand(stdout, stderr io.Writer, getenv func(string) string) *cobra.Command {
@@ -83,6 +84,8 @@ environment over the file. "modeld serve --help" lists them all.`,
 			return nil
 		},
 	}
+	root.Version = modeldVersion()
+	root.SetVersionTemplate("modeld {{.Version}}\n")
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	addFlags(root.PersistentFlags(), true)

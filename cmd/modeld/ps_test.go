@@ -33,7 +33,8 @@ func TestPrintPs(t *testing.T) {
 
 func TestPsWithoutDaemon(t *testing.T) {
 	_, err := runCLI(t, map[string]string{"MODELD_HOME": t.TempDir(), "MODELD_LISTEN": "127.0.0.1:1"}, "ps")
-	if err == nil || !strings.Contains(err.Error(), "modeld is not running on 127.0.0.1:1") {
+	if err == nil || !strings.Contains(err.Error(), "modeld is not running for the home") || !strings.Contains(err.Error(), "none answers at http://127.0.0.1:1") ||
+		!strings.Contains(err.Error(), "start one with `modeld serve --home") {
 		t.Fatalf("err = %v", err)
 	}
 }

@@ -127,6 +127,14 @@ func (a *app) serve(ctx context.Context) error {
 	hs.BaseContext = reqs.base
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
+	if err := a.recordDaemon(ln.Addr()); err != nil {
+		a.log.Warn("the CLI will not find this daemon by its home", "err", err)
+	}
+	defer func() {
+		if err := removeDaemonRecord(cfg.Home); err != nil {
+			a.log.Warn("removing the daemon's address record", "err", err)
+		}
+	}()
 	a.log.Info("modeld listening", "addr", ln.Addr().String(), "version", modeldVersion(), "home", cfg.Home)
 
 	select {

@@ -20,7 +20,7 @@ func newRemoveCommand(a *app) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "rm ID...",
 		Short: "Delete models and the files no other model uses",
-		Long: `Delete models. When a daemon listens on --listen, it unloads the model and
+		Long: `Delete models. When a daemon serves this home, it unloads the model and
 deletes it; a model answering requests is refused unless --force, which waits for
 those requests and then unloads it. Without a daemon the store is changed
 directly. Files shared with other models are kept.`,
@@ -78,10 +78,14 @@ func keptNote(n int) string {
 // removeViaDaemon asks a listening daemon to unload and delete id. done is
 // false when no daemon (or one without the model routes) answers.
 func (a *app) removeViaDaemon(ctx context.Context, id string, force bool) (done bool, err error) {
-	if _, _, err := net.SplitHostPort(a.cfg.Listen); err != nil {
-		return false, nil
+	base, err := a.daemonBase(ctx)
+	if errors.Is(err, errNoDaemon) {
+		return false, nil // no daemon serves this home: change the store directly
 	}
-	u := a.daemonURL() + "/v1/models/" + id
+	if err != nil {
+		return false, err
+	}
+	u := base + "/v1/models/" + id
 	if force {
 		u += "?force=true"
 	}
@@ -93,11 +97,10 @@ func (a *app) removeViaDaemon(ctx context.Context, id string, force bool) (done 
 	client := &http.Client{Transport: &http.Transport{DialContext: (&net.Dialer{Timeout: 2 * time.Second}).DialContext, DisableKeepAlives: true}}
 	resp, err := client.Do(req)
 	if err != nil {
-		var op *net.OpError
-		if errors.As(err, &op) && op.Op == "dial" {
-			return false, nil // no daemon: change the store directly
+		if isDialError(err) {
+			return false, nil // the daemon went away: change the store directly
 		}
-		return false, fmt.Errorf("ask the daemon at %s to delete %s: %w", a.cfg.Listen, id, err)
+		return false, fmt.Errorf("ask the daemon at %s to delete %s: %w", base, id, err)
 	}
 	defer resp.Body.Close() //nolint:errcheck // read below
 	var body struct {

@@ -137,9 +137,14 @@ func TestStoreCommands(t *testing.T) {
 // rm goes through a listening daemon: in use is refused with how to force.
 func TestRemoveThroughDaemon(t *testing.T) {
 	var calls []string
+	home := t.TempDir()
 	daemon := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		calls = append(calls, r.Method+" "+r.URL.RequestURI())
 		w.Header().Set("Content-Type", "application/json")
+		if r.URL.Path == "/v1/system" {
+			fmt.Fprintf(w, `{"config":{"home":{"value":%q}}}`, home)
+			return
+		}
+		calls = append(calls, r.Method+" "+r.URL.RequestURI())
 		if r.URL.Query().Get("force") != "true" {
 			w.WriteHeader(http.StatusConflict)
 			fmt.Fprint(w, `{"error":{"message":"unload \"local/tiny\": model in use: 1 requests in flight, 0 queued","type":"invalid_request_error","param":null,"code":"model_in_use"}}`)
@@ -148,7 +153,7 @@ func TestRemoveThroughDaemon(t *testing.T) {
 		fmt.Fprint(w, `{"id":"local/tiny","object":"model","deleted":true,"freed_bytes":2048}`)
 	}))
 	defer daemon.Close()
-	env := map[string]string{"MODELD_HOME": t.TempDir(), "MODELD_LISTEN": strings.TrimPrefix(daemon.URL, "http://")}
+	env := map[string]string{"MODELD_HOME": home, "MODELD_LISTEN": strings.TrimPrefix(daemon.URL, "http://")}
 	out, err := runCLI(t, env, "rm", "local/tiny")
 	if err == nil || !strings.Contains(err.Error(), "in use by the daemon") || !strings.Contains(err.Error(), "modeld rm --force local/tiny") {
 		t.Fatalf("rm of a busy model: %v\n%s", err, out)
