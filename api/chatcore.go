@@ -27,6 +27,10 @@ type chatCall struct {
 	vars map[string]any
 	// single asks for at most one tool call (parallel_tool_calls false).
 	single bool
+	// ceiling makes plan.gen.MaxTokens an upper bound (Anthropic's
+	// max_tokens): what the model's context leaves after the prompt bounds
+	// the completion instead of refusing the request.
+	ceiling bool
 }
 
 // newChatPlan checks a dialect's translated request without a model: the
@@ -127,6 +131,10 @@ func (s *Server) startChat(c *gin.Context, call chatCall) (*chatRun, error) {
 	}
 	ctx := c.Request.Context()
 	gen := call.plan.gen
+	maxTokens := gen.MaxTokens
+	if call.ceiling {
+		gen.MaxTokens = 0 // bounded by the context once the prompt is known
+	}
 	if err := checkPromptBytes("messages", call.plan.bytes, gen.MaxTokens, model.Info().ContextSize); err != nil {
 		h.Release()
 		return nil, err
@@ -139,6 +147,12 @@ func (s *Server) startChat(c *gin.Context, call chatCall) (*chatRun, error) {
 	}
 	if rendered {
 		gen.Prompt = ids
+	}
+	if call.ceiling {
+		gen.MaxTokens = maxTokens
+		if n := model.Info().ContextSize; rendered && n > 0 && maxTokens > n-len(ids) {
+			gen.MaxTokens = 0 // what the context leaves
+		}
 	}
 	if call.single && len(gen.Tools) > 0 {
 		model = firstCallOnly{model}

@@ -102,6 +102,7 @@ func New(opt Options) *Server {
 	s.engine.POST("/reranking", s.rerank)
 	s.engine.POST("/v1/summarize", s.summarize)
 	s.registerRuntime()
+	s.registerAnthropic()
 	return s
 }
 

@@ -1,0 +1,521 @@
+package api
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/modeld/modeld/backends"
+)
+
+// The Anthropic Messages dialect: POST /v1/messages (also ?beta=true) and
+// POST /v1/messages/count_tokens. It decodes Anthropic's wire shapes onto
+// the one internal request (chatcore.go runs it) and encodes the events
+// back as a message or as Anthropic's server-sent events
+// (anthropic_stream.go). It renders no template, parses no tool call and
+// builds no grammar of its own.
+
+// AnthropicRequest is the body of POST /v1/messages (and, without
+// max_tokens, of count_tokens).
+type AnthropicRequest struct {
+	Model         string             `json:"model"`
+	MaxTokens     *int               `json:"max_tokens"`
+	System        json.RawMessage    `json:"system"`
+	Messages      []anthropicMessage `json:"messages"`
+	Tools         json.RawMessage    `json:"tools"`
+	ToolChoice    json.RawMessage    `json:"tool_choice"`
+	StopSequences []string           `json:"stop_sequences"`
+	Temperature   *float64           `json:"temperature"`
+	TopP          *float64           `json:"top_p"`
+	TopK          *int               `json:"top_k"`
+	Thinking      json.RawMessage    `json:"thinking"`
+	Stream        bool               `json:"stream"`
+	// OutputConfig carries structured output (format) beside fields modeld
+	// does not use (effort); OutputFormat is its older beta spelling.
+	OutputConfig json.RawMessage `json:"output_config"`
+	OutputFormat json.RawMessage `json:"output_format"`
+	MCPServers   json.RawMessage `json:"mcp_servers"`
+	// KeepAlive is modeld's own: how long the model stays loaded after.
+	KeepAlive KeepAlive `json:"keep_alive"`
+
+	// ignored are the fields sent that modeld reads nothing from.
+	ignored []string
+}
+
+// anthropicFields are the request fields AnthropicRequest reads, and those
+// it accepts without reading: they do not change the answer modeld gives
+// (metadata, caching hints, context management of the client's own history,
+// service tiers and containers of tools modeld does not run).
+var anthropicFields = map[string]bool{
+	"model": true, "max_tokens": true, "system": true, "messages": true, "tools": true, "tool_choice": true,
+	"stop_sequences": true, "temperature": true, "top_p": true, "top_k": true, "thinking": true, "stream": true,
+	"output_config": true, "output_format": true, "mcp_servers": true, "keep_alive": true,
+}
+
+func (r *AnthropicRequest) UnmarshalJSON(b []byte) error {
+	type plain AnthropicRequest
+	if err := json.Unmarshal(b, (*plain)(r)); err != nil {
+		return err
+	}
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(b, &fields) == nil {
+		for k := range fields {
+			if !anthropicFields[k] {
+				r.ignored = append(r.ignored, k)
+			}
+		}
+		sort.Strings(r.ignored)
+	}
+	return nil
+}
+
+// anthropicMessage is one turn: content is a string or an array of blocks.
+type anthropicMessage struct {
+	Role    string          `json:"role"`
+	Content json.RawMessage `json:"content"`
+}
+
+// anthropicInBlock is a content block of a request, any type.
+type anthropicInBlock struct {
+	Type      string          `json:"type"`
+	Text      string          `json:"text"`
+	ID        string          `json:"id"`
+	Name      string          `json:"name"`
+	Input     json.RawMessage `json:"input"`
+	ToolUseID string          `json:"tool_use_id"`
+	Content   json.RawMessage `json:"content"`
+	IsError   bool            `json:"is_error"`
+}
+
+// anthropicTool is a tool definition: a custom tool (no type, or
+// "custom") with an input_schema, or one of Anthropic's built-in tools,
+// which modeld does not run.
+type anthropicTool struct {
+	Type        string          `json:"type"`
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	InputSchema json.RawMessage `json:"input_schema"`
+	Strict      bool            `json:"strict"`
+}
+
+// anthropicToolChoice is tool_choice.
+type anthropicToolChoice struct {
+	Type                   string `json:"type"`
+	Name                   string `json:"name"`
+	DisableParallelToolUse bool   `json:"disable_parallel_tool_use"`
+}
+
+// anthropicThinking is thinking: enabled (with a budget), adaptive or
+// disabled.
+type anthropicThinking struct {
+	Type         string `json:"type"`
+	BudgetTokens *int   `json:"budget_tokens"`
+}
+
+// anthropicPlan is a translated request: the chat call and what the answer
+// needs of the request.
+type anthropicPlan struct {
+	call  chatCall
+	stops []string
+}
+
+// plan translates the request onto the internal model and checks it without
+// a model. count is true for count_tokens, which has no max_tokens.
+func (req *AnthropicRequest) plan(contextCap int, count bool) (*anthropicPlan, error) {
+	var errs []error
+	bad := func(param, format string, args ...any) { errs = append(errs, badRequest(param, format, args...)) }
+	if req.Model == "" {
+		bad("model", "model is required")
+	}
+	if !count && req.MaxTokens == nil {
+		bad("max_tokens", "max_tokens is required")
+	}
+	// max_tokens is a ceiling (clients send the model's largest output, 32000
+	// and more): checked here against the largest context, bounded by what
+	// the model's context leaves when the prompt is known (chatCall.ceiling).
+	var maxTokens *int
+	if !count && req.MaxTokens != nil {
+		mt := min(*req.MaxTokens, contextCap-1)
+		maxTokens = &mt
+	}
+	if t := req.Temperature; t != nil && *t > 1 && *t <= 2 { // outside [0, 2] samplingFields says
+		bad("temperature", "temperature %g is outside [0, 1]", *t)
+	}
+	f := samplingFields{Temperature: req.Temperature, TopP: req.TopP, TopK: req.TopK, Stop: req.StopSequences}
+	gen, err := f.request("max_tokens", maxTokens, contextCap)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	if given(req.MCPServers) && string(req.MCPServers) != "[]" {
+		bad("mcp_servers", "mcp_servers is not supported: modeld does not connect to MCP servers; run the tools in the client and send them as tools")
+	}
+	msgs, err := req.system()
+	if err != nil {
+		errs = append(errs, err)
+	}
+	if len(req.Messages) == 0 {
+		bad("messages", "messages must not be empty")
+	}
+	for i, m := range req.Messages {
+		ms, err := m.translate(i)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		msgs = append(msgs, ms...)
+	}
+	if n := len(req.Messages); n > 0 && req.Messages[n-1].Role == "assistant" {
+		bad(fmt.Sprintf("messages[%d]", n-1), "the last message is the assistant's: continuing a partial assistant turn (prefill) is not supported; end with a user message")
+	}
+	call := chatCall{model: req.Model, keepAlive: req.KeepAlive, ceiling: true}
+	if err := req.tooling(&gen, &call); err != nil {
+		errs = append(errs, err)
+	}
+	if err := req.thinking(&call); err != nil {
+		errs = append(errs, err)
+	}
+	if err := req.format(&gen); err != nil {
+		errs = append(errs, err)
+	}
+	if err := joinBadRequests(errs); err != nil {
+		return nil, err
+	}
+	if err := compileTooling(&gen, "tools", "output_config.format"); err != nil {
+		return nil, err
+	}
+	gen.MaxTokens = 0 // the prompt alone must fit; max_tokens bounds what is left
+	if call.plan, err = newChatPlan(gen, msgs, contextCap); err != nil {
+		return nil, err
+	}
+	if maxTokens != nil {
+		call.plan.gen.MaxTokens = *req.MaxTokens
+	}
+	return &anthropicPlan{call: call, stops: req.StopSequences}, nil
+}
+
+// system is the system prompt as a first message: a string or text blocks
+// (joined by a blank line).
+func (req *AnthropicRequest) system() ([]backends.Message, error) {
+	if !given(req.System) {
+		return nil, nil
+	}
+	var text string
+	if json.Unmarshal(req.System, &text) != nil {
+		var blocks []anthropicInBlock
+		if json.Unmarshal(req.System, &blocks) != nil {
+			return nil, badRequest("system", "system must be a string or an array of text blocks")
+		}
+		parts := make([]string, 0, len(blocks))
+		for i, b := range blocks {
+			if b.Type != "text" {
+				return nil, badRequest(fmt.Sprintf("system[%d]", i), "system[%d] has type %s; system blocks must be text", i, quote(b.Type))
+			}
+			parts = append(parts, b.Text)
+		}
+		text = strings.Join(parts, "\n\n")
+	}
+	if text == "" {
+		return nil, nil
+	}
+	return []backends.Message{{Role: "system", Content: text}}, nil
+}
+
+// translate turns the i-th message into internal messages: a user turn's
+// tool_result blocks become tool messages (in their place among its text),
+// an assistant turn's tool_use blocks its tool calls. Thinking blocks sent
+// back are dropped: chat templates do not render earlier turns' reasoning.
+func (m *anthropicMessage) translate(i int) ([]backends.Message, error) {
+	param := fmt.Sprintf("messages[%d]", i)
+	if m.Role != "user" && m.Role != "assistant" {
+		return nil, badRequest(param+".role", "%s.role %s is not one of user, assistant (the system prompt is the top-level system field)", param, quote(m.Role))
+	}
+	var text string
+	if json.Unmarshal(m.Content, &text) == nil {
+		return []backends.Message{{Role: m.Role, Content: text}}, nil
+	}
+	var blocks []anthropicInBlock
+	if json.Unmarshal(m.Content, &blocks) != nil {
+		return nil, badRequest(param+".content", "%s.content must be a string or an array of content blocks", param)
+	}
+	var out []backends.Message
+	cur := backends.Message{Role: m.Role}
+	open := false
+	flush := func() {
+		if open {
+			out = append(out, cur)
+		}
+		cur, open = backends.Message{Role: m.Role}, false
+	}
+	for j, b := range blocks {
+		bp := fmt.Sprintf("%s.content[%d]", param, j)
+		switch b.Type {
+		case "text":
+			cur.Content += b.Text
+			cur.Parts = append(cur.Parts, backends.ContentPart{Type: backends.PartText, Text: b.Text, WireType: "text"})
+			open = true
+		case "tool_use":
+			if m.Role != "assistant" {
+				return nil, badRequest(bp, "%s is a tool_use block, which only an assistant message holds", bp)
+			}
+			if b.Name == "" || b.ID == "" {
+				return nil, badRequest(bp, "%s (tool_use) needs an id and a name", bp)
+			}
+			args := "{}"
+			if given(b.Input) {
+				var obj map[string]json.RawMessage
+				if json.Unmarshal(b.Input, &obj) != nil {
+					return nil, badRequest(bp+".input", "%s.input must be an object", bp)
+				}
+				args = string(b.Input)
+			}
+			cur.ToolCalls = append(cur.ToolCalls, backends.ToolCall{ID: b.ID, Name: b.Name, Arguments: args})
+			open = true
+		case "tool_result":
+			if m.Role != "user" {
+				return nil, badRequest(bp, "%s is a tool_result block, which only a user message holds", bp)
+			}
+			if b.ToolUseID == "" {
+				return nil, badRequest(bp+".tool_use_id", "%s.tool_use_id is required", bp)
+			}
+			result, err := toolResultText(bp, b.Content)
+			if err != nil {
+				return nil, err
+			}
+			if b.IsError {
+				result = "Error: " + result
+			}
+			flush()
+			out = append(out, backends.Message{Role: "tool", Content: result, ToolCallID: b.ToolUseID})
+		case "thinking", "redacted_thinking":
+			if m.Role != "assistant" {
+				return nil, badRequest(bp, "%s is a %s block, which only an assistant message holds", bp, b.Type)
+			}
+		case "image", "document":
+			return nil, badRequest(bp, "%s is an %s block; modeld's chat models read text only", bp, b.Type)
+		default:
+			return nil, badRequest(bp, "%s has type %s, which is not supported (text, tool_use, tool_result, thinking)", bp, quote(b.Type))
+		}
+	}
+	flush()
+	if len(out) == 0 { // an empty array: an empty turn
+		out = append(out, backends.Message{Role: m.Role})
+	}
+	return out, nil
+}
+
+// toolResultText is a tool_result's content: a string or text blocks.
+func toolResultText(param string, content json.RawMessage) (string, error) {
+	if !given(content) {
+		return "", nil
+	}
+	var text string
+	if json.Unmarshal(content, &text) == nil {
+		return text, nil
+	}
+	var blocks []anthropicInBlock
+	if json.Unmarshal(content, &blocks) != nil {
+		return "", badRequest(param+".content", "%s.content must be a string or an array of text blocks", param)
+	}
+	var sb strings.Builder
+	for k, b := range blocks {
+		switch b.Type {
+		case "text":
+			if sb.Len() > 0 {
+				sb.WriteString("\n")
+			}
+			sb.WriteString(b.Text)
+		case "image", "document":
+			return "", badRequest(fmt.Sprintf("%s.content[%d]", param, k), "%s.content[%d] is an %s block; modeld's chat models read text only", param, k, b.Type)
+		default:
+			return "", badRequest(fmt.Sprintf("%s.content[%d]", param, k), "%s.content[%d] has type %s; a tool result holds text", param, k, quote(b.Type))
+		}
+	}
+	return sb.String(), nil
+}
+
+// tooling reads tools and tool_choice into gen (and call.single).
+func (req *AnthropicRequest) tooling(gen *backends.Request, call *chatCall) error {
+	var errs []error
+	bad := func(param, format string, args ...any) { errs = append(errs, badRequest(param, format, args...)) }
+	if given(req.Tools) {
+		var tools []anthropicTool
+		if err := json.Unmarshal(req.Tools, &tools); err != nil {
+			return badRequest("tools", "tools must be an array of {name, description, input_schema}")
+		}
+		if len(tools) > MaxTools {
+			return tooMany("tools", len(tools), MaxTools, "tools")
+		}
+		for i, t := range tools {
+			p := fmt.Sprintf("tools[%d]", i)
+			if t.Type != "" && t.Type != "custom" {
+				bad(p+".type", "%s is Anthropic's built-in tool %s, which runs on Anthropic's servers; modeld does not run it: define a custom tool with an input_schema and run it in the client", p, quote(t.Type))
+				continue
+			}
+			switch {
+			case !validToolName(t.Name):
+				bad(p+".name", "%s.name %s must be 1 to 64 letters, digits, _ or -", p, quote(t.Name))
+			case slices.ContainsFunc(gen.Tools, func(o backends.Tool) bool { return o.Name == t.Name }):
+				bad(p+".name", "%s.name %s is defined twice", p, quote(t.Name))
+			}
+			var obj map[string]json.RawMessage
+			if !given(t.InputSchema) || json.Unmarshal(t.InputSchema, &obj) != nil {
+				bad(p+".input_schema", "%s.input_schema must be a JSON Schema object", p)
+			}
+			gen.Tools = append(gen.Tools, backends.Tool{Name: t.Name, Description: t.Description, Parameters: t.InputSchema, Strict: t.Strict})
+		}
+	}
+	if given(req.ToolChoice) {
+		var tc anthropicToolChoice
+		if json.Unmarshal(req.ToolChoice, &tc) != nil {
+			return joinBadRequests(append(errs, badRequest("tool_choice", "tool_choice must be {type: auto|any|tool|none}")))
+		}
+		switch tc.Type {
+		case "auto":
+			gen.ToolChoice.Mode = backends.ToolChoiceAuto
+		case "any":
+			gen.ToolChoice.Mode = backends.ToolChoiceRequired
+		case "tool":
+			if tc.Name == "" {
+				bad("tool_choice.name", "tool_choice of type tool needs a name")
+			}
+			gen.ToolChoice = backends.ToolChoice{Mode: backends.ToolChoiceFunction, Name: tc.Name}
+		case "none":
+			gen.ToolChoice.Mode = backends.ToolChoiceNone
+		default:
+			bad("tool_choice.type", "tool_choice.type %s is not one of auto, any, tool, none", quote(tc.Type))
+		}
+		if tc.DisableParallelToolUse {
+			gen.ToolChoice.Single, call.single = true, true
+		}
+	}
+	return joinBadRequests(errs)
+}
+
+// thinking turns thinking on or off through the chat template's
+// enable_thinking (Qwen3 and the templates that follow it). budget_tokens
+// is checked as Anthropic checks it but not enforced apart from max_tokens,
+// which bounds reasoning and answer together.
+func (req *AnthropicRequest) thinking(call *chatCall) error {
+	if !given(req.Thinking) {
+		return nil
+	}
+	var th anthropicThinking
+	if json.Unmarshal(req.Thinking, &th) != nil {
+		return badRequest("thinking", "thinking must be {type: enabled, budget_tokens} or {type: disabled}")
+	}
+	switch th.Type {
+	case "enabled", "adaptive":
+		if th.BudgetTokens != nil && *th.BudgetTokens < 1 {
+			return badRequest("thinking.budget_tokens", "thinking.budget_tokens must be at least 1")
+		}
+		call.vars = map[string]any{"enable_thinking": true}
+	case "disabled":
+		call.vars = map[string]any{"enable_thinking": false}
+	default:
+		return badRequest("thinking.type", "thinking.type %s is not one of enabled, adaptive, disabled", quote(th.Type))
+	}
+	return nil
+}
+
+// format reads structured output (output_config.format, or the older
+// output_format) into gen: a JSON Schema the output must match, through
+// the same grammar as OpenAI's response_format.
+func (req *AnthropicRequest) format(gen *backends.Request) error {
+	raw, param := req.OutputFormat, "output_format"
+	if given(req.OutputConfig) {
+		var oc struct {
+			Format json.RawMessage `json:"format"`
+		}
+		if json.Unmarshal(req.OutputConfig, &oc) != nil {
+			return badRequest("output_config", "output_config must be an object")
+		}
+		if given(oc.Format) {
+			raw, param = oc.Format, "output_config.format"
+		}
+	}
+	if !given(raw) {
+		return nil
+	}
+	var f struct {
+		Type   string          `json:"type"`
+		Schema json.RawMessage `json:"schema"`
+	}
+	if json.Unmarshal(raw, &f) != nil || f.Type != "json_schema" || !given(f.Schema) {
+		return badRequest(param, "%s must be {type: json_schema, schema}", param)
+	}
+	gen.ResponseFormat = backends.ResponseFormat{Type: backends.FormatJSONSchema, Schema: f.Schema, Strict: true}
+	return nil
+}
+
+// decode reads and translates a Messages request; the error is written.
+func (s *Server) anthropicDecode(c *gin.Context, count bool) (*AnthropicRequest, *anthropicPlan, bool) {
+	var req AnthropicRequest
+	if err := decodePromptJSON(c, &req, "messages", s.contextCap()); err != nil {
+		writeAnthropicError(c, err)
+		return nil, nil, false
+	}
+	if len(req.ignored) > 0 {
+		s.log.Debug("anthropic messages: fields ignored", "path", c.Request.URL.Path, "fields", req.ignored)
+	}
+	plan, err := req.plan(s.contextCap(), count)
+	if err != nil {
+		writeAnthropicError(c, err)
+		return nil, nil, false
+	}
+	return &req, plan, true
+}
+
+func (s *Server) anthropicMessages(c *gin.Context) {
+	req, plan, ok := s.anthropicDecode(c, false)
+	if !ok {
+		return
+	}
+	run, err := s.startChat(c, plan.call)
+	if err != nil {
+		writeAnthropicError(c, err)
+		return
+	}
+	defer run.Release()
+	if req.Stream {
+		s.anthropicStream(c, run, req.Model, plan)
+		return
+	}
+	s.anthropicMessage(c, run, req.Model, plan)
+}
+
+// anthropicCountTokens answers count_tokens with the length of the prompt
+// the same request's generation sees (the /v1/tokenize path): usage's
+// input_tokens plus cache_read_input_tokens of that generation.
+func (s *Server) anthropicCountTokens(c *gin.Context) {
+	req, plan, ok := s.anthropicDecode(c, true)
+	if !ok {
+		return
+	}
+	h, model, err := s.acquireChat(c, req.Model, req.KeepAlive)
+	if err != nil {
+		writeAnthropicError(c, err)
+		return
+	}
+	defer h.Release()
+	gen := plan.call.plan.gen
+	ctx := backends.WithTemplateVars(c.Request.Context(), plan.call.vars)
+	ids, rendered, err := chatPromptIDs(ctx, model, &gen, plan.call.plan.msgs)
+	if err == nil && !rendered {
+		err = badRequest("messages", "model %s renders chat messages itself; it has no prompt to count", quote(req.Model))
+	}
+	if err != nil {
+		writeAnthropicError(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"input_tokens": len(ids)})
+}
+
+// registerAnthropic adds the Messages routes.
+func (s *Server) registerAnthropic() {
+	s.engine.POST("/v1/messages", s.anthropicMessages)
+	s.engine.POST("/v1/messages/count_tokens", s.anthropicCountTokens)
+}
