@@ -114,6 +114,7 @@ func (a *app) serve(ctx context.Context) error {
 	})
 	srv.AddSystemSection("gpu_fallbacks", fallbacks.snapshot)
 	srv.RegisterModels(api.ModelsOptions{Store: store, Puller: puller, Unloader: loaded})
+	srv.RegisterOllama(api.ModelsOptions{Store: store, Puller: puller, Unloader: loaded})
 
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {

@@ -1,0 +1,387 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/modeld/modeld/backends"
+	"github.com/modeld/modeld/cache"
+	"github.com/modeld/modeld/models"
+)
+
+// Ollama's API (/api/...) on the same port as the OpenAI one. Like every
+// dialect it is a translation: a request becomes the internal request model
+// and runs through the chat core (chatcore.go), the embeddings path or the
+// store; the events become Ollama's NDJSON objects. Nothing here generates,
+// renders templates or compiles grammars. docs/API.md ("Ollama API") says
+// what is supported and what is refused.
+
+// RegisterOllama adds Ollama's routes. o gives the store routes (tags, show,
+// pull, delete, copy) their store and puller, as RegisterModels does.
+func (s *Server) RegisterOllama(o ModelsOptions) {
+	h := &ollama{s: s, o: o}
+	s.engine.POST("/api/chat", h.chat)
+	s.engine.POST("/api/generate", h.generate)
+	s.engine.POST("/api/embed", h.embed)
+	s.engine.POST("/api/embeddings", h.embeddings)
+	s.engine.GET("/api/tags", h.tags)
+	s.engine.POST("/api/show", h.show)
+	s.engine.GET("/api/ps", h.ps)
+	s.engine.POST("/api/pull", h.pull)
+	s.engine.DELETE("/api/delete", h.remove)
+	s.engine.POST("/api/copy", h.copy)
+	s.engine.GET("/api/version", h.version)
+	s.engine.HEAD("/api/version", h.version)
+}
+
+type ollama struct {
+	s *Server
+	o ModelsOptions
+}
+
+// ollamaError writes err in Ollama's shape, {"error": "..."}, with the one
+// mapping's status and Retry-After. A model the store does not hold is
+// Ollama's "model 'x' not found" (model is the name the client sent).
+func ollamaError(c *gin.Context, err error, model string) {
+	writeErrorAs(c, err, func(e *Error) any {
+		msg := e.Message
+		if e.Status == http.StatusNotFound && model != "" && errors.Is(err, models.ErrNotFound) {
+			msg = fmt.Sprintf("model '%s' not found", clip(model))
+		}
+		return gin.H{"error": msg}
+	})
+}
+
+// ollamaOptions is a request's options object: the sampling fields modeld
+// honours are read (and checked as the OpenAI fields are); the others
+// (num_gpu, mirostat, ...) are logged at debug and ignored.
+type ollamaOptions map[string]json.RawMessage
+
+// ollamaSampling is what options gives the internal request.
+type ollamaSampling struct {
+	fields    samplingFields
+	maxTokens *int
+	lastN     *int
+}
+
+func (o ollamaOptions) read(h *ollama) (ollamaSampling, error) {
+	var out ollamaSampling
+	f := &out.fields
+	var errs []error
+	into := func(k string, v any, want string) {
+		if err := json.Unmarshal(o[k], v); err != nil {
+			errs = append(errs, badRequest("options."+k, "options.%s must be %s", k, want))
+		}
+	}
+	for k, raw := range o {
+		if string(raw) == "null" {
+			continue
+		}
+		switch k {
+		case "temperature":
+			into(k, &f.Temperature, "a number")
+		case "top_p":
+			into(k, &f.TopP, "a number")
+		case "top_k":
+			into(k, &f.TopK, "an integer")
+		case "min_p":
+			into(k, &f.MinP, "a number")
+		case "seed":
+			into(k, &f.Seed, "an integer")
+		case "stop":
+			into(k, &f.Stop, "a string or an array of strings")
+		case "repeat_penalty":
+			into(k, &f.RepeatPenalty, "a number")
+		case "presence_penalty":
+			into(k, &f.PresencePenalty, "a number")
+		case "frequency_penalty":
+			into(k, &f.FrequencyPenalty, "a number")
+		case "num_predict":
+			var n int
+			into(k, &n, "an integer")
+			if n > 0 { // -1 (and -2, 0): no limit but the context
+				out.maxTokens = &n
+			}
+		case "repeat_last_n":
+			var n int
+			into(k, &n, "an integer")
+			if n < -1 {
+				errs = append(errs, badRequest("options.repeat_last_n", "options.repeat_last_n %d is below -1", n))
+			}
+			out.lastN = &n
+		case "num_ctx":
+			var n int
+			into(k, &n, "an integer")
+			h.s.log.Debug("ollama: num_ctx is the daemon's --context-size; the request's is not used", "num_ctx", n)
+		default:
+			h.s.log.Debug("ollama: option ignored", "option", clip(k))
+		}
+	}
+	return out, joinBadRequests(errs)
+}
+
+// request is the internal request of the sampling options and format.
+func (o ollamaSampling) request(s *Server, format json.RawMessage) (backends.Request, error) {
+	gen, err := o.fields.request("options.num_predict", o.maxTokens, s.contextCap())
+	if err != nil {
+		return gen, err
+	}
+	if n := o.lastN; n != nil {
+		switch {
+		case *n == 0: // Ollama: 0 turns the repetition penalties off
+			gen.Sampling.RepeatPenalty, gen.Sampling.PresencePenalty, gen.Sampling.FrequencyPenalty = 0, 0, 0
+		case *n > 0:
+			gen.Sampling.PenaltyLastN = *n
+		}
+	}
+	if err := ollamaFormat(format, &gen); err != nil {
+		return gen, err
+	}
+	return gen, nil
+}
+
+// ollamaFormat reads format: "json", a JSON Schema object, or nothing.
+func ollamaFormat(raw json.RawMessage, gen *backends.Request) error {
+	if !given(raw) {
+		return nil
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		switch s {
+		case "":
+			return nil
+		case "json":
+			gen.ResponseFormat = backends.ResponseFormat{Type: backends.FormatJSONObject}
+			return nil
+		}
+		return badRequest("format", "format %s is not \"json\" or a JSON Schema object", quote(s))
+	}
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(raw, &obj) != nil {
+		return badRequest("format", "format must be \"json\" or a JSON Schema object")
+	}
+	gen.ResponseFormat = backends.ResponseFormat{Type: backends.FormatJSONSchema, Name: "format", Schema: raw, Strict: true}
+	return nil
+}
+
+// ollamaThink reads think: true or false (the template variable
+// enable_thinking, as chat_template_kwargs sets it), or an effort level
+// ("low", "medium", "high") for templates that take reasoning_effort.
+func ollamaThink(raw json.RawMessage) (map[string]any, error) {
+	if !given(raw) {
+		return nil, nil
+	}
+	var b bool
+	if json.Unmarshal(raw, &b) == nil {
+		return map[string]any{"enable_thinking": b}, nil
+	}
+	var level string
+	if json.Unmarshal(raw, &level) == nil {
+		switch level {
+		case "low", "medium", "high":
+			return map[string]any{"enable_thinking": true, "reasoning_effort": level}, nil
+		}
+	}
+	return nil, badRequest("think", "think must be true, false, \"low\", \"medium\" or \"high\"")
+}
+
+// ollamaToolCall is a tool call as Ollama writes it: arguments are a JSON
+// object, not a string.
+type ollamaToolCall struct {
+	Function struct {
+		Index     int             `json:"index,omitempty"`
+		Name      string          `json:"name"`
+		Arguments json.RawMessage `json:"arguments"`
+	} `json:"function"`
+}
+
+// ollamaArguments is a call's arguments as JSON: the generated text when it
+// is a JSON object (it is whenever the call was grammar-constrained), else
+// the text as a JSON string, so nothing the model wrote is lost.
+func ollamaArguments(text string) json.RawMessage {
+	t := strings.TrimSpace(text)
+	if t == "" {
+		return json.RawMessage(`{}`)
+	}
+	if strings.HasPrefix(t, "{") && json.Valid([]byte(t)) {
+		return json.RawMessage(t)
+	}
+	b, _ := json.Marshal(text)
+	return b
+}
+
+func ollamaCalls(calls []backends.ToolCall) []ollamaToolCall {
+	out := make([]ollamaToolCall, len(calls))
+	for i, tc := range calls {
+		out[i].Function.Index, out[i].Function.Name, out[i].Function.Arguments = i, tc.Name, ollamaArguments(tc.Arguments)
+	}
+	return out
+}
+
+// ollamaStats are the counts and durations (nanoseconds) of a final object.
+type ollamaStats struct {
+	TotalDuration      int64 `json:"total_duration"`
+	LoadDuration       int64 `json:"load_duration"`
+	PromptEvalCount    int   `json:"prompt_eval_count"`
+	PromptEvalDuration int64 `json:"prompt_eval_duration"`
+	EvalCount          int   `json:"eval_count"`
+	EvalDuration       int64 `json:"eval_duration"`
+}
+
+// ollamaFinal is how a generation ended.
+type ollamaFinal struct {
+	reason string
+	stats  ollamaStats
+}
+
+// ollamaDoneReason is Ollama's done_reason of a finish: it says "stop" for
+// a turn that called tools.
+func ollamaDoneReason(f backends.FinishReason) string {
+	switch f {
+	case backends.FinishLength:
+		return "length"
+	default:
+		return "stop"
+	}
+}
+
+// ollamaFrame builds one response object: a delta (final nil) or the last
+// object, which carries the whole text when not streamed.
+type ollamaFrame func(text, thinking string, calls []ollamaToolCall, final *ollamaFinal) any
+
+// ollamaTiming is when a request started and how long acquiring its model
+// (and preparing its prompt) took.
+type ollamaTiming struct {
+	start time.Time
+	load  time.Duration
+}
+
+// writeRun writes a started generation: NDJSON deltas and a final object
+// when streamed, else one object. Tool calls come whole (Ollama streams no
+// argument deltas), in an object before the final one.
+func (h *ollama) writeRun(c *gin.Context, run *chatRun, model string, stream bool, tm ollamaTiming, frame ollamaFrame) {
+	var nd *ndjsonWriter
+	if stream {
+		c.Header("Content-Type", "application/x-ndjson")
+		c.Status(http.StatusOK)
+		nd = newNDJSONWriter(c.Writer)
+	}
+	var text, thinking strings.Builder
+	var calls []wireToolCall
+	genStart := time.Now()
+	var first time.Time
+	for ev := range run.Events {
+		if first.IsZero() {
+			first = time.Now()
+		}
+		calls = addToolDeltas(calls, ev.ToolCalls)
+		if stream && (ev.Text != "" || ev.Reasoning != "") {
+			if nd.send(frame(ev.Text, ev.Reasoning, nil, nil)) != nil {
+				continue // the client left: its context ends the generation
+			}
+		} else if !stream {
+			text.WriteString(ev.Text)
+			thinking.WriteString(ev.Reasoning)
+		}
+		if !ev.Done {
+			continue
+		}
+		if ev.Finish == backends.FinishCancelled {
+			if cut := shutdownCause(c.Request.Context()); cut != nil {
+				if stream {
+					_ = nd.send(gin.H{"error": toAPIError(cut).Message})
+				} else {
+					ollamaError(c, cut, model)
+				}
+			}
+			return
+		}
+		if err := generationError(ev); err != nil {
+			if stream {
+				_ = nd.send(gin.H{"error": toAPIError(err).Message})
+			} else {
+				ollamaError(c, err, model)
+			}
+			return
+		}
+		end := time.Now()
+		fin := &ollamaFinal{reason: ollamaDoneReason(ev.Finish), stats: ollamaStats{
+			TotalDuration: int64(end.Sub(tm.start)), LoadDuration: int64(tm.load),
+			PromptEvalCount: ev.Usage.PromptTokens, PromptEvalDuration: int64(first.Sub(genStart)),
+			EvalCount: ev.Usage.CompletionTokens, EvalDuration: int64(end.Sub(first)),
+		}}
+		var tcs []ollamaToolCall
+		for _, w := range calls {
+			tcs = append(tcs, ollamaCalls([]backends.ToolCall{{Name: w.Function.Name, Arguments: w.Function.Arguments}})[0])
+		}
+		for i := range tcs {
+			tcs[i].Function.Index = i
+		}
+		if !stream {
+			c.JSON(http.StatusOK, frame(text.String(), thinking.String(), tcs, fin))
+			return
+		}
+		if len(tcs) > 0 {
+			_ = nd.send(frame("", "", tcs, nil))
+		}
+		_ = nd.send(frame("", "", nil, fin))
+		return
+	}
+}
+
+// streamOf is Ollama's stream flag: true unless false is sent.
+func streamOf(b *bool) bool { return b == nil || *b }
+
+// loadOrUnload answers a chat or generate request that carries no input:
+// with keep_alive 0 it unloads the model, else it loads it (done_reason
+// "load" or "unload").
+func (h *ollama) loadOrUnload(c *gin.Context, model string, ka KeepAlive) (string, error) {
+	if ka.D != nil && *ka.D == 0 {
+		if model == "" {
+			return "", badRequest("model", "model is required")
+		}
+		canon, err := models.ParseID(model)
+		if err != nil {
+			return "", err
+		}
+		if h.o.Store != nil {
+			if _, err := h.o.Store.Get(canon.String()); err != nil {
+				return "", err
+			}
+		}
+		if h.s.opt.Cache == nil {
+			return "unload", nil
+		}
+		if err := h.s.opt.Cache.Unload(c.Request.Context(), canon.String(), true); err != nil && !errors.Is(err, cache.ErrNotLoaded) {
+			return "", err
+		}
+		return "unload", nil
+	}
+	hd, _, err := h.s.acquireChat(c, model, ka)
+	if err != nil {
+		return "", err
+	}
+	hd.Release()
+	return "load", nil
+}
+
+// textOnly refuses images for model: modeld's models read text only. A
+// model the store does not hold is a 404 first.
+func (h *ollama) textOnly(model, param string) error {
+	if h.o.Store != nil && model != "" {
+		canon, err := models.ParseID(model)
+		if err != nil {
+			return err
+		}
+		if _, err := h.o.Store.Get(canon.String()); err != nil {
+			return err
+		}
+	}
+	return badRequest(param, "model '%s' reads text only: %s are not supported (modeld serves no vision models)", clip(model), param)
+}

@@ -1,0 +1,355 @@
+package api
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/modeld/modeld/backends"
+)
+
+// Ollama's /api/chat and /api/generate, on the chat core.
+
+// OllamaMessage is a message of /api/chat, in and out.
+type OllamaMessage struct {
+	Role      string           `json:"role"`
+	Content   string           `json:"content"`
+	Thinking  string           `json:"thinking,omitempty"`
+	Images    []string         `json:"images,omitempty"`
+	ToolCalls []ollamaToolCall `json:"tool_calls,omitempty"`
+	// ToolName names the tool whose result a "tool" message carries.
+	ToolName string `json:"tool_name,omitempty"`
+}
+
+// OllamaChatRequest is the body of POST /api/chat.
+type OllamaChatRequest struct {
+	Model     string          `json:"model"`
+	Messages  []OllamaMessage `json:"messages"`
+	Tools     json.RawMessage `json:"tools"`
+	Format    json.RawMessage `json:"format"`
+	Options   ollamaOptions   `json:"options"`
+	Stream    *bool           `json:"stream"`
+	KeepAlive KeepAlive       `json:"keep_alive"`
+	Think     json.RawMessage `json:"think"`
+}
+
+// OllamaChatResponse is one object of /api/chat's answer.
+type OllamaChatResponse struct {
+	Model      string        `json:"model"`
+	CreatedAt  time.Time     `json:"created_at"`
+	Message    OllamaMessage `json:"message"`
+	Done       bool          `json:"done"`
+	DoneReason string        `json:"done_reason,omitempty"`
+	*ollamaStats
+}
+
+// OllamaGenerateRequest is the body of POST /api/generate.
+type OllamaGenerateRequest struct {
+	Model     string          `json:"model"`
+	Prompt    string          `json:"prompt"`
+	Suffix    string          `json:"suffix"`
+	System    string          `json:"system"`
+	Template  string          `json:"template"`
+	Raw       bool            `json:"raw"`
+	Images    []string        `json:"images"`
+	Context   []int           `json:"context"`
+	Format    json.RawMessage `json:"format"`
+	Options   ollamaOptions   `json:"options"`
+	Stream    *bool           `json:"stream"`
+	KeepAlive KeepAlive       `json:"keep_alive"`
+	Think     json.RawMessage `json:"think"`
+}
+
+// OllamaGenerateResponse is one object of /api/generate's answer.
+type OllamaGenerateResponse struct {
+	Model      string    `json:"model"`
+	CreatedAt  time.Time `json:"created_at"`
+	Response   string    `json:"response"`
+	Thinking   string    `json:"thinking,omitempty"`
+	Done       bool      `json:"done"`
+	DoneReason string    `json:"done_reason,omitempty"`
+	*ollamaStats
+}
+
+// chatMessages turns Ollama's messages into the internal model. A tool
+// call gets an id, and a tool result the id of the call it answers (the
+// first unanswered call of its tool_name, else the first unanswered), for
+// templates that link them.
+func (req *OllamaChatRequest) chatMessages(h *ollama) ([]backends.Message, error) {
+	type open struct{ id, name string }
+	var pending []open
+	var errs []error
+	msgs := make([]backends.Message, 0, len(req.Messages))
+	for i, m := range req.Messages {
+		bm := backends.Message{Role: m.Role, Content: m.Content}
+		switch m.Role {
+		case "system", "user":
+		case "assistant":
+			for j, tc := range m.ToolCalls {
+				if tc.Function.Name == "" {
+					errs = append(errs, badRequest(fmt.Sprintf("messages[%d].tool_calls[%d]", i, j), "messages[%d].tool_calls[%d] must be {function: {name, arguments}}", i, j))
+					continue
+				}
+				args := string(tc.Function.Arguments)
+				if !given(tc.Function.Arguments) {
+					args = "{}"
+				}
+				var s string // arguments sent as a JSON string are its text
+				if json.Unmarshal(tc.Function.Arguments, &s) == nil {
+					args = s
+				}
+				id := fmt.Sprintf("call_%d_%d", i, j)
+				bm.ToolCalls = append(bm.ToolCalls, backends.ToolCall{ID: id, Name: tc.Function.Name, Arguments: args})
+				pending = append(pending, open{id, tc.Function.Name})
+			}
+			if m.Thinking != "" {
+				h.s.log.Debug("ollama: an assistant message's thinking is not given to the template", "message", i)
+			}
+		case "tool":
+			bm.Name = m.ToolName
+			at := -1
+			for k, p := range pending {
+				if m.ToolName == "" || p.name == m.ToolName {
+					at = k
+					break
+				}
+			}
+			if at < 0 && len(pending) > 0 {
+				at = 0
+			}
+			if at >= 0 {
+				bm.ToolCallID = pending[at].id
+				pending = append(pending[:at], pending[at+1:]...)
+			}
+		default:
+			errs = append(errs, badRequest(fmt.Sprintf("messages[%d].role", i), "messages[%d].role %s is not one of system, user, assistant, tool", i, quote(m.Role)))
+		}
+		if len(m.Images) > 0 && len(errs) == 0 {
+			return nil, h.textOnly(req.Model, fmt.Sprintf("messages[%d].images", i))
+		}
+		msgs = append(msgs, bm)
+	}
+	return msgs, joinBadRequests(errs)
+}
+
+// tools reads Ollama's tools (the OpenAI chat shape) into gen.
+func ollamaTools(raw json.RawMessage, gen *backends.Request) error {
+	if !given(raw) {
+		return nil
+	}
+	var tools []wireTool
+	if err := json.Unmarshal(raw, &tools); err != nil {
+		return badRequest("tools", "tools must be an array of {type: \"function\", function: {name, ...}}")
+	}
+	if len(tools) > MaxTools {
+		return tooMany("tools", len(tools), MaxTools, "tools")
+	}
+	var errs []error
+	for i, t := range tools {
+		if t.Type != "" && t.Type != "function" || t.Function == nil || t.Function.Name == "" {
+			errs = append(errs, badRequest(fmt.Sprintf("tools[%d]", i), "tools[%d] must be {type: \"function\", function: {name, ...}}", i))
+			continue
+		}
+		gen.Tools = append(gen.Tools, backends.Tool{Name: t.Function.Name, Description: t.Function.Description, Parameters: t.Function.Parameters})
+	}
+	return joinBadRequests(errs)
+}
+
+func (h *ollama) chat(c *gin.Context) {
+	tm := ollamaTiming{start: time.Now()}
+	var req OllamaChatRequest
+	if err := decodePromptJSON(c, &req, "messages", h.s.contextCap()); err != nil {
+		ollamaError(c, err, "")
+		return
+	}
+	frame := func(text, thinking string, calls []ollamaToolCall, fin *ollamaFinal) any {
+		r := OllamaChatResponse{Model: req.Model, CreatedAt: time.Now().UTC(),
+			Message: OllamaMessage{Role: "assistant", Content: text, Thinking: thinking, ToolCalls: calls}}
+		if fin != nil {
+			r.Done, r.DoneReason, r.ollamaStats = true, fin.reason, &fin.stats
+		}
+		return r
+	}
+	if len(req.Messages) == 0 {
+		reason, err := h.loadOrUnload(c, req.Model, req.KeepAlive)
+		if err != nil {
+			ollamaError(c, err, req.Model)
+			return
+		}
+		c.JSON(200, OllamaChatResponse{Model: req.Model, CreatedAt: time.Now().UTC(), Message: OllamaMessage{Role: "assistant"}, Done: true, DoneReason: reason})
+		return
+	}
+	call, err := h.chatCall(&req)
+	if err != nil {
+		ollamaError(c, err, req.Model)
+		return
+	}
+	run, err := h.s.startChat(c, call)
+	if err != nil {
+		ollamaError(c, err, req.Model)
+		return
+	}
+	defer run.Release()
+	tm.load = time.Since(tm.start)
+	h.writeRun(c, run, req.Model, streamOf(req.Stream), tm, frame)
+}
+
+// chatCall checks a chat request without a model and plans it.
+func (h *ollama) chatCall(req *OllamaChatRequest) (chatCall, error) {
+	opts, err := req.Options.read(h)
+	if err != nil {
+		return chatCall{}, err
+	}
+	gen, err := opts.request(h.s, req.Format)
+	if err != nil {
+		return chatCall{}, err
+	}
+	vars, err := ollamaThink(req.Think)
+	if err != nil {
+		return chatCall{}, err
+	}
+	msgs, err := req.chatMessages(h)
+	if err != nil {
+		return chatCall{}, err
+	}
+	if err := ollamaTools(req.Tools, &gen); err != nil {
+		return chatCall{}, err
+	}
+	if err := compileTooling(&gen, "tools", "format"); err != nil {
+		return chatCall{}, err
+	}
+	plan, err := newChatPlan(gen, msgs, h.s.contextCap())
+	if err != nil {
+		return chatCall{}, err
+	}
+	return chatCall{model: req.Model, keepAlive: req.KeepAlive, plan: plan, vars: vars}, nil
+}
+
+func (h *ollama) generate(c *gin.Context) {
+	tm := ollamaTiming{start: time.Now()}
+	var req OllamaGenerateRequest
+	if err := decodePromptJSON(c, &req, "prompt", h.s.contextCap()); err != nil {
+		ollamaError(c, err, "")
+		return
+	}
+	frame := func(text, thinking string, _ []ollamaToolCall, fin *ollamaFinal) any {
+		r := OllamaGenerateResponse{Model: req.Model, CreatedAt: time.Now().UTC(), Response: text, Thinking: thinking}
+		if fin != nil {
+			r.Done, r.DoneReason, r.ollamaStats = true, fin.reason, &fin.stats
+		}
+		return r
+	}
+	if req.Prompt == "" && req.Suffix == "" && len(req.Images) == 0 {
+		reason, err := h.loadOrUnload(c, req.Model, req.KeepAlive)
+		if err != nil {
+			ollamaError(c, err, req.Model)
+			return
+		}
+		c.JSON(200, OllamaGenerateResponse{Model: req.Model, CreatedAt: time.Now().UTC(), Done: true, DoneReason: reason})
+		return
+	}
+	run, err := h.startGenerate(c, &req)
+	if err != nil {
+		ollamaError(c, err, req.Model)
+		return
+	}
+	defer run.Release()
+	tm.load = time.Since(tm.start)
+	h.writeRun(c, run, req.Model, streamOf(req.Stream), tm, frame)
+}
+
+// startGenerate checks a generate request and starts it: a templated
+// prompt (system, then the prompt as the user's turn) through the chat
+// core, a raw prompt as it is, or a fill-in-the-middle prompt.
+func (h *ollama) startGenerate(c *gin.Context, req *OllamaGenerateRequest) (*chatRun, error) {
+	switch {
+	case req.Template != "":
+		return nil, badRequest("template", "template is not supported: modeld renders the model's own chat template; template the prompt yourself and send it with raw: true")
+	case len(req.Context) > 0:
+		return nil, badRequest("context", "context is not supported (Ollama deprecates it): send the conversation to /api/chat")
+	case len(req.Images) > 0:
+		return nil, h.textOnly(req.Model, "images")
+	case req.Suffix != "" && req.Raw:
+		return nil, badRequest("suffix", "suffix cannot be used with raw: true; send the prefix as prompt and the suffix, without raw")
+	}
+	opts, err := req.Options.read(h)
+	if err != nil {
+		return nil, err
+	}
+	gen, err := opts.request(h.s, req.Format)
+	if err != nil {
+		return nil, err
+	}
+	vars, err := ollamaThink(req.Think)
+	if err != nil {
+		return nil, err
+	}
+	if err := compileTooling(&gen, "tools", "format"); err != nil {
+		return nil, err
+	}
+	switch {
+	case req.Suffix != "":
+		return h.startInfill(c, req, gen)
+	case req.Raw:
+		return h.s.startText(c, req.Model, req.KeepAlive, gen, req.Prompt, "prompt")
+	}
+	var msgs []backends.Message
+	if req.System != "" {
+		msgs = append(msgs, backends.Message{Role: "system", Content: req.System})
+	}
+	msgs = append(msgs, backends.Message{Role: "user", Content: req.Prompt})
+	plan, err := newChatPlan(gen, msgs, h.s.contextCap())
+	if err != nil {
+		return nil, err
+	}
+	return h.s.startChat(c, chatCall{model: req.Model, keepAlive: req.KeepAlive, plan: plan, vars: vars})
+}
+
+// fimMarkers are the fill-in-the-middle token spellings of the code models
+// that have them (prefix, suffix, middle; the prompt is in that order).
+var fimMarkers = [][3]string{
+	{"<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>"}, // Qwen2.5-Coder, StarCoder2
+	{"<fim_prefix>", "<fim_suffix>", "<fim_middle>"},       // StarCoder, SantaCoder
+	{"<｜fim▁begin｜>", "<｜fim▁hole｜>", "<｜fim▁end｜>"},       // DeepSeek-Coder
+	{"<|fim▁begin|>", "<|fim▁hole|>", "<|fim▁end|>"},
+}
+
+// startInfill runs a generate request with a suffix as a fill-in-the-middle
+// prompt, when the model's vocabulary has one of the markers' sets as
+// control tokens; otherwise it is a 400.
+func (h *ollama) startInfill(c *gin.Context, req *OllamaGenerateRequest, gen backends.Request) (*chatRun, error) {
+	hd, m, err := h.s.acquireChat(c, req.Model, req.KeepAlive)
+	if err != nil {
+		return nil, err
+	}
+	defer hd.Release() // startText holds the model too
+	tok, ok := m.(backends.Tokenizer)
+	if ok {
+		for _, mk := range fimMarkers {
+			if fimTokens(c, tok, mk) {
+				prompt := mk[0] + req.Prompt + mk[1] + req.Suffix + mk[2]
+				return h.s.startText(c, req.Model, req.KeepAlive, gen, prompt, "prompt")
+			}
+		}
+	}
+	return nil, badRequest("suffix", "model '%s' has no fill-in-the-middle tokens, so suffix cannot be used with it", clip(req.Model))
+}
+
+// fimTokens reports whether each marker is one control token of tok's
+// vocabulary (one token parsed as special, several as text).
+func fimTokens(c *gin.Context, tok backends.Tokenizer, markers [3]string) bool {
+	ctx := c.Request.Context()
+	for _, s := range markers {
+		special, err := tok.TokenizeContext(ctx, s, false, true)
+		if err != nil || len(special) != 1 {
+			return false
+		}
+		plain, err := tok.TokenizeContext(ctx, s, false, false)
+		if err != nil || len(plain) < 2 {
+			return false
+		}
+	}
+	return true
+}
