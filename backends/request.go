@@ -217,16 +217,42 @@ type Usage struct {
 // stop string or is an incomplete UTF-8 sequence). Reasoning and ToolCalls
 // carry deltas of the model's reasoning and of its tool calls. The last
 // event has Done set, Token -1, the rest of the held text, the finish reason
-// and the usage; a failed generation ends with FinishError and Err.
+// and the usage; a failed generation ends with FinishError and Err. With
+// N > 1 the choices' events interleave, each carrying its Index; every choice
+// ends with its own final event (its finish reason, and a usage with the
+// shared prompt and that choice's completion tokens), and the stream closes
+// after the last of them.
 type Event struct {
 	Token     int32
 	Text      string
 	Reasoning string          `json:",omitempty"`
 	ToolCalls []ToolCallDelta `json:",omitempty"`
+	// Logprobs is set on a token's event when the request asked for
+	// Logprobs: the token's log-probability and its TopLogprobs most
+	// likely alternatives. nil otherwise (and on the final event).
+	Logprobs *Logprobs `json:",omitempty"`
 	// Index is the choice the event belongs to (with N > 1).
 	Index  int `json:",omitempty"`
 	Done   bool
 	Finish FinishReason
 	Err    error
 	Usage  Usage
+}
+
+// TokenLogprob is a token and its log-probability (natural log).
+type TokenLogprob struct {
+	ID int32
+	// Bytes is the token's text, control tokens rendered; one token may
+	// hold part of a UTF-8 sequence, so it travels as bytes.
+	Bytes   []byte
+	Logprob float32
+}
+
+// Logprobs is what a generated token reports when the request asks for
+// log-probabilities: the token itself and the Top alternatives at its
+// position, most likely first (fewer when fewer tokens were allowed there;
+// the sampled token is among them when it ranks within them).
+type Logprobs struct {
+	TokenLogprob
+	Top []TokenLogprob `json:",omitempty"`
 }

@@ -46,7 +46,7 @@ func FuzzNDJSONEvents(f *testing.F) {
 			stream.Write(b)
 		}
 		out := make(chan Event, len(sent)+1)
-		(&Runner{live: newLiveness()}).relay(context.Background(), io.NopCloser(&stream), 3, out)
+		(&Runner{live: newLiveness()}).relay(context.Background(), io.NopCloser(&stream), 3, 1, out)
 		var got []Event
 		for ev := range out {
 			got = append(got, ev)

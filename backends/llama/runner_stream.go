@@ -68,7 +68,7 @@ func (r *Runner) Generate(ctx context.Context, req Request) (<-chan Event, error
 		return nil, replyError(resp.StatusCode, b)
 	}
 	out := make(chan Event)
-	go r.relay(ctx, resp.Body, len(req.Prompt), out)
+	go r.relay(ctx, resp.Body, len(req.Prompt), max(1, req.N), out)
 	return out, nil
 }
 
@@ -91,10 +91,11 @@ func (r *Runner) resolvePrompt(ctx context.Context, req *Request) error {
 	return nil
 }
 
-// relay turns the NDJSON stream into events. A stream that breaks before
-// its final event ends with one made here: cancelled when ctx is done, else
-// an error saying why the runner went away.
-func (r *Runner) relay(ctx context.Context, body io.ReadCloser, promptTokens int, out chan<- Event) {
+// relay turns the NDJSON stream into events, up to the final event of
+// each of its choices. A stream that breaks before them ends with one made
+// here: cancelled when ctx is done, else an error saying why the runner
+// went away.
+func (r *Runner) relay(ctx context.Context, body io.ReadCloser, promptTokens, choices int, out chan<- Event) {
 	defer close(out)
 	defer body.Close()
 	defer r.live.end()
@@ -113,7 +114,9 @@ func (r *Runner) relay(ctx context.Context, body io.ReadCloser, promptTokens int
 		}
 		out <- ev
 		if ev.Done {
-			return
+			if choices--; choices == 0 {
+				return
+			}
 		}
 	}
 }

@@ -25,6 +25,9 @@ type decoder interface {
 	// seqRemove drops seq's KV from position from on (-1: all of it); false
 	// when the backend could not drop a partial range.
 	seqRemove(seq int, from int) bool
+	// seqCopy makes dst's KV a copy of src's, all of it (the copy is made
+	// before the next decode).
+	seqCopy(src, dst int)
 	isEOG(tok yz.Token) bool
 	piece(tok yz.Token) string
 	// close frees the native state; the decoder is not used after.
@@ -45,9 +48,13 @@ type llamaDecoder struct {
 	lctx   yz.Context
 	mem    yz.Memory
 	batch  yz.Batch
-	smpl   []yz.Sampler // by sequence
+	smpl   []yz.Sampler   // by sequence
+	lp     []lpSeq        // by sequence: the split chain of one that reports logprobs
+	cur    []yz.TokenData // candidates and their shaped logits (logprobs.go), by token id
+	shaped []float32
 	nCtx   int
 	seqIDs [][]yz.SeqId
+	lazy   []*lazySeq // by sequence: the watch of a lazy grammar's trigger (toolcalls_lazy.go)
 }
 
 var _ decoder = (*llamaDecoder)(nil)
@@ -81,7 +88,7 @@ func newLlamaDecoder(m *Model, o Options, nBatch, ctxSize int) (*llamaDecoder, e
 		return nil, fmt.Errorf("llama: context memory: %w", err)
 	}
 	d := &llamaDecoder{m: m, lctx: lctx, mem: mem, batch: yz.BatchInit(int32(nBatch), 0, 1),
-		smpl: make([]yz.Sampler, o.Slots), nCtx: ctxSize}
+		smpl: make([]yz.Sampler, o.Slots), lp: make([]lpSeq, o.Slots), nCtx: ctxSize}
 	for i := 0; i < o.Slots; i++ {
 		d.seqIDs = append(d.seqIDs, []yz.SeqId{yz.SeqId(i)})
 	}
@@ -102,14 +109,17 @@ func (d *llamaDecoder) decode(batch []batchToken) error {
 }
 
 func (d *llamaDecoder) sample(seq int, i int32) yz.Token {
-	return yz.SamplerSample(d.smpl[seq], d.lctx, i)
+	tok := yz.SamplerSample(d.smpl[seq], d.lctx, i)
+	d.lazyAccept(seq, tok)
+	return tok
 }
 
 func (d *llamaDecoder) startSeq(seq int, samp Sampling, grammar constraint) {
-	d.smpl[seq] = newSampler(samp, d.m.vocab, grammar, d.m.nVocab, d.nCtx)
+	d.smpl[seq] = newSampler(samp, d.m.vocab, d.lazyStart(seq, grammar), d.m.nVocab, d.nCtx)
 }
 
 func (d *llamaDecoder) endSeq(seq int) {
+	d.endLogprobs(seq)
 	if d.smpl[seq] != 0 {
 		yz.SamplerFree(d.smpl[seq])
 		d.smpl[seq] = 0
@@ -119,6 +129,12 @@ func (d *llamaDecoder) endSeq(seq int) {
 func (d *llamaDecoder) seqRemove(seq int, from int) bool {
 	ok, err := yz.MemorySeqRm(d.mem, yz.SeqId(seq), yz.Pos(from), -1)
 	return err == nil && ok
+}
+
+func (d *llamaDecoder) seqCopy(src, dst int) {
+	// Each sequence has its own KV stream (KVUnified 0): llama.cpp copies
+	// a whole stream, which is what a full-range copy asks for.
+	_ = yz.MemorySeqCp(d.mem, yz.SeqId(src), yz.SeqId(dst), -1, -1)
 }
 
 func (d *llamaDecoder) isEOG(tok yz.Token) bool   { return yz.VocabIsEOG(d.m.vocab, tok) }

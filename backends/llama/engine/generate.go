@@ -15,10 +15,16 @@ import (
 // *ContextLengthError, ErrBusy, ErrClosed, or ctx's error. The stream ends
 // with one event with Done set, then is closed; the caller must read it to
 // the end (after cancelling ctx, the end comes within one decode step).
-// MaxTokens 0 means what is left of the context.
+// MaxTokens 0 means what is left of the context. With N > 1 the choices'
+// events interleave (Event.Index), each choice ends with its own Done event
+// and the stream closes after the last; n above the model's slots is a
+// *backends.BadRequestError on n.
 func (m *Model) Generate(ctx context.Context, req Request) (<-chan Event, error) {
 	budget, err := validate(&req, m.nVocab, m.info.ContextSize)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkChoices(&req, m.info.Slots); err != nil {
 		return nil, err
 	}
 	grammar, err := m.constraint(&req)
@@ -41,6 +47,7 @@ func (m *Model) Generate(ctx context.Context, req Request) (<-chan Event, error)
 	r := &request{
 		ctx: ctx, prompt: prompt, budget: budget, stops: slices.Clone(req.Stop),
 		samp: samp, grammar: grammar, stream: newStream(),
+		logprobs: wantsLogprobs(&req), top: req.TopLogprobs,
 	}
 	tools := wantsToolCalls(&req)
 	thinks := len(req.Messages) > 0 && thinksTemplate(m.info.ChatTemplate) // chat only: a raw completion keeps its text
@@ -48,11 +55,19 @@ func (m *Model) Generate(ctx context.Context, req Request) (<-chan Event, error)
 	if tools || thinks { // the markers may be control tokens: render them as text
 		r.render = func(t yz.Token) string { return m.piece(t, true) }
 	}
+	r.withChoices(req.N)
 	if err := m.sch.submit(r); err != nil {
 		return nil, err
 	}
-	go r.stream.pump()
-	return outputEvents(r.stream.out, m.info.ChatTemplate, thinks, inside, tools), nil
+	var outs []<-chan Event
+	for _, c := range r.group() {
+		go c.stream.pump()
+		outs = append(outs, outputEvents(c.stream.out, m.info.ChatTemplate, thinks, inside, tools))
+	}
+	if len(outs) == 1 {
+		return outs[0], nil
+	}
+	return mergeChoices(outs), nil
 }
 
 // outputEvents turns a generation's events into what the caller reads: the

@@ -60,6 +60,7 @@ type (
 	FinishReason = backends.FinishReason
 	Usage        = backends.Usage
 	Event        = backends.Event
+	Logprobs     = backends.Logprobs
 )
 
 // Finish reasons.
@@ -71,10 +72,10 @@ const (
 )
 
 // validate checks r against the model and returns the completion budget.
-// A field the engine cannot honour (tools, response_format, logprobs, n) is
-// a *backends.BadRequestError naming it.
+// A top_logprobs out of range is a *backends.BadRequestError naming it (n
+// against the slots: checkChoices).
 func validate(r *Request, nVocab, ctxSize int) (int, error) {
-	if err := r.Unsupported("llama"); err != nil {
+	if err := checkLogprobs(r); err != nil {
 		return 0, err
 	}
 	var errs []error

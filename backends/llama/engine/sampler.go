@@ -15,10 +15,22 @@ import (
 // penalties and before every filter and draw: it sets the logit of each
 // token that would break it to -inf, so whatever is drawn obeys it, and once
 // the grammar is complete only end-of-generation tokens remain (and before
-// that none). A lazy grammar does so only from where one of its trigger
-// patterns matches the output on. ctxSize bounds the penalty window. Only
+// that none). A lazy grammar does so only from where its trigger fires in
+// the output (toolcalls_lazy.go). ctxSize bounds the penalty window. Only
 // the scheduler goroutine calls it; the chain is freed with yz.SamplerFree.
 func newSampler(s Sampling, vocab yz.Vocab, grammar constraint, nVocab, ctxSize int) yz.Sampler {
+	shape, draw := samplerStages(s, vocab, grammar, nVocab, ctxSize)
+	chain := yz.SamplerChainInit(yz.SamplerChainDefaultParams())
+	yz.SamplerChainAdd(chain, shape)
+	yz.SamplerChainAdd(chain, draw)
+	return chain
+}
+
+// samplerStages is newSampler's chain as two chains applied in turn: shape
+// (logit bias, penalties, grammar: what changes the distribution) and draw
+// (greedy, or the filters and the seeded draw: what picks from it).
+// Log-probabilities are read between the two (logprobs.go).
+func samplerStages(s Sampling, vocab yz.Vocab, grammar constraint, nVocab, ctxSize int) (shape, draw yz.Sampler) {
 	chain := yz.SamplerChainInit(yz.SamplerChainDefaultParams())
 	if len(s.LogitBias) > 0 {
 		ids := make([]int32, 0, len(s.LogitBias))
@@ -45,26 +57,29 @@ func newSampler(s Sampling, vocab yz.Vocab, grammar constraint, nVocab, ctxSize 
 		yz.SamplerChainAdd(chain, yz.SamplerInitPenalties(int32(nVocab), int32(lastN), repeat,
 			s.FrequencyPenalty, s.PresencePenalty))
 	}
-	if grammar.text != "" {
+	if grammar.stage != 0 {
+		yz.SamplerChainAdd(chain, grammar.stage) // a lazy grammar's place (toolcalls_lazy.go)
+	} else if grammar.text != "" && grammar.trig == nil {
 		// Generate checked that the grammar parses, so this cannot be 0.
 		if g := grammar.sampler(vocab); g != 0 {
 			yz.SamplerChainAdd(chain, g)
 		}
 	}
+	draw = yz.SamplerChainInit(yz.SamplerChainDefaultParams())
 	if s.Temperature <= 0 {
-		yz.SamplerChainAdd(chain, yz.SamplerInitGreedy())
-		return chain
+		yz.SamplerChainAdd(draw, yz.SamplerInitGreedy())
+		return chain, draw
 	}
 	if s.TopK > 0 {
-		yz.SamplerChainAdd(chain, yz.SamplerInitTopK(int32(s.TopK)))
+		yz.SamplerChainAdd(draw, yz.SamplerInitTopK(int32(s.TopK)))
 	}
 	if s.TopP > 0 && s.TopP < 1 {
-		yz.SamplerChainAdd(chain, yz.SamplerInitTopP(s.TopP, 1))
+		yz.SamplerChainAdd(draw, yz.SamplerInitTopP(s.TopP, 1))
 	}
 	if s.MinP > 0 {
-		yz.SamplerChainAdd(chain, yz.SamplerInitMinP(s.MinP, 1))
+		yz.SamplerChainAdd(draw, yz.SamplerInitMinP(s.MinP, 1))
 	}
-	yz.SamplerChainAdd(chain, yz.SamplerInitTemp(s.Temperature))
+	yz.SamplerChainAdd(draw, yz.SamplerInitTemp(s.Temperature))
 	seed := uint32(yz.DefaultSeed)
 	if s.Seed != nil {
 		seed = uint32(*s.Seed)
@@ -72,8 +87,8 @@ func newSampler(s Sampling, vocab yz.Vocab, grammar constraint, nVocab, ctxSize 
 			seed-- // llama.cpp reads DefaultSeed as "draw one"; a given seed must stay reproducible
 		}
 	}
-	yz.SamplerChainAdd(chain, yz.SamplerInitDist(seed))
-	return chain
+	yz.SamplerChainAdd(draw, yz.SamplerInitDist(seed))
+	return chain, draw
 }
 
 // grammarRoot is the start rule of a response-format grammar (the rule
@@ -100,19 +115,20 @@ func checkGrammar(vocab yz.Vocab, f backends.ResponseFormat) error {
 }
 
 // constraint is the grammar a request samples under: text (GBNF rooted at
-// grammarRoot; "" none), from the first token on or, when lazy holds
-// trigger patterns, from where one of them first matches the whole output
-// (its first group marking where the grammar's text starts).
+// grammarRoot; "" none), from the first token on or, when trig is set,
+// from where trig first fires in the output (toolcalls_lazy.go): the
+// grammar then constrains the text from the trigger's marker on. stage is
+// set per sequence (lazyStart): the empty chain, at the grammar's place in
+// the sequence's chain, that the grammar joins when triggered; a lazy
+// constraint without one is not applied.
 type constraint struct {
-	text string
-	lazy []string
+	text  string
+	trig  *lazyTrigger
+	stage yz.Sampler
 }
 
-// sampler returns the grammar sampler of c, 0 when llama.cpp's parser
-// refuses the grammar.
+// sampler returns the grammar sampler of c (from the first token on), 0
+// when llama.cpp's parser refuses the grammar.
 func (c constraint) sampler(vocab yz.Vocab) yz.Sampler {
-	if len(c.lazy) > 0 {
-		return yz.SamplerInitGrammarLazyPatterns(vocab, c.text, grammarRoot, c.lazy, nil)
-	}
 	return yz.SamplerInitGrammar(vocab, c.text, grammarRoot)
 }

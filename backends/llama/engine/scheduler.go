@@ -179,11 +179,12 @@ func (s *scheduler) loop() {
 	}
 }
 
-// admit moves waiting requests into idle slots, oldest first.
+// admit moves waiting requests into idle slots, oldest first; a request of
+// n choices waits, and holds the queue, until n slots are idle.
 func (s *scheduler) admit() {
 	for {
 		s.mu.Lock()
-		if len(s.waiting) == 0 || int(s.active.Load()) == len(s.slots) {
+		if len(s.waiting) == 0 || len(s.slots)-int(s.active.Load()) < 1+len(s.waiting[0].followers) {
 			s.mu.Unlock()
 			return
 		}
@@ -191,11 +192,11 @@ func (s *scheduler) admit() {
 		s.waiting = s.waiting[1:]
 		s.mu.Unlock()
 		if r.ctx.Err() != nil {
-			s.end(r.stream, Event{Token: -1, Done: true, Finish: FinishCancelled,
+			s.endGroup(r, Event{Token: -1, Done: true, Finish: FinishCancelled,
 				Usage: Usage{PromptTokens: len(r.prompt)}})
 			continue
 		}
-		s.start(s.pickSlot(r.prompt), r)
+		s.startGroup(r)
 	}
 }
 
@@ -217,7 +218,7 @@ func (s *scheduler) reapCancelled() {
 	})
 	s.mu.Unlock()
 	for _, r := range gone {
-		s.end(r.stream, Event{Token: -1, Done: true, Finish: FinishCancelled,
+		s.endGroup(r, Event{Token: -1, Done: true, Finish: FinishCancelled,
 			Usage: Usage{PromptTokens: len(r.prompt)}})
 	}
 }
@@ -275,9 +276,11 @@ func (s *scheduler) step() {
 		s.failBatch(err)
 		return
 	}
+	s.sharePrompts()
 	for _, sl := range s.slots {
 		if sl.logit >= 0 && !sl.idle() {
-			s.onToken(sl, s.dec.sample(sl.id, sl.logit))
+			tok, lp := s.sampleSlot(sl, sl.logit)
+			s.onToken(sl, tok, lp)
 		}
 	}
 }
@@ -311,7 +314,7 @@ func (s *scheduler) shutdown() {
 	s.waiting = nil
 	s.mu.Unlock()
 	for _, r := range waiting {
-		s.end(r.stream, Event{Token: -1, Done: true, Finish: FinishError, Err: ErrClosed,
+		s.endGroup(r, Event{Token: -1, Done: true, Finish: FinishError, Err: ErrClosed,
 			Usage: Usage{PromptTokens: len(r.prompt)}})
 	}
 	s.dec.close()

@@ -19,6 +19,12 @@ type request struct {
 	// render, when set, turns a sampled token into text instead of the
 	// decoder's piece (which leaves control tokens out).
 	render func(yz.Token) string
+	// logprobs asks for each token's log-probability, with top alternatives.
+	logprobs bool
+	top      int
+	// followers are the other choices of an n > 1 request (choices.go):
+	// each takes a slot when this one does and shares its prompt's KV.
+	followers []*request
 }
 
 // slot is one sequence of the llama context. Only the scheduler goroutine
@@ -40,6 +46,8 @@ type slot struct {
 	logit   int32 // batch index of the token whose logits this slot samples, -1 none
 	text    *textAssembler
 	usage   Usage
+	// followers are the slots that wait for this one's prompt (choices.go).
+	followers []*slot
 }
 
 func (sl *slot) idle() bool       { return sl.r == nil }
@@ -99,7 +107,7 @@ func (s *scheduler) start(sl *slot, r *request) {
 	sl.r = r
 	sl.nPast = common
 	sl.hasNext = false
-	s.dec.startSeq(sl.id, r.samp, r.grammar)
+	s.startSampler(sl, r)
 	sl.text = newTextAssembler(r.stops)
 	sl.usage = Usage{PromptTokens: len(r.prompt), CachedTokens: common}
 	s.active.Add(1)
@@ -107,7 +115,7 @@ func (s *scheduler) start(sl *slot, r *request) {
 
 // onToken handles a token sampled for sl: end of generation, stop strings,
 // the length budget, or the next step's input.
-func (s *scheduler) onToken(sl *slot, tok yz.Token) {
+func (s *scheduler) onToken(sl *slot, tok yz.Token, lp *Logprobs) {
 	sl.usage.CompletionTokens++
 	n := sl.usage.CompletionTokens
 	defer func() {
@@ -124,7 +132,7 @@ func (s *scheduler) onToken(sl *slot, tok yz.Token) {
 		piece = s.dec.piece
 	}
 	text, stopped := sl.text.push(piece(tok))
-	sl.r.stream.push(Event{Token: int32(tok), Text: text})
+	sl.r.stream.push(Event{Token: int32(tok), Text: text, Logprobs: lp})
 	switch {
 	case stopped:
 		s.finish(sl, FinishStop, nil, false)
@@ -145,7 +153,7 @@ func (s *scheduler) finish(sl *slot, reason FinishReason, err error, flush bool)
 	}
 	st := sl.r.stream
 	s.dec.endSeq(sl.id)
-	sl.r, sl.text, sl.hasNext = nil, nil, false
+	sl.r, sl.text, sl.hasNext, sl.followers = nil, nil, false, nil
 	s.active.Add(-1)
 	s.noteKV()
 	s.end(st, Event{Token: -1, Text: text, Done: true, Finish: reason, Err: err, Usage: sl.usage})
