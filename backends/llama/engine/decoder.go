@@ -54,7 +54,6 @@ type llamaDecoder struct {
 	shaped []float32
 	nCtx   int
 	seqIDs [][]yz.SeqId
-	lazy   []*lazySeq // by sequence: the watch of a lazy grammar's trigger (toolcalls_lazy.go)
 }
 
 var _ decoder = (*llamaDecoder)(nil)
@@ -109,13 +108,11 @@ func (d *llamaDecoder) decode(batch []batchToken) error {
 }
 
 func (d *llamaDecoder) sample(seq int, i int32) yz.Token {
-	tok := yz.SamplerSample(d.smpl[seq], d.lctx, i)
-	d.lazyAccept(seq, tok)
-	return tok
+	return yz.SamplerSample(d.smpl[seq], d.lctx, i)
 }
 
 func (d *llamaDecoder) startSeq(seq int, samp Sampling, grammar constraint) {
-	d.smpl[seq] = newSampler(samp, d.m.vocab, d.lazyStart(seq, grammar), d.m.nVocab, d.nCtx)
+	d.smpl[seq] = newSampler(samp, d.m.vocab, grammar, d.m.nVocab, d.nCtx)
 }
 
 func (d *llamaDecoder) endSeq(seq int) {
