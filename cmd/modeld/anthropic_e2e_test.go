@@ -1,0 +1,140 @@
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/modeld/modeld/internal/testenv"
+)
+
+// TestAnthropicSDKAgainstDaemon: the official @anthropic-ai/sdk
+// (clients/anthropic.mjs) against a daemon and its runner, on a
+// random-weight model with Qwen2.5's real vocabulary and template:
+// messages.create and messages.stream give the same greedy text and usage
+// (the SDK assembles the stream's final message from Anthropic's event
+// sequence); tool_choice tool gives one tool_use block whose input the
+// input_schema accepts (only the grammar makes random weights write it),
+// the same streamed (input_json_delta pieces joined by the SDK); the
+// tool_result goes back in the next turn; count_tokens of that turn is
+// the prompt its generation saw; an unknown model is the SDK's
+// NotFoundError with Anthropic's not_found_error body.
+func TestAnthropicSDKAgainstDaemon(t *testing.T) {
+	home := t.TempDir()
+	env := map[string]string{"MODELD_HOME": home}
+	if out, err := runCLI(t, env, "import", testenv.LlamaChatModel(t, "qwen2", "Qwen-Qwen2.5-7B-Instruct"), "--name", "t/qwen"); err != nil {
+		t.Fatalf("import: %v\n%s", err, out)
+	}
+	_, base, logs := startDaemon(t, home, "--context-size", "2048")
+	defer func() {
+		if t.Failed() {
+			t.Logf("daemon log:\n%s", logs)
+		}
+	}()
+	type usage struct {
+		InputTokens          int `json:"input_tokens"`
+		OutputTokens         int `json:"output_tokens"`
+		CacheReadInputTokens int `json:"cache_read_input_tokens"`
+	}
+	type reply struct {
+		Text       string   `json:"text"`
+		Deltas     string   `json:"deltas"`
+		StopReason string   `json:"stop_reason"`
+		Usage      usage    `json:"usage"`
+		Events     []string `json:"events"`
+	}
+	var got struct {
+		Create, Stream reply
+		Tool           struct {
+			StopReason         string          `json:"stop_reason"`
+			Name               string          `json:"name"`
+			Input              json.RawMessage `json:"input"`
+			StreamedStopReason string          `json:"streamed_stop_reason"`
+			StreamedInput      json.RawMessage `json:"streamed_input"`
+		}
+		Result struct {
+			StopReason string `json:"stop_reason"`
+			Usage      usage  `json:"usage"`
+		}
+		Count struct {
+			InputTokens int `json:"input_tokens"`
+		}
+		NotFound struct {
+			Thrown        bool   `json:"thrown"`
+			NotFoundError bool   `json:"not_found_error"`
+			Status        int    `json:"status"`
+			Type          string `json:"type"`
+			Message       string `json:"message"`
+		} `json:"not_found"`
+	}
+	out := runClient(t, base, "anthropic.mjs", map[string]string{"MODEL": "t/qwen"})
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("client output %q: %v", out, err)
+	}
+
+	c, s := got.Create, got.Stream
+	if c.Text != s.Text || s.Deltas != s.Text || c.StopReason != s.StopReason || c.Usage.OutputTokens != s.Usage.OutputTokens ||
+		c.Usage.InputTokens+c.Usage.CacheReadInputTokens != s.Usage.InputTokens+s.Usage.CacheReadInputTokens {
+		t.Errorf("create %+v, stream %+v: want the same text, stop reason and usage", c, s)
+	}
+	if c.StopReason != "max_tokens" && c.StopReason != "end_turn" || c.Usage.OutputTokens < 1 || c.Usage.OutputTokens > 8 || c.Usage.InputTokens < 1 {
+		t.Errorf("create %+v", c)
+	}
+	for _, ev := range []string{"message_start", "content_block_start", "content_block_delta", "content_block_stop", "message_delta", "message_stop"} {
+		if !strings.Contains(strings.Join(s.Events, " "), ev) {
+			t.Errorf("the stream had no %s: %v", ev, s.Events)
+		}
+	}
+
+	schema := `{"type":"object","properties":{"city":{"type":"string","maxLength":8},"unit":{"enum":["c","f"]}},"required":["city","unit"],"additionalProperties":false}`
+	doc, err := jsonschema.UnmarshalJSON(strings.NewReader(schema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	comp := jsonschema.NewCompiler()
+	if err := comp.AddResource("mem://w.json", doc); err != nil {
+		t.Fatal(err)
+	}
+	v, err := comp.Compile("mem://w.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tool := got.Tool
+	inst, err := jsonschema.UnmarshalJSON(strings.NewReader(string(tool.Input)))
+	if err != nil || tool.Name != "get_weather" || tool.StopReason != "tool_use" {
+		t.Fatalf("tool call %+v: %v", tool, err)
+	}
+	if err := v.Validate(inst); err != nil {
+		t.Errorf("input %s fails the input_schema: %v", tool.Input, err)
+	}
+	if tool.StreamedStopReason != "tool_use" || compactJSON(t, tool.StreamedInput) != compactJSON(t, tool.Input) {
+		t.Errorf("streamed: stop %q, input %s; not streamed: input %s", tool.StreamedStopReason, tool.StreamedInput, tool.Input)
+	}
+
+	r := got.Result
+	switch r.StopReason {
+	case "end_turn", "max_tokens", "tool_use":
+	default:
+		t.Errorf("follow-up stop_reason %q", r.StopReason)
+	}
+	if prompt := r.Usage.InputTokens + r.Usage.CacheReadInputTokens; got.Count.InputTokens != prompt || prompt <= c.Usage.InputTokens {
+		t.Errorf("count_tokens %d; the follow-up's prompt %d (usage %+v), longer than the greeting's %d", got.Count.InputTokens, prompt, r.Usage, c.Usage.InputTokens)
+	}
+
+	nf := got.NotFound
+	if !nf.Thrown || !nf.NotFoundError || nf.Status != 404 || nf.Type != "not_found_error" || !strings.Contains(nf.Message, "no/such-model") {
+		t.Errorf("unknown model: %+v", nf)
+	}
+}
+
+func compactJSON(t *testing.T, b json.RawMessage) string {
+	t.Helper()
+	var v any
+	if err := json.Unmarshal(b, &v); err != nil {
+		t.Fatalf("%s: %v", b, err)
+	}
+	out, _ := json.Marshal(v)
+	return string(out)
+}
