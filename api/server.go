@@ -53,6 +53,9 @@ type Options struct {
 	Tasks func(id string) ([]string, error)
 	// Collectors are more metrics for GET /metrics.
 	Collectors []prometheus.Collector
+	// Responses bounds the store that previous_response_id reads
+	// (responses_store.go); zero fields take its defaults.
+	Responses ResponseStoreConfig
 }
 
 // Server routes modeld's HTTP API.
@@ -103,6 +106,7 @@ func New(opt Options) *Server {
 	s.engine.POST("/v1/summarize", s.summarize)
 	s.registerRuntime()
 	s.registerAnthropic()
+	s.registerResponses()
 	return s
 }
 
@@ -141,15 +145,4 @@ func (s *Server) recoverer(c *gin.Context) {
 		}
 	}()
 	c.Next()
-}
-
-func (s *Server) logRequests(c *gin.Context) {
-	start := time.Now()
-	c.Next()
-	level := slog.LevelDebug
-	if c.Writer.Status() >= 500 {
-		level = slog.LevelWarn
-	}
-	s.log.Log(c.Request.Context(), level, "request", "method", c.Request.Method, "path", c.Request.URL.Path,
-		"status", c.Writer.Status(), "took", time.Since(start).Round(time.Microsecond))
 }

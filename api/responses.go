@@ -1,0 +1,590 @@
+package api
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/modeld/modeld/backends"
+)
+
+// The OpenAI Responses dialect (POST /v1/responses): its wire types and
+// their translation onto the chat core (chatcore.go). Input items become
+// backends.Messages, function tools and text.format the same tools and
+// grammars as the chat API's, reasoning.effort the template's
+// enable_thinking; the answer's events become output items
+// (responses_output.go). previous_response_id reads the bounded store of
+// earlier conversations (responses_store.go). Nothing here generates,
+// renders or constrains: that is the core's.
+
+// ResponsesRequest is the body of POST /v1/responses.
+type ResponsesRequest struct {
+	Model              string             `json:"model"`
+	Input              json.RawMessage    `json:"input"`
+	Instructions       *string            `json:"instructions"`
+	Tools              json.RawMessage    `json:"tools"`
+	ToolChoice         json.RawMessage    `json:"tool_choice"`
+	ParallelToolCalls  *bool              `json:"parallel_tool_calls"`
+	Text               *responsesText     `json:"text"`
+	MaxOutputTokens    *int               `json:"max_output_tokens"`
+	Temperature        *float64           `json:"temperature"`
+	TopP               *float64           `json:"top_p"`
+	Reasoning          *ResponseReasoning `json:"reasoning"`
+	Stream             bool               `json:"stream"`
+	Store              *bool              `json:"store"`
+	PreviousResponseID string             `json:"previous_response_id"`
+	Metadata           map[string]string  `json:"metadata"`
+	User               string             `json:"user"`
+	KeepAlive          KeepAlive          `json:"keep_alive"`
+
+	// Fields whose use would change the answer in a way modeld cannot
+	// honour: refused when set, naming the field.
+	Background   *bool           `json:"background"`
+	Conversation json.RawMessage `json:"conversation"`
+	Prompt       json.RawMessage `json:"prompt"`
+	TopLogprobs  *int            `json:"top_logprobs"`
+	MaxToolCalls *int            `json:"max_tool_calls"`
+}
+
+// responsesFields are the request fields modeld reads (or refuses); any
+// other field (include, prompt_cache_key, client_metadata, service_tier,
+// truncation, safety_identifier, stream_options, ...) is ignored and
+// logged at debug.
+var responsesFields = map[string]bool{
+	"model": true, "input": true, "instructions": true, "tools": true, "tool_choice": true, "parallel_tool_calls": true,
+	"text": true, "max_output_tokens": true, "temperature": true, "top_p": true, "reasoning": true, "stream": true,
+	"store": true, "previous_response_id": true, "metadata": true, "user": true, "keep_alive": true,
+	"background": true, "conversation": true, "prompt": true, "top_logprobs": true, "max_tool_calls": true,
+}
+
+type responsesText struct {
+	Format    *responsesTextFormat `json:"format,omitempty"`
+	Verbosity string               `json:"verbosity,omitempty"`
+}
+
+// responsesTextFormat is text.format: the Responses form of
+// response_format, with the json_schema fields flat.
+type responsesTextFormat struct {
+	Type        string          `json:"type"`
+	Name        string          `json:"name,omitempty"`
+	Description string          `json:"description,omitempty"`
+	Schema      json.RawMessage `json:"schema,omitempty"`
+	Strict      *bool           `json:"strict,omitempty"`
+}
+
+// ResponseReasoning is the request's (and the response's) reasoning.
+type ResponseReasoning struct {
+	Effort  *string `json:"effort"`
+	Summary *string `json:"summary"`
+}
+
+// responseTool is a tool of the Responses API: a function in the flat
+// shape, or a built-in tool that modeld does not run.
+type responseTool struct {
+	Type        string          `json:"type"`
+	Name        string          `json:"name"`
+	Description string          `json:"description,omitempty"`
+	Parameters  json.RawMessage `json:"parameters,omitempty"`
+	Strict      *bool           `json:"strict,omitempty"`
+}
+
+// responseInputItem is one item of input, of any type.
+type responseInputItem struct {
+	Type      string          `json:"type"`
+	ID        string          `json:"id"`
+	Role      string          `json:"role"`
+	Content   json.RawMessage `json:"content"`
+	CallID    string          `json:"call_id"`
+	Name      string          `json:"name"`
+	Arguments *string         `json:"arguments"`
+	Output    json.RawMessage `json:"output"`
+}
+
+// responsePart is one content part of an input message or tool output.
+type responsePart struct {
+	Type    string `json:"type"`
+	Text    string `json:"text"`
+	Refusal string `json:"refusal"`
+}
+
+var responseRoles = map[string]string{"user": "user", "assistant": "assistant", "system": "system", "developer": "system"}
+
+// responsePlan is a validated Responses request.
+type responsePlan struct {
+	chat *chatPlan
+	// input are this request's input items as stored for input_items.
+	input []json.RawMessage
+	// history is the conversation before the output: the previous
+	// response's, then this input (instructions are not part of it: they
+	// apply to one response only).
+	history []backends.Message
+	vars    map[string]any
+	single  bool
+	prev    *storedResponse
+}
+
+// decodeResponsesRequest reads the body and logs at debug the fields it
+// ignores.
+func (s *Server) decodeResponsesRequest(c *gin.Context, req *ResponsesRequest) error {
+	var raw map[string]json.RawMessage
+	if err := decodePromptJSON(c, &raw, "input", s.contextCap()); err != nil {
+		return err
+	}
+	var ignored []string
+	for k := range raw {
+		if !responsesFields[k] {
+			ignored = append(ignored, k)
+		}
+	}
+	if len(ignored) > 0 {
+		sort.Strings(ignored)
+		s.log.Debug("responses: ignored request fields", "fields", ignored)
+	}
+	b, _ := json.Marshal(raw) // re-encoding decoded JSON cannot fail
+	return unmarshalBody(b, req)
+}
+
+// plan validates req without a model; prev is the stored response that
+// previous_response_id names (nil for none).
+func (req *ResponsesRequest) plan(prev *storedResponse, contextCap int) (*responsePlan, error) {
+	var errs []error
+	add := func(err error) {
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	sf := samplingFields{Temperature: req.Temperature, TopP: req.TopP}
+	gen, err := sf.request("max_output_tokens", req.MaxOutputTokens, contextCap)
+	add(err)
+	add(req.refusals())
+	p := &responsePlan{prev: prev}
+	if prev != nil {
+		p.history = slices.Clone(prev.history)
+	}
+	input, items, err := responseInput(req.Input)
+	add(err)
+	p.input = items
+	p.history = append(p.history, input...)
+	nameToolResults(p.history)
+	add(req.tools(&gen))
+	if f := req.Text; f != nil && f.Format != nil {
+		add(textFormat(f.Format, &gen))
+	}
+	if r := req.Reasoning; r != nil && r.Effort != nil {
+		switch *r.Effort {
+		case "none", "minimal":
+			p.vars = map[string]any{"enable_thinking": false}
+		case "low", "medium", "high", "xhigh":
+			p.vars = map[string]any{"enable_thinking": true}
+		default:
+			add(badRequest("reasoning.effort", "reasoning.effort %s is not one of none, minimal, low, medium, high, xhigh", quote(*r.Effort)))
+		}
+	}
+	if len(req.Metadata) > 16 {
+		add(tooMany("metadata", len(req.Metadata), 16, "keys"))
+	}
+	if err := joinBadRequests(errs); err != nil {
+		return nil, err
+	}
+	p.single = req.ParallelToolCalls != nil && !*req.ParallelToolCalls || req.MaxToolCalls != nil
+	gen.ToolChoice.Single = p.single
+	if err := compileTooling(&gen, "tools", "text.format"); err != nil {
+		return nil, renameParam(err, "response_format", "text.format")
+	}
+	msgs := p.history
+	if req.Instructions != nil && *req.Instructions != "" {
+		msgs = append([]backends.Message{{Role: "system", Content: *req.Instructions}}, msgs...)
+	}
+	if len(input) == 0 {
+		return nil, badRequest("input", "input must not be empty")
+	}
+	p.chat, err = newChatPlan(gen, msgs, contextCap)
+	if err != nil {
+		return nil, asInputError(err)
+	}
+	return p, nil
+}
+
+// renameParam is err with the chat API's field from named as the
+// Responses field to (in its param and message).
+func renameParam(err error, from, to string) error {
+	if e, ok := err.(*Error); ok && e.Param != nil && *e.Param == from {
+		c := *e
+		c.Param = &to
+		c.Message = strings.ReplaceAll(c.Message, from, to)
+		return &c
+	}
+	return err
+}
+
+// asInputError names input, the Responses field of the prompt, in the
+// core's errors about messages.
+func asInputError(err error) error {
+	return renameParam(err, "messages", "input")
+}
+
+// refusals are the 400s of fields that would change the answer.
+func (req *ResponsesRequest) refusals() error {
+	var errs []error
+	if req.Background != nil && *req.Background {
+		errs = append(errs, badRequest("background", "background responses are not supported; send background false and wait for (or stream) the answer"))
+	}
+	if given(req.Conversation) {
+		errs = append(errs, badRequest("conversation", "conversation objects are not supported; send the history in input, or continue with previous_response_id"))
+	}
+	if given(req.Prompt) {
+		errs = append(errs, badRequest("prompt", "stored prompt templates are not supported; send instructions and input"))
+	}
+	if req.TopLogprobs != nil && *req.TopLogprobs > 0 {
+		errs = append(errs, badRequest("top_logprobs", "top_logprobs is not supported on /v1/responses; use /v1/chat/completions with logprobs"))
+	}
+	if n := req.MaxToolCalls; n != nil && *n != 1 {
+		errs = append(errs, badRequest("max_tool_calls", "max_tool_calls %d is not supported: only 1 (or leaving it out) is", *n))
+	}
+	return joinBadRequests(errs)
+}
+
+// builtinTools are the hosted tools of OpenAI's platform, which modeld does
+// not run; a function tool is the client's own, run by the client.
+const builtinToolsHint = "modeld runs no built-in tools; define a function tool and run it in the client"
+
+// tools reads tools and tool_choice into gen.
+func (req *ResponsesRequest) tools(gen *backends.Request) error {
+	var errs []error
+	if given(req.Tools) {
+		var tools []responseTool
+		if err := json.Unmarshal(req.Tools, &tools); err != nil {
+			errs = append(errs, badRequest("tools", "tools must be an array of {type: \"function\", name, description, parameters, strict}"))
+		} else if len(tools) > MaxTools {
+			errs = append(errs, tooMany("tools", len(tools), MaxTools, "tools"))
+		} else {
+			for i, t := range tools {
+				param := fmt.Sprintf("tools[%d]", i)
+				switch {
+				case t.Type != "function":
+					errs = append(errs, badRequest(param+".type", "%s is a tool of type %s; %s", param, quote(t.Type), builtinToolsHint))
+				case t.Name == "":
+					errs = append(errs, badRequest(param+".name", "%s must be {type: \"function\", name, description, parameters}: name is missing", param))
+				default:
+					gen.Tools = append(gen.Tools, backends.Tool{Name: t.Name, Description: t.Description, Parameters: t.Parameters,
+						Strict: t.Strict == nil || *t.Strict})
+				}
+			}
+		}
+	}
+	if given(req.ToolChoice) {
+		var mode string
+		var named struct {
+			Type string `json:"type"`
+			Name string `json:"name"`
+		}
+		switch {
+		case json.Unmarshal(req.ToolChoice, &mode) == nil:
+			switch backends.ToolChoiceMode(mode) {
+			case backends.ToolChoiceAuto, backends.ToolChoiceNone, backends.ToolChoiceRequired:
+				gen.ToolChoice.Mode = backends.ToolChoiceMode(mode)
+			default:
+				errs = append(errs, badRequest("tool_choice", "tool_choice %s is not one of auto, none, required", quote(mode)))
+			}
+		case json.Unmarshal(req.ToolChoice, &named) == nil && named.Type == "function" && named.Name != "":
+			gen.ToolChoice = backends.ToolChoice{Mode: backends.ToolChoiceFunction, Name: named.Name}
+		case named.Type != "" && named.Type != "function":
+			errs = append(errs, badRequest("tool_choice", "tool_choice of type %s is not supported; %s", quote(named.Type), builtinToolsHint))
+		default:
+			errs = append(errs, badRequest("tool_choice", "tool_choice must be auto, none, required or {type: \"function\", name}"))
+		}
+	}
+	return joinBadRequests(errs)
+}
+
+// textFormat reads text.format into gen.ResponseFormat; compileTooling
+// derives its grammar, the same as response_format's.
+func textFormat(f *responsesTextFormat, gen *backends.Request) error {
+	switch t := backends.ResponseFormatType(f.Type); t {
+	case "", backends.FormatText, backends.FormatJSONObject:
+		gen.ResponseFormat = backends.ResponseFormat{Type: t}
+	case backends.FormatJSONSchema:
+		if !given(f.Schema) {
+			return badRequest("text.format.schema", "text.format json_schema needs a schema")
+		}
+		gen.ResponseFormat = backends.ResponseFormat{Type: t, Name: f.Name, Schema: f.Schema, Strict: f.Strict != nil && *f.Strict}
+	default:
+		return badRequest("text.format.type", "text.format type %s is not one of text, json_object, json_schema", quote(f.Type))
+	}
+	return nil
+}
+
+// responseInput translates input (a string, or a list of items) into
+// messages, and gives the items as input_items lists them. A
+// function_call item joins the assistant turn before it (a template wants
+// one assistant turn with all its calls); reasoning items of earlier turns
+// are accepted and left out of the prompt, as chat templates leave out
+// earlier reasoning.
+func responseInput(raw json.RawMessage) ([]backends.Message, []json.RawMessage, error) {
+	if !given(raw) {
+		return nil, nil, badRequest("input", "input is required: a string or a list of input items")
+	}
+	var text string
+	if json.Unmarshal(raw, &text) == nil {
+		item, _ := json.Marshal(inputMessageItem{Type: "message", ID: newID("msg_"), Role: "user", Content: []reasoningPart{{Type: "input_text", Text: text}}})
+		return []backends.Message{{Role: "user", Content: text}}, []json.RawMessage{item}, nil
+	}
+	var items []json.RawMessage
+	if err := json.Unmarshal(raw, &items); err != nil {
+		return nil, nil, badRequest("input", "input must be a string or a list of input items")
+	}
+	if n := len(items); n > MaxChatMessages {
+		return nil, nil, tooMany("input", n, MaxChatMessages, "items")
+	}
+	var msgs []backends.Message
+	var errs []error
+	for i, rawItem := range items {
+		param := fmt.Sprintf("input[%d]", i)
+		var it responseInputItem
+		if err := json.Unmarshal(rawItem, &it); err != nil {
+			errs = append(errs, badRequest(param, "%s must be an input item object", param))
+			continue
+		}
+		switch it.Type {
+		case "", "message":
+			role, ok := responseRoles[it.Role]
+			if !ok {
+				errs = append(errs, badRequest(param+".role", "%s.role %s is not one of user, assistant, system, developer", param, quote(it.Role)))
+				continue
+			}
+			content, err := partsText(it.Content, param+".content")
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			msgs = append(msgs, backends.Message{Role: role, Content: content})
+		case "function_call":
+			if it.CallID == "" || it.Name == "" || it.Arguments == nil {
+				errs = append(errs, badRequest(param, "%s is a function_call and needs call_id, name and arguments", param))
+				continue
+			}
+			call := backends.ToolCall{ID: it.CallID, Name: it.Name, Arguments: *it.Arguments}
+			if n := len(msgs); n > 0 && msgs[n-1].Role == "assistant" {
+				msgs[n-1].ToolCalls = append(msgs[n-1].ToolCalls, call)
+			} else {
+				msgs = append(msgs, backends.Message{Role: "assistant", ToolCalls: []backends.ToolCall{call}})
+			}
+		case "function_call_output":
+			if it.CallID == "" || !given(it.Output) {
+				errs = append(errs, badRequest(param, "%s is a function_call_output and needs call_id and output", param))
+				continue
+			}
+			out, err := partsText(it.Output, param+".output")
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			msgs = append(msgs, backends.Message{Role: "tool", ToolCallID: it.CallID, Content: out})
+		case "reasoning":
+			// history only: not rendered
+		case "item_reference":
+			errs = append(errs, badRequest(param+".type", "%s is an item_reference; send the item itself, or continue with previous_response_id", param))
+		default:
+			errs = append(errs, badRequest(param+".type", "%s has type %s, which modeld does not take; input items are messages, function_call, function_call_output and reasoning (%s)",
+				param, quote(it.Type), builtinToolsHint))
+		}
+	}
+	if err := joinBadRequests(errs); err != nil {
+		return nil, nil, err
+	}
+	return msgs, withItemIDs(items), nil
+}
+
+// nameToolResults gives each tool result the name of the call it answers
+// (some templates render it), from calls of this input or of the stored
+// conversation.
+func nameToolResults(msgs []backends.Message) {
+	names := map[string]string{}
+	for i, m := range msgs {
+		for _, tc := range m.ToolCalls {
+			names[tc.ID] = tc.Name
+		}
+		if m.Role == "tool" && m.Name == "" {
+			msgs[i].Name = names[m.ToolCallID]
+		}
+	}
+}
+
+// partsText is the text of a content field: a string, or a list of text
+// parts (input_text, output_text; refusal text in an assistant's history).
+// An image, file or audio part is a 400: modeld's chat models read text.
+func partsText(raw json.RawMessage, param string) (string, error) {
+	var text string
+	if json.Unmarshal(raw, &text) == nil {
+		return text, nil
+	}
+	var parts []responsePart
+	if err := json.Unmarshal(raw, &parts); err != nil {
+		return "", badRequest(param, "%s must be a string or a list of content parts", param)
+	}
+	var sb strings.Builder
+	for j, p := range parts {
+		switch p.Type {
+		case "input_text", "output_text", "text":
+			sb.WriteString(p.Text)
+		case "refusal":
+			sb.WriteString(p.Refusal)
+		case "input_image", "input_file", "input_audio":
+			return "", badRequest(fmt.Sprintf("%s[%d]", param, j), "%s[%d] is an %s part; this model reads text only (input_text)", param, j, p.Type)
+		default:
+			return "", badRequest(fmt.Sprintf("%s[%d]", param, j), "%s[%d] has type %s; content parts are input_text, output_text or refusal", param, j, quote(p.Type))
+		}
+	}
+	return sb.String(), nil
+}
+
+// withItemIDs gives each item an id (as the stored input items have
+// them), keeping the item as sent otherwise.
+func withItemIDs(items []json.RawMessage) []json.RawMessage {
+	out := make([]json.RawMessage, len(items))
+	for i, raw := range items {
+		var m map[string]any
+		if json.Unmarshal(raw, &m) != nil {
+			out[i] = raw
+			continue
+		}
+		if id, _ := m["id"].(string); id == "" {
+			prefix := "msg_"
+			switch m["type"] {
+			case "function_call":
+				prefix = "fc_"
+			case "function_call_output":
+				prefix = "fco_"
+			case "reasoning":
+				prefix = "rs_"
+			}
+			m["id"] = newID(prefix)
+		}
+		if _, ok := m["type"]; !ok {
+			m["type"] = "message"
+		}
+		out[i], _ = json.Marshal(m)
+	}
+	return out
+}
+
+// inputMessageItem is a message as input_items lists it.
+type inputMessageItem struct {
+	Type    string          `json:"type"`
+	ID      string          `json:"id"`
+	Role    string          `json:"role"`
+	Content []reasoningPart `json:"content"` // input_text parts
+}
+
+// registerResponses adds the Responses routes, with the store their
+// previous_response_id reads.
+func (s *Server) registerResponses() {
+	h := &responsesAPI{s: s, store: newResponseStore(s.opt.Responses)}
+	s.engine.POST("/v1/responses", h.create)
+	s.engine.GET("/v1/responses/:id", h.get)
+	s.engine.DELETE("/v1/responses/:id", h.delete)
+	s.engine.GET("/v1/responses/:id/input_items", h.inputItems)
+}
+
+type responsesAPI struct {
+	s     *Server
+	store *responseStore
+}
+
+func (h *responsesAPI) create(c *gin.Context) {
+	var req ResponsesRequest
+	if err := h.s.decodeResponsesRequest(c, &req); err != nil {
+		writeError(c, err)
+		return
+	}
+	var prev *storedResponse
+	if id := req.PreviousResponseID; id != "" {
+		var ok bool
+		if prev, ok = h.store.get(id); !ok {
+			writeError(c, responseNotFound(id, "previous_response_id"))
+			return
+		}
+	}
+	plan, err := req.plan(prev, h.s.contextCap())
+	if err != nil {
+		writeError(c, err)
+		return
+	}
+	run, err := h.s.startChat(c, chatCall{model: req.Model, keepAlive: req.KeepAlive, plan: plan.chat, vars: plan.vars, single: plan.single})
+	if err != nil {
+		writeError(c, asInputError(err))
+		return
+	}
+	defer run.Release()
+	w := newResponseWriter(c, &req, plan)
+	resp, ok := w.write(run.Events)
+	if ok && (req.Store == nil || *req.Store) {
+		h.store.put(resp, plan)
+	}
+}
+
+// responseNotFound is the 404 of an id the store does not hold.
+func responseNotFound(id, param string) error {
+	e := &Error{Status: http.StatusNotFound, Type: "invalid_request_error", Code: "response_not_found",
+		Message: fmt.Sprintf("no response with id %s: it was never stored (store false), was deleted, or has expired", quote(id))}
+	if param != "" {
+		e.Param = &param
+	}
+	return e
+}
+
+func (h *responsesAPI) get(c *gin.Context) {
+	r, ok := h.store.get(c.Param("id"))
+	if !ok {
+		writeError(c, responseNotFound(c.Param("id"), ""))
+		return
+	}
+	c.Data(http.StatusOK, "application/json; charset=utf-8", r.object)
+}
+
+func (h *responsesAPI) delete(c *gin.Context) {
+	id := c.Param("id")
+	if !h.store.delete(id) {
+		writeError(c, responseNotFound(id, ""))
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"id": id, "object": "response", "deleted": true})
+}
+
+// inputItems lists a stored response's input items: newest first unless
+// order=asc, as OpenAI's endpoint does (no paging: a response's items are
+// few).
+func (h *responsesAPI) inputItems(c *gin.Context) {
+	r, ok := h.store.get(c.Param("id"))
+	if !ok {
+		writeError(c, responseNotFound(c.Param("id"), ""))
+		return
+	}
+	items := slices.Clone(r.input)
+	switch order := c.DefaultQuery("order", "desc"); order {
+	case "desc":
+		slices.Reverse(items)
+	case "asc":
+	default:
+		writeError(c, badRequest("order", "order %s is not asc or desc", quote(order)))
+		return
+	}
+	first, last := "", ""
+	if len(items) > 0 {
+		first, last = itemID(items[0]), itemID(items[len(items)-1])
+	}
+	c.JSON(http.StatusOK, gin.H{"object": "list", "data": items, "first_id": first, "last_id": last, "has_more": false})
+}
+
+func itemID(raw json.RawMessage) string {
+	var v struct {
+		ID string `json:"id"`
+	}
+	_ = json.Unmarshal(raw, &v)
+	return v.ID
+}
