@@ -151,7 +151,7 @@ func (s *Server) guard(next http.Handler) http.Handler {
 			h.Set("Access-Control-Expose-Headers", "X-Modeld-Device, X-Modeld-Truncated, Retry-After")
 			if r.Method == http.MethodOptions {
 				h.Set("Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS")
-				h.Set("Access-Control-Allow-Headers", "Authorization, X-Api-Key, Content-Type, OpenAI-Organization, OpenAI-Project, X-Stainless-Lang, X-Stainless-Package-Version, X-Stainless-OS, X-Stainless-Arch, X-Stainless-Runtime, X-Stainless-Runtime-Version, X-Stainless-Retry-Count, X-Stainless-Timeout")
+				h.Set("Access-Control-Allow-Headers", "Authorization, X-Api-Key, Content-Type, OpenAI-Organization, OpenAI-Project, X-Stainless-Lang, X-Stainless-Package-Version, X-Stainless-OS, X-Stainless-Arch, X-Stainless-Runtime, X-Stainless-Runtime-Version, X-Stainless-Retry-Count, X-Stainless-Timeout, Anthropic-Version, Anthropic-Beta, Anthropic-Dangerous-Direct-Browser-Access")
 				h.Set("Access-Control-Max-Age", "600")
 				if r.Header.Get("Access-Control-Request-Private-Network") == "true" {
 					h.Set("Access-Control-Allow-Private-Network", "true")

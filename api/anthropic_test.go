@@ -82,6 +82,12 @@ func (f *anthropicFake) Generate(_ context.Context, req backends.Request) (<-cha
 // the store).
 func anthropicServer(t *testing.T, m *anthropicFake) *Server {
 	t.Helper()
+	return anthropicServerKey(t, m, "")
+}
+
+// anthropicServerKey is anthropicServer requiring the API key key.
+func anthropicServerKey(t *testing.T, m *anthropicFake, key string) *Server {
+	t.Helper()
 	resolve := func(_ context.Context, id string) (cache.Spec, error) {
 		if id != "claude-test" {
 			return cache.Spec{}, fmt.Errorf("%w: %s", models.ErrNotFound, id)
@@ -94,7 +100,7 @@ func anthropicServer(t *testing.T, m *anthropicFake) *Server {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Close(context.Background()) })
-	return New(Options{Version: "test", Libs: backendsLibs(t), Cache: c})
+	return New(Options{Version: "test", Libs: backendsLibs(t), Cache: c, APIKey: key})
 }
 
 func postAnthropic(t *testing.T, s *Server, path, body string) *httptest.ResponseRecorder {
@@ -557,5 +563,38 @@ func TestAnthropicErrorTypes(t *testing.T) {
 	}
 	if st := http.StatusServiceUnavailable; anthropicErrorType(&Error{Status: st}) != "api_error" {
 		t.Error("a 503 without Retry-After is not overloaded")
+	}
+}
+
+// TestAnthropicKeyAndPreflight: x-api-key is the key, as Anthropic's
+// clients send it; a browser page (the SDK with dangerouslyAllowBrowser)
+// may send Anthropic's headers.
+func TestAnthropicKeyAndPreflight(t *testing.T) {
+	s := anthropicServerKey(t, &anthropicFake{script: []backends.Event{atext("ok"), adone(backends.FinishStop, 1)}}, "sk-local")
+	body := `{"model":"claude-test","max_tokens":4,"messages":[{"role":"user","content":"hi"}]}`
+	for key, want := range map[string]int{"sk-local": 200, "sk-wrong": 401, "": 401} {
+		req := httptest.NewRequest("POST", "http://localhost/v1/messages", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("anthropic-version", "2023-06-01")
+		if key != "" {
+			req.Header.Set("x-api-key", key)
+		}
+		w := httptest.NewRecorder()
+		s.Handler().ServeHTTP(w, req)
+		if w.Code != want {
+			t.Errorf("x-api-key %q: %d %s, want %d", key, w.Code, w.Body, want)
+		}
+	}
+	req := httptest.NewRequest("OPTIONS", "http://localhost/v1/messages", nil)
+	req.Header.Set("Origin", "http://localhost:5173")
+	req.Header.Set("Access-Control-Request-Method", "POST")
+	req.Header.Set("Access-Control-Request-Headers", "anthropic-version,anthropic-beta,anthropic-dangerous-direct-browser-access,x-api-key,content-type")
+	w := httptest.NewRecorder()
+	s.Handler().ServeHTTP(w, req)
+	allow := strings.ToLower(w.Header().Get("Access-Control-Allow-Headers"))
+	for _, h := range []string{"anthropic-version", "anthropic-beta", "anthropic-dangerous-direct-browser-access", "x-api-key"} {
+		if w.Code != 204 || !strings.Contains(allow, h) {
+			t.Errorf("preflight %d allows %q, not %s", w.Code, allow, h)
+		}
 	}
 }
