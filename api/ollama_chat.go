@@ -33,6 +33,7 @@ type OllamaChatRequest struct {
 	Stream    *bool           `json:"stream"`
 	KeepAlive KeepAlive       `json:"keep_alive"`
 	Think     json.RawMessage `json:"think"`
+	Logprobs  bool            `json:"logprobs"`
 }
 
 // OllamaChatResponse is one object of /api/chat's answer.
@@ -60,6 +61,7 @@ type OllamaGenerateRequest struct {
 	Stream    *bool           `json:"stream"`
 	KeepAlive KeepAlive       `json:"keep_alive"`
 	Think     json.RawMessage `json:"think"`
+	Logprobs  bool            `json:"logprobs"`
 }
 
 // OllamaGenerateResponse is one object of /api/generate's answer.
@@ -198,6 +200,9 @@ func (h *ollama) chat(c *gin.Context) {
 
 // chatCall checks a chat request without a model and plans it.
 func (h *ollama) chatCall(req *OllamaChatRequest) (chatCall, error) {
+	if req.Logprobs {
+		return chatCall{}, errOllamaLogprobs
+	}
 	opts, err := req.Options.read(h)
 	if err != nil {
 		return chatCall{}, err
@@ -271,6 +276,8 @@ func (h *ollama) startGenerate(c *gin.Context, req *OllamaGenerateRequest) (*cha
 		return nil, badRequest("context", "context is not supported (Ollama deprecates it): send the conversation to /api/chat")
 	case len(req.Images) > 0:
 		return nil, h.textOnly(req.Model, "images")
+	case req.Logprobs:
+		return nil, errOllamaLogprobs
 	case req.Suffix != "" && req.Raw:
 		return nil, badRequest("suffix", "suffix cannot be used with raw: true; send the prefix as prompt and the suffix, without raw")
 	}
@@ -306,6 +313,9 @@ func (h *ollama) startGenerate(c *gin.Context, req *OllamaGenerateRequest) (*cha
 	}
 	return h.s.startChat(c, chatCall{model: req.Model, keepAlive: req.KeepAlive, plan: plan, vars: vars})
 }
+
+// errOllamaLogprobs refuses logprobs, which this dialect does not return.
+var errOllamaLogprobs = badRequest("logprobs", "logprobs is not supported on the Ollama API; POST /v1/chat/completions returns them")
 
 // fimMarkers are the fill-in-the-middle token spellings of the code models
 // that have them (prefix, suffix, middle; the prompt is in that order).
