@@ -22,7 +22,7 @@ func newProbeCommand(a *app) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			libs := backends.Libs{Root: a.cfg.LibDir}
-			info := probe.Run(context.Background(), probe.DefaultSources(libs.LlamaDir()), a.cfg.ProbeTimeout)
+			info := probe.Run(context.Background(), probeSources(a.cfg), a.cfg.ProbeTimeout)
 			if asJSON {
 				enc := json.NewEncoder(a.stdout)
 				enc.SetIndent("", "  ")
@@ -37,6 +37,14 @@ func newProbeCommand(a *app) *cobra.Command {
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON instead of a table")
 	return cmd
+}
+
+// probeSources are this machine's probe readers, with the configuration's
+// say on software GPUs; serve and the probe command decide alike.
+func probeSources(cfg Config) probe.Sources {
+	src := probe.DefaultSources(backends.Libs{Root: cfg.LibDir}.LlamaDir())
+	src.AllowSoftware = cfg.AllowSoftwareGPU
+	return src
 }
 
 func printProbe(w io.Writer, in probe.Info, libs []backends.LibStatus) {
