@@ -10,7 +10,9 @@ package api
 //     name to 127.0.0.1 still sends its own name. Names under .localhost are not
 //     treated as loopback: not every resolver pins them there.
 //  2. Origin. A request that carries Origin is served only when the origin is a
-//     loopback page (http or https, any port), a browser extension
+//     loopback page (http or https, any port), the daemon's own pages (the
+//     origin's host and port are the request's Host, which rule 1 allowed:
+//     the Local Models page served from a LAN address), a browser extension
 //     (chrome-extension, moz-extension, safari-web-extension; only the ids in
 //     Options.Extensions when that list is set) or one of Options.Origins;
 //     otherwise 403, "Origin: null" included. Allowed origins get CORS headers
@@ -18,7 +20,9 @@ package api
 //  3. API key. When Options.APIKey is set, every request but an allowed
 //     origin's preflight (browsers send those without credentials) must send it
 //     as "Authorization: Bearer KEY" or "x-api-key: KEY"; otherwise 401 with
-//     WWW-Authenticate. /health is no exception.
+//     WWW-Authenticate. /health is no exception; only GET and HEAD of the Local
+//     Models page's static files (package ui), which hold no data, are served
+//     without it: the page asks for the key and sends it on its API calls.
 //  4. Bodies without a preflight. With an Origin, a request that has or may
 //     have a body must send it as JSON (application/json or +json): text/plain,
 //     form-urlencoded, multipart and a missing type are 415, so no page can
@@ -42,8 +46,11 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"path"
 	"strings"
 	"time"
+
+	"github.com/modeld/modeld/ui"
 )
 
 // Limits bound request bodies and slow peers. Zero fields take the defaults.
@@ -141,7 +148,7 @@ func (s *Server) guard(next http.Handler) http.Handler {
 		w.Header().Add("Vary", "Origin") // answers differ by origin: no cache may share them
 		origins, hasOrigin := r.Header["Origin"]
 		if hasOrigin {
-			if len(origins) != 1 || !a.originAllowed(origins[0]) {
+			if len(origins) != 1 || !(a.originAllowed(origins[0]) || sameOrigin(origins[0], r.Host)) {
 				s.refuse(w, r, &Error{Status: http.StatusForbidden, Type: "invalid_request_error", Code: "origin_not_allowed",
 					Message: fmt.Sprintf("origin %q is not allowed: modeld serves loopback pages, browser extensions and the origins set with --origins", clip(strings.Join(origins, ", ")))})
 				return
@@ -160,7 +167,7 @@ func (s *Server) guard(next http.Handler) http.Handler {
 				return
 			}
 		}
-		if e := a.checkKey(r); e != nil {
+		if e := a.checkKey(r); e != nil && !pageFile(r) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="modeld"`)
 			s.refuse(w, r, e)
 			return
@@ -294,6 +301,23 @@ func (a *access) originAllowed(origin string) bool {
 		}
 	}
 	return a.anyOrigin || a.origins[strings.ToLower(origin)]
+}
+
+// sameOrigin reports whether origin is an http(s) page of the host the
+// request was sent to (host and port as in the Host header).
+func sameOrigin(origin, host string) bool {
+	u, err := url.Parse(origin)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Opaque != "" || u.User != nil || u.Path != "" || u.RawQuery != "" || u.Fragment != "" {
+		return false
+	}
+	return u.Host != "" && strings.EqualFold(u.Host, host)
+}
+
+// pageFile reports whether r asks for one of the Local Models page's static
+// files, which are served without the API key.
+func pageFile(r *http.Request) bool {
+	p := r.URL.Path
+	return (r.Method == http.MethodGet || r.Method == http.MethodHead) && path.Clean(p) == p && ui.IsAsset(p)
 }
 
 // checkKey returns nil when no key is set or the request carries it.

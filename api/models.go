@@ -34,7 +34,9 @@ type ModelsOptions struct {
 
 // RegisterModels adds the model store routes:
 //
-//	GET    /v1/models        OpenAI list, each entry with task(s), format, size_bytes, context_length
+//	GET    /v1/models        OpenAI list, each entry with task(s), format, size_bytes, context_length,
+//	                         and the disk use of each model (unique_bytes, shared_bytes) and of the
+//	                         store (disk_usage), as modeld du counts them
 //	GET    /v1/models/{id}   one model (ids may contain '/')
 //	DELETE /v1/models/{id}   unload (?force=true waits for in-flight requests) then delete
 //	POST   /v1/models/pull   pull, streaming progress as NDJSON
@@ -55,22 +57,28 @@ type modelHandlers struct {
 
 // ModelObject is an OpenAI model object with modeld's additions.
 type ModelObject struct {
-	ID             string           `json:"id"`
-	Object         string           `json:"object"` // "model"
-	Created        int64            `json:"created"`
-	OwnedBy        string           `json:"owned_by"`
-	Task           models.Task      `json:"task"` // the first task
-	Tasks          []models.Task    `json:"tasks"`
-	Format         models.Format    `json:"format"`
-	SizeBytes      int64            `json:"size_bytes"`
-	ContextLength  uint64           `json:"context_length,omitempty"`         // the context a request gets
-	TrainedContext uint64           `json:"trained_context_length,omitempty"` // the model's own
-	Quantization   string           `json:"quantization,omitempty"`
-	Modified       int64            `json:"modified"`
-	Files          []models.File    `json:"files,omitempty"`  // GET /v1/models/{id} only
-	Source         *models.Source   `json:"source,omitempty"` // GET /v1/models/{id} only
-	GGUF           *models.GGUFInfo `json:"gguf,omitempty"`   // GET /v1/models/{id} only
-	ONNX           *models.ONNXInfo `json:"onnx,omitempty"`   // GET /v1/models/{id} only
+	ID             string        `json:"id"`
+	Object         string        `json:"object"` // "model"
+	Created        int64         `json:"created"`
+	OwnedBy        string        `json:"owned_by"`
+	Task           models.Task   `json:"task"` // the first task
+	Tasks          []models.Task `json:"tasks"`
+	Format         models.Format `json:"format"`
+	SizeBytes      int64         `json:"size_bytes"`
+	ContextLength  uint64        `json:"context_length,omitempty"`         // the context a request gets
+	TrainedContext uint64        `json:"trained_context_length,omitempty"` // the model's own
+	Quantization   string        `json:"quantization,omitempty"`
+	Modified       int64         `json:"modified"`
+	// Disk use as modeld du counts it (GET /v1/models only): bytes of
+	// blobs only this model uses (deleting it frees them) and bytes of blobs
+	// it shares with the models named.
+	UniqueBytes *int64           `json:"unique_bytes,omitempty"`
+	SharedBytes *int64           `json:"shared_bytes,omitempty"`
+	SharedWith  []string         `json:"shared_with,omitempty"`
+	Files       []models.File    `json:"files,omitempty"`  // GET /v1/models/{id} only
+	Source      *models.Source   `json:"source,omitempty"` // GET /v1/models/{id} only
+	GGUF        *models.GGUFInfo `json:"gguf,omitempty"`   // GET /v1/models/{id} only
+	ONNX        *models.ONNXInfo `json:"onnx,omitempty"`   // GET /v1/models/{id} only
 }
 
 func modelObject(m *models.Manifest, detailed bool, contextCap int) ModelObject {
@@ -98,11 +106,28 @@ func (h *modelHandlers) list(c *gin.Context) {
 		writeError(c, err)
 		return
 	}
+	// Disk use is an addition: a store that cannot be walked still lists.
+	du, duErr := h.o.Store.DiskUsage()
+	byID := map[string]models.ModelUsage{}
+	if duErr == nil {
+		for _, u := range du.Models {
+			byID[u.ID] = u
+		}
+	}
 	data := make([]ModelObject, 0, len(ms))
 	for _, m := range ms {
-		data = append(data, modelObject(m, false, h.contextCap))
+		o := modelObject(m, false, h.contextCap)
+		if u, ok := byID[m.ID]; ok {
+			o.UniqueBytes, o.SharedBytes, o.SharedWith = &u.Unique, &u.Shared, u.SharedWith
+		}
+		data = append(data, o)
 	}
-	c.JSON(http.StatusOK, gin.H{"object": "list", "data": data})
+	out := gin.H{"object": "list", "data": data}
+	if duErr == nil {
+		out["disk_usage"] = gin.H{"blobs": du.Blobs, "manifests": du.Manifests, "partials": du.Partials,
+			"orphans": du.Orphans, "other": du.Other, "total": du.Total}
+	}
+	c.JSON(http.StatusOK, out)
 }
 
 // idParam returns the catch-all id without its leading '/'.

@@ -15,6 +15,7 @@ import (
 	"github.com/modeld/modeld/backends"
 	"github.com/modeld/modeld/cache"
 	"github.com/modeld/modeld/probe"
+	"github.com/modeld/modeld/ui"
 )
 
 // Options are the server's dependencies and settings, built by cmd/modeld.
@@ -92,6 +93,11 @@ func New(opt Options) *Server {
 	})
 	s.engine.GET("/health", s.health)
 	s.engine.HEAD("/health", s.health)
+	page := gin.WrapH(ui.Handler()) // the Local Models page: static files, a client of this API
+	for _, p := range []string{"/", ui.Prefix + "*file"} {
+		s.engine.GET(p, page)
+		s.engine.HEAD(p, page)
+	}
 	s.engine.GET("/v1/system", s.systemInfo)
 	s.engine.POST("/v1/chat/completions", s.chatCompletions)
 	s.engine.POST("/v1/completions", s.completions)
