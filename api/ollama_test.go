@@ -281,6 +281,7 @@ func TestOllamaOptions(t *testing.T) {
 		`{"model":"org/chat","prompt":"x","think":"maybe"}`:                                                                    "think",
 		`{"model":"org/chat","prompt":"x","template":"{{ .Prompt }}"}`:                                                         "template",
 		`{"model":"org/chat","prompt":"x","context":[1,2,3]}`:                                                                  "context",
+		`{"model":"org/chat","prompt":"x","logprobs":true}`:                                                                    "logprobs",
 		`{"model":"org/chat","prompt":"x","raw":true,"suffix":"y"}`:                                                            "suffix",
 		`{"model":"org/chat","prompt":"x","images":["iVBORw0KGgo="]}`:                                                          "text only",
 		`{"model":"org/plain","prompt":"def f():","suffix":"  return r"}`:                                                      "fill-in-the-middle",
@@ -444,6 +445,7 @@ func TestOllamaChat(t *testing.T) {
 		t.Errorf("think false: vars %v, sampling %+v", vars, req.Sampling)
 	}
 	ollamaErr(t, e.call(t, "POST", "/api/chat", `{"model":"org/chat","messages":[{"role":"robot","content":"x"}]}`), 400, "messages[0].role")
+	ollamaErr(t, e.call(t, "POST", "/api/chat", `{"model":"org/chat","messages":[{"role":"user","content":"x"}],"logprobs":true}`), 400, "logprobs")
 	ollamaErr(t, e.call(t, "POST", "/api/chat", `{"model":"org/chat","messages":[{"role":"user","content":"x","images":["aGk="]}]}`), 400, "text only")
 }
 
