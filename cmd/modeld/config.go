@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/modeld/modeld/api"
 	"github.com/modeld/modeld/backends"
 	"github.com/modeld/modeld/backends/llama"
 	"github.com/modeld/modeld/cache"
@@ -63,6 +64,10 @@ type Config struct {
 	ShutdownGrace    time.Duration // how long live streams may finish after SIGTERM
 	AllowPrivatePull bool          // pull may fetch loopback, link-local and private addresses
 	MaxDownload      int64         // largest model file pull accepts; 0: bounded by free disk only
+
+	// The responses /v1/responses keeps for previous_response_id.
+	ResponsesStoreSize     int64 // bytes; 0: keep none
+	ResponsesStoreLifetime time.Duration
 
 	HFEndpoint string
 	HFToken    string // from HF_TOKEN; never printed
@@ -251,6 +256,17 @@ var settings = []setting{
 	{name: "shutdown-grace", help: "on SIGTERM, how long live streams may finish before they are ended with an error event",
 		def: static("2s"), apply: func(c *Config, v string) error { return parseDuration(&c.ShutdownGrace, v, false) },
 		show: func(c *Config) any { return durationText(c.ShutdownGrace) }},
+	{name: "responses-store-size", help: fmt.Sprintf("memory for the responses /v1/responses keeps in memory for previous_response_id and GET /v1/responses/{id} (e.g. 64MiB; 0 = keep none; at most %d responses, the oldest dropped first)", api.DefaultResponseStoreEntries),
+		def: static(fmt.Sprintf("%dMiB", api.DefaultResponseStoreBytes>>20)), apply: func(c *Config, v string) error {
+			if strings.EqualFold(strings.TrimSpace(v), "auto") {
+				return errors.New("give a size such as 64MiB (0 keeps no response)")
+			}
+			return parseSize(&c.ResponsesStoreSize, v)
+		},
+		show: func(c *Config) any { return c.ResponsesStoreSize }},
+	{name: "responses-store-lifetime", help: "how long a stored response may be continued (previous_response_id) or fetched",
+		def: static(durationText(api.DefaultResponseStoreLifetime)), apply: func(c *Config, v string) error { return parsePositiveDuration(&c.ResponsesStoreLifetime, v) },
+		show: func(c *Config) any { return durationText(c.ResponsesStoreLifetime) }},
 	{name: "allow-private-pull", boolean: true, help: "let pull fetch loopback, link-local and private network addresses (off: pull is not a proxy into the local network)",
 		def: static("false"), apply: func(c *Config, v string) error {
 			b, err := strconv.ParseBool(v)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net"
@@ -106,6 +107,8 @@ func (a *app) serve(ctx context.Context) error {
 		Tasks:      rt.tasks, // a request of the wrong kind is refused before any load
 		Collectors: metrics.collectors(),
 		ContextCap: cfg.ContextSize,
+		// The responses store: a size of 0 keeps none.
+		Responses: api.ResponseStoreConfig{MaxBytes: cmp.Or(cfg.ResponsesStoreSize, -1), Lifetime: cfg.ResponsesStoreLifetime},
 
 		// Who may talk to the daemon (api/access.go).
 		AllowedHosts: cfg.AllowedHosts,
