@@ -672,3 +672,60 @@ func TestOllamaPull(t *testing.T) {
 	}
 	ollamaErr(t, e.call(t, "POST", "/api/pull", `{}`), 400, "model is required")
 }
+
+// blockingChat sends one piece, then waits for the request's end: a client
+// that goes away cancels the generation.
+type blockingChat struct {
+	*ollamaChat
+	cancelled chan struct{}
+}
+
+func (b *blockingChat) Backend() backends.Model { return b }
+func (b *blockingChat) Generate(ctx context.Context, req backends.Request) (<-chan backends.Event, error) {
+	out := make(chan backends.Event)
+	go func() {
+		defer close(out)
+		out <- backends.Event{Token: 1, Text: "The"}
+		<-ctx.Done()
+		close(b.cancelled)
+		out <- backends.Event{Token: -1, Done: true, Finish: backends.FinishCancelled}
+	}()
+	return out, nil
+}
+
+// A streamed chat whose client disconnects stops generating; a request
+// with keep_alive 0 leaves its model unloaded when it ends.
+func TestOllamaCancelAndKeepAliveZero(t *testing.T) {
+	e := ollamaServer(t, "")
+	w := e.call(t, "POST", "/api/chat", `{"model":"org/chat","messages":[{"role":"user","content":"hi"}],"stream":false,"keep_alive":0}`)
+	if w.Code != 200 {
+		t.Fatalf("%d %s", w.Code, w.Body)
+	}
+	for _, m := range e.cache.Snapshot().Models {
+		if m.State != "unloading" {
+			t.Errorf("after keep_alive 0: %+v", m)
+		}
+	}
+
+	b := &blockingChat{ollamaChat: &ollamaChat{}, cancelled: make(chan struct{})}
+	resolve := func(_ context.Context, id string) (cache.Spec, error) { return cache.Spec{ID: id, Task: "chat"}, nil }
+	c, err := cache.New(cache.DefaultConfig(), resolve, func(context.Context, cache.Spec) (cache.Instance, error) { return b, nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close(context.Background()) })
+	s := New(Options{Version: "test", Libs: backendsLibs(t), Cache: c})
+	s.RegisterOllama(ModelsOptions{})
+	srv := httptest.NewServer(s.Handler())
+	defer srv.Close()
+	resp, err := srv.Client().Post(srv.URL+"/api/chat", "application/json", strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(resp.Body).ReadString('\n')
+	if err != nil || !strings.Contains(line, `"content":"The"`) {
+		t.Fatalf("first line %q: %v", line, err)
+	}
+	resp.Body.Close() // the client goes away
+	<-b.cancelled
+}
