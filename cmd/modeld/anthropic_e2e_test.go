@@ -20,7 +20,8 @@ import (
 // the same streamed (input_json_delta pieces joined by the SDK); the
 // tool_result goes back in the next turn; count_tokens of that turn is
 // the prompt its generation saw; an unknown model is the SDK's
-// NotFoundError with Anthropic's not_found_error body.
+// NotFoundError with Anthropic's not_found_error body. The chat API gives
+// the same greedy text and counts for the same conversation.
 func TestAnthropicSDKAgainstDaemon(t *testing.T) {
 	home := t.TempDir()
 	env := map[string]string{"MODELD_HOME": home}
@@ -81,6 +82,25 @@ func TestAnthropicSDKAgainstDaemon(t *testing.T) {
 	}
 	if c.StopReason != "max_tokens" && c.StopReason != "end_turn" || c.Usage.OutputTokens < 1 || c.Usage.OutputTokens > 8 || c.Usage.InputTokens < 1 {
 		t.Errorf("create %+v", c)
+	}
+	// The same conversation through the chat API: the same greedy text and
+	// the same counts.
+	var cc struct {
+		Choices []struct {
+			Message struct {
+				Content string `json:"content"`
+			} `json:"message"`
+		} `json:"choices"`
+		Usage struct {
+			PromptTokens     int `json:"prompt_tokens"`
+			CompletionTokens int `json:"completion_tokens"`
+		} `json:"usage"`
+	}
+	post(t, base, "/v1/chat/completions", map[string]any{"model": "t/qwen", "max_tokens": 8, "temperature": 0,
+		"messages": []map[string]any{{"role": "user", "content": "Hello, Claude"}}}, 200, &cc)
+	if cc.Choices[0].Message.Content != c.Text || cc.Usage.PromptTokens != c.Usage.InputTokens+c.Usage.CacheReadInputTokens ||
+		cc.Usage.CompletionTokens != c.Usage.OutputTokens {
+		t.Errorf("chat API: %q, usage %+v; Messages API: %q, usage %+v", cc.Choices[0].Message.Content, cc.Usage, c.Text, c.Usage)
 	}
 	for _, ev := range []string{"message_start", "content_block_start", "content_block_delta", "content_block_stop", "message_delta", "message_stop"} {
 		if !strings.Contains(strings.Join(s.Events, " "), ev) {
