@@ -1,8 +1,9 @@
 // Drives modeld's Anthropic Messages API with the official @anthropic-ai/sdk
 // (cmd/modeld/anthropic_e2e_test.go runs it): messages.create and
 // messages.stream (the final message assembled by the SDK), a tool_use /
-// tool_result round trip under tool_choice tool, count_tokens, and an
-// unknown model surfaced as the SDK's NotFoundError. It prints one JSON
+// tool_result round trip under tool_choice tool, count_tokens, an unknown
+// model surfaced as the SDK's NotFoundError, and thinking blocks of a
+// reasoning model. It prints one JSON
 // object for the test to check and exits non-zero when a call fails or an
 // assertion of its own does not hold.
 import Anthropic from "@anthropic-ai/sdk";
@@ -112,6 +113,31 @@ try {
     status: err.status,
     type: err.error?.error?.type,
     message: err.error?.error?.message,
+  };
+}
+
+// A reasoning model (THINK_MODEL, whose template opens the thinking block):
+// thinking blocks with a signature, created and streamed.
+const thinkModel = process.env.THINK_MODEL;
+if (thinkModel) {
+  const think = {
+    model: thinkModel,
+    max_tokens: 8,
+    temperature: 0,
+    thinking: { type: "enabled", budget_tokens: 1024 },
+    messages: [{ role: "user", content: "Why is the sky blue?" }],
+  };
+  const thought = await client.messages.create(think);
+  const thoughtStream = client.messages.stream(think);
+  const signatures = [];
+  thoughtStream.on("signature", (sig) => signatures.push(sig));
+  const thoughtFinal = await thoughtStream.finalMessage();
+  const firstThinking = (m) => m.content.find((b) => b.type === "thinking") ?? null;
+  out.thinking = {
+    create: firstThinking(thought),
+    stream: firstThinking(thoughtFinal),
+    signatures,
+    stop_reason: thought.stop_reason,
   };
 }
 

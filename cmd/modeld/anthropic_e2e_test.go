@@ -21,11 +21,17 @@ import (
 // tool_result goes back in the next turn; count_tokens of that turn is
 // the prompt its generation saw; an unknown model is the SDK's
 // NotFoundError with Anthropic's not_found_error body. The chat API gives
-// the same greedy text and counts for the same conversation.
+// the same greedy text and counts for the same conversation. On a model
+// whose template opens the thinking block (DeepSeek R1's distill), the
+// reasoning is a thinking block with a signature, created and streamed
+// (thinking_delta, signature_delta) alike.
 func TestAnthropicSDKAgainstDaemon(t *testing.T) {
 	home := t.TempDir()
 	env := map[string]string{"MODELD_HOME": home}
 	if out, err := runCLI(t, env, "import", testenv.LlamaChatModel(t, "qwen2", "Qwen-Qwen2.5-7B-Instruct"), "--name", "t/qwen"); err != nil {
+		t.Fatalf("import: %v\n%s", err, out)
+	}
+	if out, err := runCLI(t, env, "import", testenv.LlamaChatModel(t, "qwen2", "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B"), "--name", "t/r1"); err != nil {
 		t.Fatalf("import: %v\n%s", err, out)
 	}
 	_, base, logs := startDaemon(t, home, "--context-size", "2048")
@@ -69,8 +75,16 @@ func TestAnthropicSDKAgainstDaemon(t *testing.T) {
 			Type          string `json:"type"`
 			Message       string `json:"message"`
 		} `json:"not_found"`
+		Thinking struct {
+			Create, Stream *struct {
+				Thinking  string `json:"thinking"`
+				Signature string `json:"signature"`
+			}
+			Signatures []string `json:"signatures"`
+			StopReason string   `json:"stop_reason"`
+		}
 	}
-	out := runClient(t, base, "anthropic.mjs", map[string]string{"MODEL": "t/qwen"})
+	out := runClient(t, base, "anthropic.mjs", map[string]string{"MODEL": "t/qwen", "THINK_MODEL": "t/r1"})
 	if err := json.Unmarshal([]byte(out), &got); err != nil {
 		t.Fatalf("client output %q: %v", out, err)
 	}
@@ -141,6 +155,12 @@ func TestAnthropicSDKAgainstDaemon(t *testing.T) {
 	}
 	if prompt := r.Usage.InputTokens + r.Usage.CacheReadInputTokens; got.Count.InputTokens != prompt || prompt <= c.Usage.InputTokens {
 		t.Errorf("count_tokens %d; the follow-up's prompt %d (usage %+v), longer than the greeting's %d", got.Count.InputTokens, prompt, r.Usage, c.Usage.InputTokens)
+	}
+
+	th := got.Thinking
+	if th.Create == nil || th.Stream == nil || th.Create.Thinking == "" || th.Create.Signature == "" || th.StopReason != "max_tokens" ||
+		*th.Create != *th.Stream || len(th.Signatures) != 1 || th.Signatures[0] != th.Create.Signature {
+		t.Errorf("thinking: %+v (create %+v, stream %+v)", th, th.Create, th.Stream)
 	}
 
 	nf := got.NotFound
