@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -245,6 +244,9 @@ func (f *samplingFields) request(maxParam string, maxTokens *int, contextCap int
 			bad("top_logprobs", "top_logprobs %d is outside [0, %d]", *k, MaxTopLogprobs)
 		}
 		r.TopLogprobs = *k
+		if *k > 0 && !r.Logprobs {
+			bad("top_logprobs", "top_logprobs needs logprobs: true")
+		}
 	}
 	if f.StreamOptions != nil && !f.Stream {
 		bad("stream_options", "stream_options is only allowed with stream: true")
@@ -345,7 +347,7 @@ func (s *Server) chatCompletions(c *gin.Context) {
 		return
 	}
 	defer run.Release()
-	s.writeGeneration(c, run.Events, req.Model, req.Stream, req.StreamOptions, true)
+	s.writeGeneration(c, run.Events, req.Model, req.Stream, req.StreamOptions, true, &plan.gen)
 }
 
 // completionPlan is a validated completions request.
@@ -356,8 +358,11 @@ type completionPlan struct {
 
 // plan validates a completions request without a model.
 func (req *CompletionRequest) plan(contextCap int) (*completionPlan, error) {
-	gen, err := req.request("max_tokens", req.MaxTokens, contextCap)
 	var errs []error
+	if err := req.completionLogprobsParam(); err != nil {
+		errs = append(errs, err)
+	}
+	gen, err := req.request("max_tokens", req.MaxTokens, contextCap)
 	if err != nil {
 		errs = append(errs, err)
 	}
@@ -405,7 +410,7 @@ func (s *Server) completions(c *gin.Context) {
 		return
 	}
 	defer run.Release()
-	s.writeGeneration(c, run.Events, req.Model, req.Stream, req.StreamOptions, false)
+	s.writeGeneration(c, run.Events, req.Model, req.Stream, req.StreamOptions, false, &plan.gen)
 }
 
 // addToolDeltas appends a stream's tool-call deltas to the calls they build.
@@ -448,106 +453,5 @@ func toUsage(u backends.Usage) Usage {
 		PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens,
 		TotalTokens:         u.PromptTokens + u.CompletionTokens,
 		PromptTokensDetails: &PromptTokensDetails{CachedTokens: u.CachedTokens},
-	}
-}
-
-// writeGeneration writes a generation as a chat completion (chat) or a text
-// completion, streamed as server-sent events or as one JSON object.
-func (s *Server) writeGeneration(c *gin.Context, events <-chan backends.Event, name string, stream bool, so *StreamOptions, chat bool) {
-	created := time.Now().Unix()
-	id := newID("cmpl-")
-	if chat {
-		id = newID("chatcmpl-")
-	}
-	fp := "modeld-" + s.opt.Version
-	if !stream {
-		res, err := collect(events)
-		if errors.Is(err, errCut) {
-			writeCut(c, nil) // a 503 when the shutdown cut it; nothing when the client is gone
-			return
-		}
-		if err != nil {
-			writeError(c, err)
-			return
-		}
-		var calls []wireToolCall
-		for _, tc := range res.ToolCalls {
-			w := wireToolCall{ID: tc.ID, Type: "function"}
-			w.Function.Name, w.Function.Arguments = tc.Name, tc.Arguments
-			calls = append(calls, w)
-		}
-		finish := string(res.Finish)
-		usage := toUsage(res.Usage)
-		content := res.Text
-		if chat {
-			msg := AssistantMessage{Role: "assistant", Content: &content, ReasoningContent: res.Reasoning, ToolCalls: calls}
-			if content == "" && len(calls) > 0 {
-				msg.Content = nil
-			}
-			c.JSON(http.StatusOK, ChatCompletion{ID: id, Object: "chat.completion", Created: created, Model: name, SystemFingerprint: fp,
-				Choices: []ChatChoice{{Message: msg, FinishReason: finish}}, Usage: usage})
-		} else {
-			c.JSON(http.StatusOK, Completion{ID: id, Object: "text_completion", Created: created, Model: name, SystemFingerprint: fp,
-				Choices: []CompletionChoice{{Text: content, FinishReason: &finish}}, Usage: &usage})
-		}
-		return
-	}
-
-	sse := newSSE(c)
-	includeUsage := so != nil && so.IncludeUsage
-	chunk := func(delta *string, role string, finish *string) any {
-		if chat {
-			ch := ChatCompletionChunk{ID: id, Object: "chat.completion.chunk", Created: created, Model: name, SystemFingerprint: fp,
-				Choices: []ChunkChoice{{Delta: ChunkDelta{Role: role, Content: delta}, FinishReason: finish}}}
-			return ch
-		}
-		text := ""
-		if delta != nil {
-			text = *delta
-		}
-		return Completion{ID: id, Object: "text_completion", Created: created, Model: name, SystemFingerprint: fp,
-			Choices: []CompletionChoice{{Text: text, FinishReason: finish}}}
-	}
-	if chat {
-		empty := ""
-		sse.send(chunk(&empty, "assistant", nil))
-	}
-	for ev := range events {
-		if chat && ev.Reasoning != "" {
-			sse.send(ChatCompletionChunk{ID: id, Object: "chat.completion.chunk", Created: created, Model: name, SystemFingerprint: fp,
-				Choices: []ChunkChoice{{Delta: ChunkDelta{ReasoningContent: ev.Reasoning}}}})
-		}
-		if ev.Text != "" {
-			t := ev.Text
-			sse.send(chunk(&t, "", nil))
-		}
-		if chat && len(ev.ToolCalls) > 0 {
-			sse.send(ChatCompletionChunk{ID: id, Object: "chat.completion.chunk", Created: created, Model: name, SystemFingerprint: fp,
-				Choices: []ChunkChoice{{Delta: ChunkDelta{ToolCalls: chunkToolCalls(ev.ToolCalls)}}}})
-		}
-		if !ev.Done {
-			continue
-		}
-		switch {
-		case ev.Finish == backends.FinishCancelled:
-			writeCut(c, sse) // an error event when the shutdown cut it
-			return
-		case generationError(ev) != nil:
-			sse.send(gin.H{"error": toAPIError(generationError(ev))})
-			return
-		}
-		finish := string(ev.Finish)
-		sse.send(chunk(nil, "", &finish))
-		if includeUsage {
-			u := toUsage(ev.Usage)
-			if chat {
-				sse.send(ChatCompletionChunk{ID: id, Object: "chat.completion.chunk", Created: created, Model: name,
-					SystemFingerprint: fp, Choices: []ChunkChoice{}, Usage: &u})
-			} else {
-				sse.send(Completion{ID: id, Object: "text_completion", Created: created, Model: name,
-					SystemFingerprint: fp, Choices: []CompletionChoice{}, Usage: &u})
-			}
-		}
-		sse.done()
 	}
 }
