@@ -8,6 +8,7 @@ import (
 	"errors"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -243,10 +244,22 @@ const (
 // block starts whenever the kind of delta changes (reasoning, text, a tool
 // call's index); the open block stops before the next starts.
 func (s *Server) anthropicStream(c *gin.Context, run *chatRun, model string, plan *anthropicPlan) {
+	streamAnthropic(c, run.Events, run.PromptTokens, run.modelTokenizer, model, plan.stops, anthropicPingEvery)
+}
+
+// anthropicPingEvery is how often a stream sends a ping, as Anthropic's API
+// does, so that a client or proxy with an idle timeout keeps a stream whose
+// model is still reading a long prompt.
+const anthropicPingEvery = 10 * time.Second
+
+// streamAnthropic writes events as Anthropic's event stream; prompt is the
+// prompt's length, tok the model's tokenizer (for the stop sequence), ping
+// the interval of pings.
+func streamAnthropic(c *gin.Context, events <-chan backends.Event, prompt int, tok func() backends.Tokenizer, model string, stops []string, ping time.Duration) {
 	sse := anthropicSSE{newSSE(c)}
-	watch := &stopWatch{stops: plan.stops}
+	watch := &stopWatch{stops: stops}
 	msg := AnthropicResponse{ID: newID("msg_"), Type: "message", Role: "assistant", Model: model, Content: []anthropicBlock{},
-		Usage: anthropicUsage{InputTokens: run.PromptTokens}}
+		Usage: anthropicUsage{InputTokens: prompt}}
 	sse.send("message_start", gin.H{"type": "message_start", "message": msg})
 	sse.send("ping", gin.H{"type": "ping"})
 
@@ -273,7 +286,20 @@ func (s *Server) anthropicStream(c *gin.Context, run *chatRun, model string, pla
 	delta := func(d gin.H) {
 		sse.send("content_block_delta", gin.H{"type": "content_block_delta", "index": index, "delta": d})
 	}
-	for ev := range run.Events {
+	ticker := time.NewTicker(ping)
+	defer ticker.Stop()
+	for {
+		var ev backends.Event
+		select {
+		case <-ticker.C:
+			sse.send("ping", gin.H{"type": "ping"})
+			continue
+		case e, ok := <-events:
+			if !ok {
+				return
+			}
+			ev = e
+		}
 		watch.add(ev)
 		if ev.Reasoning != "" {
 			if kind != thinkingKind {
@@ -317,7 +343,7 @@ func (s *Server) anthropicStream(c *gin.Context, run *chatRun, model string, pla
 			startBlock(textKind, textBlock(""))
 		}
 		stopBlock()
-		stop := watch.matched(c.Request.Context(), ev.Finish, run.modelTokenizer())
+		stop := watch.matched(c.Request.Context(), ev.Finish, tok())
 		u := toAnthropicUsage(ev.Usage)
 		sse.send("message_delta", gin.H{"type": "message_delta",
 			"delta": gin.H{"stop_reason": stopReason(ev.Finish, stop), "stop_sequence": stop},

@@ -598,3 +598,41 @@ func TestAnthropicKeyAndPreflight(t *testing.T) {
 		}
 	}
 }
+
+// TestAnthropicStreamPings: while the model has not answered (a long
+// prompt being read), the stream sends pings; the message follows them.
+func TestAnthropicStreamPings(t *testing.T) {
+	gin.SetMode(gin.ReleaseMode)
+	events := make(chan backends.Event)
+	engine := gin.New()
+	engine.GET("/stream", func(c *gin.Context) {
+		streamAnthropic(c, events, 5, func() backends.Tokenizer { return nil }, "m", nil, time.Millisecond)
+	})
+	srv := httptest.NewServer(engine)
+	defer srv.Close()
+	res, err := http.Get(srv.URL + "/stream")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	sc := bufio.NewScanner(res.Body)
+	pings := 0
+	for pings < 3 && sc.Scan() {
+		if sc.Text() == "event: ping" {
+			pings++
+		}
+	}
+	events <- atext("late")
+	events <- adone(backends.FinishStop, 1)
+	close(events)
+	var rest []string
+	for sc.Scan() {
+		if strings.HasPrefix(sc.Text(), "event: ") && sc.Text() != "event: ping" {
+			rest = append(rest, strings.TrimPrefix(sc.Text(), "event: "))
+		}
+	}
+	want := "content_block_start content_block_delta content_block_stop message_delta message_stop"
+	if pings != 3 || strings.Join(rest, " ") != want {
+		t.Errorf("%d pings, then %v; want 3 pings, then %s", pings, rest, want)
+	}
+}
