@@ -2,14 +2,18 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
 	yz "github.com/hybridgroup/yzma/pkg/llama"
+	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/modeld/modeld/backends"
+	"github.com/modeld/modeld/backends/llama/grammar"
 	"github.com/modeld/modeld/internal/ggufgen"
 )
 
@@ -186,5 +190,50 @@ func TestChoicesGreedyEqual(t *testing.T) {
 	two := drainChoices(t, ch, 2)
 	if two[0].text != two[1].text || !slices.Equal(two[0].tokens, two[1].tokens) || len(two[0].tokens) == 0 {
 		t.Errorf("greedy choices differ:\n%v %q\n%v %q", two[0].tokens, two[0].text, two[1].tokens, two[1].text)
+	}
+}
+
+// TestChoicesStructured: under a response_format grammar each of three
+// seeded choices is constrained on its own: every one parses and validates,
+// and each reports logprobs.
+func TestChoicesStructured(t *testing.T) {
+	m := openModel(t, ggufgen.Tiny(ggufgen.BPE), Options{Slots: 3, ContextSize: 1024})
+	sc := structuredSchemas[0]
+	g, err := grammar.FromSchema(json.RawMessage(sc.schema), grammar.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := schemaValidator(t, sc.name, sc.schema)
+	seed := int64(5)
+	ch, err := m.Generate(context.Background(), Request{Prompt: tokenize(t, m, "Answer in JSON:"), MaxTokens: 900, N: 3,
+		Logprobs: true, TopLogprobs: 2,
+		Sampling:       Sampling{Temperature: 1, Seed: &seed, LogitBias: closingBias(m)},
+		ResponseFormat: backends.ResponseFormat{Type: backends.FormatJSONSchema, Schema: json.RawMessage(sc.schema), Grammar: g}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lps [3]int
+	out := make([]result, 3)
+	for ev := range ch {
+		r := &out[ev.Index]
+		r.text += ev.Text
+		if ev.Done {
+			r.final = ev
+		} else if ev.Logprobs != nil && len(ev.Logprobs.Top) > 0 && ev.Logprobs.Logprob <= 0 {
+			lps[ev.Index]++
+			r.tokens = append(r.tokens, ev.Token)
+		}
+	}
+	for i, r := range out {
+		if r.final.Finish != FinishStop || lps[i] != r.final.Usage.CompletionTokens-1 {
+			t.Fatalf("choice %d: finish %q, %d of %d tokens with logprobs: %q", i, r.final.Finish, lps[i], r.final.Usage.CompletionTokens, r.text)
+		}
+		inst, err := jsonschema.UnmarshalJSON(strings.NewReader(r.text))
+		if err != nil {
+			t.Fatalf("choice %d is not JSON: %v\n%q", i, err, r.text)
+		}
+		if err := v.Validate(inst); err != nil {
+			t.Fatalf("choice %d fails the schema: %v\n%q", i, err, r.text)
+		}
 	}
 }
