@@ -256,7 +256,7 @@ var settings = []setting{
 	{name: "shutdown-grace", help: "on SIGTERM, how long live streams may finish before they are ended with an error event",
 		def: static("2s"), apply: func(c *Config, v string) error { return parseDuration(&c.ShutdownGrace, v, false) },
 		show: func(c *Config) any { return durationText(c.ShutdownGrace) }},
-	{name: "responses-store-size", help: fmt.Sprintf("memory for the responses /v1/responses keeps in memory for previous_response_id and GET /v1/responses/{id} (e.g. 64MiB; 0 = keep none; at most %d responses, the oldest dropped first)", api.DefaultResponseStoreEntries),
+	{name: "responses-store-size", help: fmt.Sprintf("memory for the responses that /v1/responses keeps for previous_response_id and GET /v1/responses/{id} (e.g. 64MiB; 0 = keep none; at most %d responses, the oldest dropped first)", api.DefaultResponseStoreEntries),
 		def: static(fmt.Sprintf("%dMiB", api.DefaultResponseStoreBytes>>20)), apply: func(c *Config, v string) error {
 			if strings.EqualFold(strings.TrimSpace(v), "auto") {
 				return errors.New("give a size such as 64MiB (0 keeps no response)")

@@ -1,0 +1,172 @@
+package main
+
+import (
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/modeld/modeld/internal/testenv"
+)
+
+// TestResponsesSDKAgainstDaemon: the official openai npm SDK's Responses
+// API (clients/responses.mjs) against a daemon and its runner, on a
+// random-weight model with Qwen2.5's real vocabulary and template:
+// responses.create and the stream helper's final response give the same
+// greedy text, status and usage (the SDK assembles the stream from the
+// Responses event sequence, whose deltas join to the text), and its input
+// tokens are the prompt /v1/tokenize counts; tool_choice naming the
+// function gives a function_call whose arguments the schema accepts (only
+// the grammar makes random weights write them), the same streamed; its
+// function_call_output sent back through previous_response_id is a longer
+// prompt (the stored conversation is prepended); responses.parse with a
+// zod text format gives output_parsed that validates; a deleted, a store
+// false and an unknown response are the SDK's NotFoundError.
+func TestResponsesSDKAgainstDaemon(t *testing.T) {
+	home := t.TempDir()
+	env := map[string]string{"MODELD_HOME": home}
+	if out, err := runCLI(t, env, "import", testenv.LlamaChatModel(t, "qwen2", "Qwen-Qwen2.5-7B-Instruct"), "--name", "t/qwen"); err != nil {
+		t.Fatalf("import: %v\n%s", err, out)
+	}
+	_, base, logs := startDaemon(t, home, "--context-size", "2048")
+	defer func() {
+		if t.Failed() {
+			t.Logf("daemon log:\n%s", logs)
+		}
+	}()
+	type usage struct {
+		InputTokens  int `json:"input_tokens"`
+		OutputTokens int `json:"output_tokens"`
+		TotalTokens  int `json:"total_tokens"`
+	}
+	type reply struct {
+		Text   string   `json:"text"`
+		Deltas string   `json:"deltas"`
+		Status string   `json:"status"`
+		Usage  usage    `json:"usage"`
+		Events []string `json:"events"`
+	}
+	type notFound struct {
+		Thrown        bool   `json:"thrown"`
+		NotFoundError bool   `json:"not_found_error"`
+		Status        int    `json:"status"`
+		Message       string `json:"message"`
+	}
+	var got struct {
+		Create, Stream reply
+		Call           struct {
+			Name              string `json:"name"`
+			Arguments         string `json:"arguments"`
+			Status            string `json:"status"`
+			InputTokens       int    `json:"input_tokens"`
+			StreamedArguments string `json:"streamed_arguments"`
+		}
+		Result struct {
+			Status      string `json:"status"`
+			Previous    bool   `json:"previous"`
+			InputTokens int    `json:"input_tokens"`
+		}
+		Parsed   json.RawMessage `json:"parsed"`
+		Deleted  notFound        `json:"deleted"`
+		Unstored notFound        `json:"unstored"`
+		NotFound notFound        `json:"not_found"`
+	}
+	out := runClient(t, base, "responses.mjs", map[string]string{"MODEL": "t/qwen"})
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("client output %q: %v", out, err)
+	}
+
+	c, s := got.Create, got.Stream
+	if c.Text == "" || c.Text != s.Text || s.Deltas != s.Text || c.Status != s.Status || c.Usage != s.Usage ||
+		c.Usage.TotalTokens != c.Usage.InputTokens+c.Usage.OutputTokens {
+		t.Errorf("create %+v, stream %+v: want the same text, status and usage", c, s)
+	}
+	if c.Status != "completed" && c.Status != "incomplete" || c.Status == "incomplete" && c.Usage.OutputTokens != 8 {
+		t.Errorf("status %q with %d output tokens (max_output_tokens 8)", c.Status, c.Usage.OutputTokens)
+	}
+	counted := tokenizeIDs(t, base, map[string]any{"model": "t/qwen", "messages": []map[string]any{
+		{"role": "user", "content": "Tell me a three sentence bedtime story about a unicorn."}}})
+	if c.Usage.InputTokens != len(counted) {
+		t.Errorf("input_tokens %d, /v1/tokenize counts %d", c.Usage.InputTokens, len(counted))
+	}
+	ev := s.Events
+	if len(ev) < 4 || ev[0] != "response.created" || ev[1] != "response.in_progress" || ev[len(ev)-1] != "response."+s.Status ||
+		!slices.Contains(ev, "response.output_text.delta") || !slices.Contains(ev, "response.output_item.done") {
+		t.Errorf("events %v", ev)
+	}
+
+	v := compileSchema(t, `{"type":"object","properties":{"city":{"type":"string","maxLength":8},"unit":{"type":"string","enum":["c","f"]}},"required":["city","unit"],"additionalProperties":false}`)
+	inst, err := jsonschema.UnmarshalJSON(strings.NewReader(got.Call.Arguments))
+	if err != nil || got.Call.Name != "get_weather" || got.Call.Status != "completed" {
+		t.Fatalf("call %+v: %v", got.Call, err)
+	}
+	if err := v.Validate(inst); err != nil {
+		t.Fatalf("arguments %q fail the schema: %v", got.Call.Arguments, err)
+	}
+	if got.Call.StreamedArguments != got.Call.Arguments {
+		t.Errorf("streamed arguments %q, not streamed %q", got.Call.StreamedArguments, got.Call.Arguments)
+	}
+	if !got.Result.Previous || got.Result.InputTokens <= got.Call.InputTokens {
+		t.Errorf("function_call_output through previous_response_id: %+v; the first turn's prompt had %d tokens", got.Result, got.Call.InputTokens)
+	}
+
+	pv := compileSchema(t, `{"type":"object","properties":{"name":{"type":"string","maxLength":8},"day":{"enum":["friday","saturday"]}},"required":["name","day"]}`)
+	pinst, err := jsonschema.UnmarshalJSON(strings.NewReader(string(got.Parsed)))
+	if err != nil {
+		t.Fatalf("parsed %s: %v", got.Parsed, err)
+	}
+	if err := pv.Validate(pinst); err != nil {
+		t.Errorf("output_parsed %s fails the schema: %v", got.Parsed, err)
+	}
+
+	for what, nf := range map[string]notFound{"deleted": got.Deleted, "store false": got.Unstored, "unknown previous_response_id": got.NotFound} {
+		if !nf.Thrown || !nf.NotFoundError || nf.Status != 404 {
+			t.Errorf("%s: %+v, want the SDK's NotFoundError", what, nf)
+		}
+	}
+	if !strings.Contains(got.NotFound.Message, "resp_0123456789abcdef") {
+		t.Errorf("unknown previous_response_id: message %q does not name the id", got.NotFound.Message)
+	}
+}
+
+func compileSchema(t *testing.T, schema string) *jsonschema.Schema {
+	t.Helper()
+	doc, err := jsonschema.UnmarshalJSON(strings.NewReader(schema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := jsonschema.NewCompiler()
+	if err := c.AddResource("mem://s.json", doc); err != nil {
+		t.Fatal(err)
+	}
+	v, err := c.Compile("mem://s.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// TestResponsesStoreSettings: the store's size and lifetime are settings
+// (flag, environment, file); a size of 0 keeps none, "auto" is refused (a
+// store has no machine-derived size), and so is a lifetime of 0.
+func TestResponsesStoreSettings(t *testing.T) {
+	load := func(env map[string]string) (Config, error) {
+		env["MODELD_HOME"] = t.TempDir()
+		return loadConfig(flags(t), envOf(env))
+	}
+	cfg, err := load(map[string]string{})
+	if err != nil || cfg.ResponsesStoreSize != 64<<20 || cfg.ResponsesStoreLifetime.String() != "1h0m0s" {
+		t.Fatalf("defaults: %d %v %v", cfg.ResponsesStoreSize, cfg.ResponsesStoreLifetime, err)
+	}
+	cfg, err = load(map[string]string{"MODELD_RESPONSES_STORE_SIZE": "0", "MODELD_RESPONSES_STORE_LIFETIME": "10m"})
+	if err != nil || cfg.ResponsesStoreSize != 0 || cfg.ResponsesStoreLifetime.String() != "10m0s" {
+		t.Fatalf("0 and 10m: %d %v %v", cfg.ResponsesStoreSize, cfg.ResponsesStoreLifetime, err)
+	}
+	for k, v := range map[string]string{"MODELD_RESPONSES_STORE_SIZE": "auto", "MODELD_RESPONSES_STORE_LIFETIME": "0"} {
+		if _, err := load(map[string]string{k: v}); err == nil || !strings.Contains(err.Error(), strings.ToLower(strings.ReplaceAll(strings.TrimPrefix(k, "MODELD_"), "_", "-"))) {
+			t.Errorf("%s=%s: %v, want an error naming the setting", k, v, err)
+		}
+	}
+}
