@@ -224,7 +224,8 @@ func (req *AnthropicRequest) system() ([]backends.Message, error) {
 	return []backends.Message{{Role: "system", Content: text}}, nil
 }
 
-// translate turns the i-th message into internal messages: a user turn's
+// translate turns the i-th message into internal messages: text blocks
+// are joined by a blank line, as system blocks are; a user turn's
 // tool_result blocks become tool messages (in their place among its text),
 // an assistant turn's tool_use blocks its tool calls. Thinking blocks sent
 // back are dropped: chat templates do not render earlier turns' reasoning.
@@ -254,6 +255,9 @@ func (m *anthropicMessage) translate(i int) ([]backends.Message, error) {
 		bp := fmt.Sprintf("%s.content[%d]", param, j)
 		switch b.Type {
 		case "text":
+			if open && cur.Content != "" {
+				cur.Content += "\n\n"
+			}
 			cur.Content += b.Text
 			cur.Parts = append(cur.Parts, backends.ContentPart{Type: backends.PartText, Text: b.Text, WireType: "text"})
 			open = true

@@ -237,7 +237,7 @@ func TestAnthropicAgentFields(t *testing.T) {
 	s := anthropicServer(t, m)
 	w := postAnthropic(t, s, "/v1/messages?beta=true", `{"model":"claude-test","max_tokens":32000,
 		"system":[{"type":"text","text":"You are Claude Code.","cache_control":{"type":"ephemeral"}},{"type":"text","text":"Be brief."}],
-		"messages":[{"role":"user","content":[{"type":"text","text":"hi","cache_control":{"type":"ephemeral"}}]}],
+		"messages":[{"role":"user","content":[{"type":"text","text":"<system-reminder>x</system-reminder>"},{"type":"text","text":"hi","cache_control":{"type":"ephemeral"}}]}],
 		"tools":[{"name":"Read","description":"Read a file","input_schema":{"type":"object","properties":{"file_path":{"type":"string"}},"required":["file_path"]},"cache_control":{"type":"ephemeral"}}],
 		"metadata":{"user_id":"user_abc"},"thinking":{"type":"enabled","budget_tokens":31999},
 		"context_management":{"edits":[{"type":"clear_thinking_20251015","keep":"all"}]},"output_config":{"effort":"high"},"stream":false}`)
@@ -246,6 +246,7 @@ func TestAnthropicAgentFields(t *testing.T) {
 	}
 	req := <-m.got
 	if len(req.Messages) != 2 || req.Messages[0].Content != "You are Claude Code.\n\nBe brief." || len(req.Tools) != 1 ||
+		req.Messages[1].Content != "<system-reminder>x</system-reminder>\n\nhi" ||
 		req.Tools[0].Name != "Read" || !req.ResponseFormat.IsText() || req.ToolChoice.Mode != "" || req.MaxTokens != 0 {
 		t.Errorf("the generation got %+v", req)
 	}
