@@ -17,7 +17,9 @@ import (
 // where the payload is text that may hold any bytes: /tokenize takes the raw
 // text as its body, /detokenize, /piece and /template answer with the raw
 // text. /generate answers with one JSON event per line (NDJSON), flushed
-// per event. A failed call answers a non-2xx status with an Error.
+// per event; a request with N > 1 has one final event per choice (Index
+// names it), and a token's Logprobs, when asked for, ride on its event. A
+// failed call answers a non-2xx status with an Error.
 //
 // The runner reports its start on stdout with one line that begins with
 // StatusPrefix: {"ready":true} once it serves, or {"error":...} when it
