@@ -328,7 +328,7 @@ var fimMarkers = [][3]string{
 
 // startInfill runs a generate request with a suffix as a fill-in-the-middle
 // prompt, when the model's vocabulary has one of the markers' sets as
-// control tokens; otherwise it is a 400.
+// single tokens; otherwise it is a 400.
 func (h *ollama) startInfill(c *gin.Context, req *OllamaGenerateRequest, gen backends.Request) (*chatRun, error) {
 	hd, m, err := h.s.acquireChat(c, req.Model, req.KeepAlive)
 	if err != nil {
@@ -347,17 +347,12 @@ func (h *ollama) startInfill(c *gin.Context, req *OllamaGenerateRequest, gen bac
 	return nil, badRequest("suffix", "model '%s' has no fill-in-the-middle tokens, so suffix cannot be used with it", clip(req.Model))
 }
 
-// fimTokens reports whether each marker is one control token of tok's
-// vocabulary (one token parsed as special, several as text).
+// fimTokens reports whether each marker is one token of tok's vocabulary
+// (a control or user-defined token: no ordinary merge spells these).
 func fimTokens(c *gin.Context, tok backends.Tokenizer, markers [3]string) bool {
-	ctx := c.Request.Context()
 	for _, s := range markers {
-		special, err := tok.TokenizeContext(ctx, s, false, true)
-		if err != nil || len(special) != 1 {
-			return false
-		}
-		plain, err := tok.TokenizeContext(ctx, s, false, false)
-		if err != nil || len(plain) < 2 {
+		ids, err := tok.TokenizeContext(c.Request.Context(), s, false, true)
+		if err != nil || len(ids) != 1 {
 			return false
 		}
 	}

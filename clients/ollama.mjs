@@ -3,8 +3,8 @@
 // streamed and not (greedy, so the same text), think, format with a JSON
 // Schema (the output parses and validates), a tool call (valid whenever the
 // model makes one: Ollama has no tool_choice to force it) and a tool-result
-// round trip, embed and embeddings, ps, pull with progress from the test's
-// hub, copy, delete, an unknown model's 404 and an unload by keep_alive 0.
+// round trip, suffix (fill-in-the-middle) and its refusal, embed and
+// embeddings, ps, pull with progress from the test's hub, copy, delete, an unknown model's 404 and an unload by keep_alive 0.
 // It prints one JSON object for the test to check and exits non-zero when a
 // call fails or an assertion of its own does not hold.
 import { Ollama } from "ollama";
@@ -13,6 +13,7 @@ import { base, model, check, run } from "./lib.mjs";
 
 const embedModel = process.env.EMBED_MODEL;
 const pullModel = process.env.PULL_MODEL;
+const coderModel = process.env.CODER_MODEL;
 const client = new Ollama({ host: base });
 
 const byName = (list, name) => list.models.find((m) => m.name === name);
@@ -56,6 +57,18 @@ run(async () => {
   }
   check(gen.done && genLast.done && gen.response === genStreamed && gen.eval_count === genLast.eval_count, "generate stream = generate", { gen, genStreamed });
   out.generate = { text: gen.response, prompt_eval_count: gen.prompt_eval_count, eval_count: gen.eval_count };
+
+  // suffix: StarCoder's vocabulary has fill-in-the-middle tokens, this
+  // Qwen2 vocabulary none (a clear 400).
+  const infill = await client.generate({ model: coderModel, prompt: "def add(a, b):\n", suffix: "\n    return c", options: { temperature: 0, num_predict: 4 } });
+  check(infill.done && infill.eval_count > 0 && infill.prompt_eval_count > 0, "infill", infill);
+  out.infill = { prompt_eval_count: infill.prompt_eval_count };
+  try {
+    await client.generate({ model, prompt: "x", suffix: "y" });
+    check(false, "suffix on a model without fill-in-the-middle tokens succeeded", null);
+  } catch (err) {
+    check(err.status_code === 400 && err.error.includes("fill-in-the-middle"), "suffix refused", { status: err.status_code, error: err.error });
+  }
 
   // format with a JSON Schema: the grammar makes random weights write a valid object.
   const schema = {

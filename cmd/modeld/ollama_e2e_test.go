@@ -40,17 +40,22 @@ func ollamaHub(t *testing.T, data []byte) *httptest.Server {
 }
 
 // TestOllamaClientAgainstDaemon runs the official ollama npm client
-// (clients/ollama.mjs) against a real daemon and runner, on a random-weight
-// model with Qwen2.5's real vocabulary and template and an ONNX embedding
-// model: chat and generate streamed and not, think, format with a schema, a
-// tool call and a tool-result round trip, embed and embeddings, list, show,
-// ps, pull with progress from a fake hub, copy, delete, a 404 and an unload.
-// Here it checks that the counts are exact (the prompt /v1/tokenize counts)
-// and that the Ollama and OpenAI dialects give the same greedy text.
+// (clients/ollama.mjs) against a real daemon and runner, on random-weight
+// models with Qwen2.5's real vocabulary and template and with StarCoder's
+// vocabulary (fill-in-the-middle tokens), and an ONNX embedding model: chat
+// and generate streamed and not, think, format with a schema, a tool call
+// and a tool-result round trip, suffix, embed and embeddings, list, show,
+// ps, pull with progress from a fake hub, copy, delete, a 404 and an
+// unload. Here it checks that the counts are exact (the prompt /v1/tokenize
+// counts, the infill prompt StarCoder's markers make) and that the Ollama
+// and OpenAI dialects give the same greedy text.
 func TestOllamaClientAgainstDaemon(t *testing.T) {
 	home := t.TempDir()
 	env := map[string]string{"MODELD_HOME": home}
 	if out, err := runCLI(t, env, "import", testenv.LlamaChatModel(t, "qwen2", "Qwen-Qwen2.5-7B-Instruct"), "--name", "t/qwen"); err != nil {
+		t.Fatalf("import: %v\n%s", err, out)
+	}
+	if out, err := runCLI(t, env, "import", testenv.LlamaChatModel(t, "starcoder", "Qwen-Qwen2.5-7B-Instruct"), "--name", "t/coder"); err != nil {
 		t.Fatalf("import: %v\n%s", err, out)
 	}
 	if out, err := runCLI(t, env, "import", fixtureDir("embed-mean"), "--name", "t/embed"); err != nil {
@@ -64,7 +69,7 @@ func TestOllamaClientAgainstDaemon(t *testing.T) {
 			t.Logf("daemon log:\n%s", logs)
 		}
 	}()
-	raw := runClient(t, base, "ollama.mjs", map[string]string{"MODEL": "t/qwen", "EMBED_MODEL": "t/embed", "PULL_MODEL": "org/tiny:Q4_0"})
+	raw := runClient(t, base, "ollama.mjs", map[string]string{"MODEL": "t/qwen", "EMBED_MODEL": "t/embed", "PULL_MODEL": "org/tiny:Q4_0", "CODER_MODEL": "t/coder"})
 	var out struct {
 		Chat struct {
 			Text            string `json:"text"`
@@ -75,6 +80,9 @@ func TestOllamaClientAgainstDaemon(t *testing.T) {
 			Text            string `json:"text"`
 			PromptEvalCount int    `json:"prompt_eval_count"`
 		} `json:"generate"`
+		Infill struct {
+			PromptEvalCount int `json:"prompt_eval_count"`
+		} `json:"infill"`
 		Pull []string `json:"pull"`
 	}
 	if err := json.Unmarshal([]byte(raw), &out); err != nil {
@@ -89,6 +97,11 @@ func TestOllamaClientAgainstDaemon(t *testing.T) {
 	ask := []map[string]any{{"role": "user", "content": "Why is the sky blue?"}}
 	if n := len(tokenizeIDs(t, base, map[string]any{"model": "t/qwen", "messages": ask})); out.Generate.PromptEvalCount != n {
 		t.Errorf("generate prompt_eval_count %d, /v1/tokenize counts %d", out.Generate.PromptEvalCount, n)
+	}
+	// suffix became StarCoder's fill-in-the-middle prompt, its markers one token each.
+	fim := "<fim_prefix>def add(a, b):\n<fim_suffix>\n    return c<fim_middle>"
+	if n := len(tokenizeIDs(t, base, map[string]any{"model": "t/coder", "content": fim, "add_special": true})); out.Infill.PromptEvalCount != n {
+		t.Errorf("infill prompt_eval_count %d, /v1/tokenize counts %d for %q", out.Infill.PromptEvalCount, n, fim)
 	}
 	// The same conversation through the OpenAI dialect, greedy: the same text and counts.
 	var cc struct {
