@@ -146,7 +146,19 @@ func (req *AnthropicRequest) plan(contextCap int, count bool) (*anthropicPlan, e
 	if t := req.Temperature; t != nil && *t > 1 && *t <= 2 { // outside [0, 2] samplingFields says
 		bad("temperature", "temperature %g is outside [0, 1]", *t)
 	}
-	f := samplingFields{Temperature: req.Temperature, TopP: req.TopP, TopK: req.TopK, Stop: req.StopSequences}
+	stops := req.StopSequences // checked here, to name the field as Anthropic does
+	if n := len(stops); n > MaxStopSequences {
+		errs = append(errs, tooMany("stop_sequences", n, MaxStopSequences, "sequences"))
+		stops = nil
+	}
+	for i, st := range stops {
+		if st == "" || len(st) > MaxStopBytes {
+			bad("stop_sequences", "stop_sequences[%d] must be 1 to %d bytes", i, MaxStopBytes)
+			stops = nil
+			break
+		}
+	}
+	f := samplingFields{Temperature: req.Temperature, TopP: req.TopP, TopK: req.TopK, Stop: stops}
 	gen, err := f.request("max_tokens", maxTokens, contextCap)
 	if err != nil {
 		errs = append(errs, err)

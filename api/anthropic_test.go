@@ -216,6 +216,7 @@ func TestAnthropicRefusals(t *testing.T) {
 		{"mcp servers", `{"model":"claude-test","max_tokens":5,"mcp_servers":[{"type":"url","url":"https://example.com/sse","name":"x"}],` + user + `}`, 400, "invalid_request_error", "mcp_servers"},
 		{"thinking type", `{"model":"claude-test","max_tokens":5,"thinking":{"type":"on"},` + user + `}`, 400, "invalid_request_error", "thinking.type"},
 		{"not json", `{"model":`, 400, "invalid_request_error", "not valid JSON"},
+		{"empty stop sequence", `{"model":"claude-test","max_tokens":5,"stop_sequences":[""],` + user + `}`, 400, "invalid_request_error", "stop_sequences[0] must be"},
 	} {
 		w := postAnthropic(t, s, "/v1/messages", tc.body)
 		e := anthropicBody[anthropicError](t, w)
