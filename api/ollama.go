@@ -335,6 +335,10 @@ func (h *ollama) writeRun(c *gin.Context, run *chatRun, model string, stream boo
 	}
 }
 
+// ollamaID is the modeld id of an Ollama model name: Ollama matches names
+// without regard to case, and modeld ids are lowercase.
+func ollamaID(name string) string { return strings.ToLower(name) }
+
 // streamOf is Ollama's stream flag: true unless false is sent.
 func streamOf(b *bool) bool { return b == nil || *b }
 

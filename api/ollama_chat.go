@@ -166,8 +166,10 @@ func (h *ollama) chat(c *gin.Context) {
 		ollamaError(c, err, "")
 		return
 	}
+	name := req.Model // answers name the model as the client did
+	req.Model = ollamaID(req.Model)
 	frame := func(text, thinking string, calls []ollamaToolCall, fin *ollamaFinal) any {
-		r := OllamaChatResponse{Model: req.Model, CreatedAt: time.Now().UTC(),
+		r := OllamaChatResponse{Model: name, CreatedAt: time.Now().UTC(),
 			Message: OllamaMessage{Role: "assistant", Content: text, Thinking: thinking, ToolCalls: calls}}
 		if fin != nil {
 			r.Done, r.DoneReason, r.ollamaStats = true, fin.reason, &fin.stats
@@ -177,25 +179,25 @@ func (h *ollama) chat(c *gin.Context) {
 	if len(req.Messages) == 0 {
 		reason, err := h.loadOrUnload(c, req.Model, req.KeepAlive)
 		if err != nil {
-			ollamaError(c, err, req.Model)
+			ollamaError(c, err, name)
 			return
 		}
-		c.JSON(200, OllamaChatResponse{Model: req.Model, CreatedAt: time.Now().UTC(), Message: OllamaMessage{Role: "assistant"}, Done: true, DoneReason: reason})
+		c.JSON(200, OllamaChatResponse{Model: name, CreatedAt: time.Now().UTC(), Message: OllamaMessage{Role: "assistant"}, Done: true, DoneReason: reason})
 		return
 	}
 	call, err := h.chatCall(&req)
 	if err != nil {
-		ollamaError(c, err, req.Model)
+		ollamaError(c, err, name)
 		return
 	}
 	run, err := h.s.startChat(c, call)
 	if err != nil {
-		ollamaError(c, err, req.Model)
+		ollamaError(c, err, name)
 		return
 	}
 	defer run.Release()
 	tm.load = time.Since(tm.start)
-	h.writeRun(c, run, req.Model, streamOf(req.Stream), tm, frame)
+	h.writeRun(c, run, name, streamOf(req.Stream), tm, frame)
 }
 
 // chatCall checks a chat request without a model and plans it.
@@ -239,8 +241,10 @@ func (h *ollama) generate(c *gin.Context) {
 		ollamaError(c, err, "")
 		return
 	}
+	name := req.Model // answers name the model as the client did
+	req.Model = ollamaID(req.Model)
 	frame := func(text, thinking string, _ []ollamaToolCall, fin *ollamaFinal) any {
-		r := OllamaGenerateResponse{Model: req.Model, CreatedAt: time.Now().UTC(), Response: text, Thinking: thinking}
+		r := OllamaGenerateResponse{Model: name, CreatedAt: time.Now().UTC(), Response: text, Thinking: thinking}
 		if fin != nil {
 			r.Done, r.DoneReason, r.ollamaStats = true, fin.reason, &fin.stats
 		}
@@ -249,20 +253,20 @@ func (h *ollama) generate(c *gin.Context) {
 	if req.Prompt == "" && req.Suffix == "" && len(req.Images) == 0 {
 		reason, err := h.loadOrUnload(c, req.Model, req.KeepAlive)
 		if err != nil {
-			ollamaError(c, err, req.Model)
+			ollamaError(c, err, name)
 			return
 		}
-		c.JSON(200, OllamaGenerateResponse{Model: req.Model, CreatedAt: time.Now().UTC(), Done: true, DoneReason: reason})
+		c.JSON(200, OllamaGenerateResponse{Model: name, CreatedAt: time.Now().UTC(), Done: true, DoneReason: reason})
 		return
 	}
 	run, err := h.startGenerate(c, &req)
 	if err != nil {
-		ollamaError(c, err, req.Model)
+		ollamaError(c, err, name)
 		return
 	}
 	defer run.Release()
 	tm.load = time.Since(tm.start)
-	h.writeRun(c, run, req.Model, streamOf(req.Stream), tm, frame)
+	h.writeRun(c, run, name, streamOf(req.Stream), tm, frame)
 }
 
 // startGenerate checks a generate request and starts it: a templated

@@ -159,7 +159,7 @@ func (h *ollama) get(c *gin.Context) (*models.Manifest, string, bool) {
 		ollamaError(c, err, name)
 		return nil, "", false
 	}
-	m, err := st.Get(name)
+	m, err := st.Get(ollamaID(name))
 	if err != nil {
 		ollamaError(c, err, name)
 		return nil, "", false
@@ -400,12 +400,12 @@ func (h *ollama) copy(c *gin.Context) {
 		ollamaError(c, err, "")
 		return
 	}
-	m, err := st.Get(req.Source)
+	m, err := st.Get(ollamaID(req.Source))
 	if err != nil {
 		ollamaError(c, err, req.Source)
 		return
 	}
-	dst, err := models.Canonical(req.Destination)
+	dst, err := models.Canonical(ollamaID(req.Destination))
 	if err != nil {
 		ollamaError(c, badRequest("destination", "destination: %v", err), "")
 		return
@@ -494,7 +494,7 @@ func (h *ollama) embed(c *gin.Context) {
 		opts.Dimensions = *d
 	}
 	h.logOptions(req.Options)
-	res, load, err := h.runEmbed(c, req.Model, req.KeepAlive, texts, opts)
+	res, load, err := h.runEmbed(c, ollamaID(req.Model), req.KeepAlive, texts, opts)
 	if err == nil && req.Truncate != nil && !*req.Truncate && res.Truncated > 0 {
 		err = badRequest("input", "%d of the inputs exceed the model's maximum length, and truncate is false", res.Truncated)
 	}
@@ -518,7 +518,7 @@ func (h *ollama) embeddings(c *gin.Context) {
 	}
 	h.logOptions(req.Options)
 	off := false // this older route's vectors are not normalized
-	res, _, err := h.runEmbed(c, req.Model, req.KeepAlive, []string{req.Prompt}, backends.EmbedOptions{Normalize: &off})
+	res, _, err := h.runEmbed(c, ollamaID(req.Model), req.KeepAlive, []string{req.Prompt}, backends.EmbedOptions{Normalize: &off})
 	if err != nil {
 		ollamaError(c, err, req.Model)
 		return

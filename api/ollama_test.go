@@ -232,10 +232,10 @@ func TestOllamaGenerateDocExamples(t *testing.T) {
 	}
 	checkFinal(t, lines[len(lines)-1], "stop", len(prompt), 3)
 
-	w = e.call(t, "POST", "/api/generate", `{"model": "org/chat", "prompt": "Why is the sky blue?", "system": "Be brief.", "stream": false}`)
+	w = e.call(t, "POST", "/api/generate", `{"model": "Org/Chat", "prompt": "Why is the sky blue?", "system": "Be brief.", "stream": false}`)
 	var one map[string]any
-	if err := json.Unmarshal(w.Body.Bytes(), &one); err != nil || w.Code != 200 || one["response"] != "The sky is blue." {
-		t.Fatalf("non-streamed: %d %s", w.Code, w.Body)
+	if err := json.Unmarshal(w.Body.Bytes(), &one); err != nil || w.Code != 200 || one["response"] != "The sky is blue." || one["model"] != "Org/Chat" {
+		t.Fatalf("non-streamed (names match without regard to case): %d %s", w.Code, w.Body)
 	}
 	checkFinal(t, one, "stop", len("<system>Be brief.<user>Why is the sky blue?"), 3)
 	if _, ok := one["context"]; ok {
@@ -285,7 +285,6 @@ func TestOllamaOptions(t *testing.T) {
 		`{"model":"org/chat","prompt":"x","raw":true,"suffix":"y"}`:                                                            "suffix",
 		`{"model":"org/chat","prompt":"x","images":["iVBORw0KGgo="]}`:                                                          "text only",
 		`{"model":"org/plain","prompt":"def f():","suffix":"  return r"}`:                                                      "fill-in-the-middle",
-		`{"model":"Org/Chat","prompt":"x"}`:                                                                                    "lowercase",
 		`{"model":"org/chat","prompt":"x","format":{"type":"object","properties":{"a":{"type":"string","pattern":"(?<=x)"}}}}`: "format",
 	} {
 		ollamaErr(t, e.call(t, "POST", "/api/generate", body), 400, want)
@@ -306,6 +305,7 @@ func TestOllamaModelNotFound(t *testing.T) {
 		ollamaErr(t, e.call(t, "POST", path, body), 404, "model 'nope' not found")
 	}
 	ollamaErr(t, e.call(t, "DELETE", "/api/delete", `{"model":"nope"}`), 404, "model 'nope' not found")
+	ollamaErr(t, e.call(t, "POST", "/api/generate", `{"model":"Nope:Latest","prompt":"hi"}`), 404, "model 'Nope:Latest' not found")
 	ollamaErr(t, e.call(t, "POST", "/api/generate", `{"model":"nope","prompt":"x","images":["aGk="]}`), 404, "model 'nope' not found")
 }
 
