@@ -1,7 +1,8 @@
 // Drives modeld's Anthropic Messages API with the official @anthropic-ai/sdk
 // (cmd/modeld/anthropic_e2e_test.go runs it): messages.create and
 // messages.stream (the final message assembled by the SDK), a tool_use /
-// tool_result round trip under tool_choice tool, count_tokens, an unknown
+// tool_result round trip under tool_choice tool, a stop sequence,
+// count_tokens, an unknown
 // model surfaced as the SDK's NotFoundError, and thinking blocks of a
 // reasoning model. It prints one JSON
 // object for the test to check and exits non-zero when a call fails or an
@@ -82,6 +83,18 @@ out.tool = {
   input: uses[0].input,
   streamed_stop_reason: calledStream.stop_reason,
   streamed_input: streamedUses.length === 1 ? streamedUses[0].input : null,
+};
+
+// A stop sequence the grammar makes the model write: stop_reason
+// stop_sequence, naming it, streamed and not.
+const stopReq = { ...toolReq, stop_sequences: ["never-written", "get_weather"] };
+const stopped = await client.messages.create(stopReq);
+const stoppedStream = await client.messages.stream(stopReq).finalMessage();
+out.stop = {
+  stop_reason: stopped.stop_reason,
+  stop_sequence: stopped.stop_sequence,
+  streamed_stop_reason: stoppedStream.stop_reason,
+  streamed_stop_sequence: stoppedStream.stop_sequence,
 };
 
 const followUp = {

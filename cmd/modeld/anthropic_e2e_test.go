@@ -17,8 +17,10 @@ import (
 // (the SDK assembles the stream's final message from Anthropic's event
 // sequence); tool_choice tool gives one tool_use block whose input the
 // input_schema accepts (only the grammar makes random weights write it),
-// the same streamed (input_json_delta pieces joined by the SDK); the
-// tool_result goes back in the next turn; count_tokens of that turn is
+// the same streamed (input_json_delta pieces joined by the SDK); a stop
+// sequence the grammar makes it write ends the turn with stop_reason
+// stop_sequence naming it (found from the real tokens); the tool_result
+// goes back in the next turn; count_tokens of that turn is
 // the prompt its generation saw; an unknown model is the SDK's
 // NotFoundError with Anthropic's not_found_error body. The chat API gives
 // the same greedy text and counts for the same conversation. On a model
@@ -60,6 +62,12 @@ func TestAnthropicSDKAgainstDaemon(t *testing.T) {
 			Input              json.RawMessage `json:"input"`
 			StreamedStopReason string          `json:"streamed_stop_reason"`
 			StreamedInput      json.RawMessage `json:"streamed_input"`
+		}
+		Stop struct {
+			StopReason           string `json:"stop_reason"`
+			StopSequence         string `json:"stop_sequence"`
+			StreamedStopReason   string `json:"streamed_stop_reason"`
+			StreamedStopSequence string `json:"streamed_stop_sequence"`
 		}
 		Result struct {
 			StopReason string `json:"stop_reason"`
@@ -145,6 +153,11 @@ func TestAnthropicSDKAgainstDaemon(t *testing.T) {
 	}
 	if tool.StreamedStopReason != "tool_use" || compactJSON(t, tool.StreamedInput) != compactJSON(t, tool.Input) {
 		t.Errorf("streamed: stop %q, input %s; not streamed: input %s", tool.StreamedStopReason, tool.StreamedInput, tool.Input)
+	}
+
+	if st := got.Stop; st.StopReason != "stop_sequence" || st.StopSequence != "get_weather" || st.StreamedStopReason != st.StopReason ||
+		st.StreamedStopSequence != st.StopSequence {
+		t.Errorf("stop sequence: %+v", st)
 	}
 
 	r := got.Result
