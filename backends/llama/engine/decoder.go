@@ -54,6 +54,7 @@ type llamaDecoder struct {
 	shaped []float32
 	nCtx   int
 	seqIDs [][]yz.SeqId
+	lazy   lazyWatch // lazy grammars' triggers (toolcalls_lazy.go)
 }
 
 var _ decoder = (*llamaDecoder)(nil)
@@ -108,11 +109,13 @@ func (d *llamaDecoder) decode(batch []batchToken) error {
 }
 
 func (d *llamaDecoder) sample(seq int, i int32) yz.Token {
-	return yz.SamplerSample(d.smpl[seq], d.lctx, i)
+	tok := yz.SamplerSample(d.smpl[seq], d.lctx, i)
+	d.lazyAccept(seq, tok)
+	return tok
 }
 
 func (d *llamaDecoder) startSeq(seq int, samp Sampling, grammar constraint) {
-	d.smpl[seq] = newSampler(samp, d.m.vocab, grammar, d.m.nVocab, d.nCtx)
+	d.smpl[seq] = newSampler(samp, d.m.vocab, d.lazyStart(seq, grammar), d.m.nVocab, d.nCtx)
 }
 
 func (d *llamaDecoder) endSeq(seq int) {

@@ -82,7 +82,7 @@ type lpSeq struct {
 }
 
 func (d *llamaDecoder) startSeqLogprobs(seq int, samp Sampling, grammar constraint) {
-	shape, draw := samplerStages(samp, d.m.vocab, grammar, d.m.nVocab, d.nCtx)
+	shape, draw := samplerStages(samp, d.m.vocab, d.lazyStart(seq, grammar), d.m.nVocab, d.nCtx)
 	d.lp[seq] = lpSeq{shape: shape, draw: draw}
 }
 
@@ -136,6 +136,7 @@ func (d *llamaDecoder) sampleLogprobs(seq int, i int32, top int) (yz.Token, *bac
 	}
 	yz.SamplerAccept(st.shape, tok)
 	yz.SamplerAccept(st.draw, tok)
+	d.lazyAccept(seq, tok)
 	return tok, d.tokenLogprobs(tok, top)
 }
 

@@ -15,8 +15,8 @@ import (
 // penalties and before every filter and draw: it sets the logit of each
 // token that would break it to -inf, so whatever is drawn obeys it, and once
 // the grammar is complete only end-of-generation tokens remain (and before
-// that none). A lazy grammar does so only from where one of its trigger
-// patterns matches the output on. ctxSize bounds the penalty window. Only
+// that none). A lazy grammar does so only from where its trigger fires in
+// the output (toolcalls_lazy.go). ctxSize bounds the penalty window. Only
 // the scheduler goroutine calls it; the chain is freed with yz.SamplerFree.
 func newSampler(s Sampling, vocab yz.Vocab, grammar constraint, nVocab, ctxSize int) yz.Sampler {
 	shape, draw := samplerStages(s, vocab, grammar, nVocab, ctxSize)
@@ -57,7 +57,9 @@ func samplerStages(s Sampling, vocab yz.Vocab, grammar constraint, nVocab, ctxSi
 		yz.SamplerChainAdd(chain, yz.SamplerInitPenalties(int32(nVocab), int32(lastN), repeat,
 			s.FrequencyPenalty, s.PresencePenalty))
 	}
-	if grammar.text != "" {
+	if grammar.stage != 0 {
+		yz.SamplerChainAdd(chain, grammar.stage) // a lazy grammar's place (toolcalls_lazy.go)
+	} else if grammar.text != "" && grammar.trig == nil {
 		// Generate checked that the grammar parses, so this cannot be 0.
 		if g := grammar.sampler(vocab); g != 0 {
 			yz.SamplerChainAdd(chain, g)
@@ -113,19 +115,20 @@ func checkGrammar(vocab yz.Vocab, f backends.ResponseFormat) error {
 }
 
 // constraint is the grammar a request samples under: text (GBNF rooted at
-// grammarRoot; "" none), from the first token on or, when lazy holds
-// trigger patterns, from where one of them first matches the whole output
-// (its first group marking where the grammar's text starts).
+// grammarRoot; "" none), from the first token on or, when trig is set,
+// from where trig first fires in the output (toolcalls_lazy.go): the
+// grammar then constrains the text from the trigger's marker on. stage is
+// set per sequence (lazyStart): the empty chain, at the grammar's place in
+// the sequence's chain, that the grammar joins when triggered; a lazy
+// constraint without one is not applied.
 type constraint struct {
-	text string
-	lazy []string
+	text  string
+	trig  *lazyTrigger
+	stage yz.Sampler
 }
 
-// sampler returns the grammar sampler of c, 0 when llama.cpp's parser
-// refuses the grammar.
+// sampler returns the grammar sampler of c (from the first token on), 0
+// when llama.cpp's parser refuses the grammar.
 func (c constraint) sampler(vocab yz.Vocab) yz.Sampler {
-	if len(c.lazy) > 0 {
-		return yz.SamplerInitGrammarLazyPatterns(vocab, c.text, grammarRoot, c.lazy, nil)
-	}
 	return yz.SamplerInitGrammar(vocab, c.text, grammarRoot)
 }

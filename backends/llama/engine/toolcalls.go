@@ -13,16 +13,17 @@ import (
 // parser. With tools and the daemon's call grammar: under tool_choice
 // required or a named function the whole output is one or more calls
 // (exactly one when ToolChoice.Single) in the template family's syntax,
-// whatever response_format says. Under auto the calls are not constrained
-// yet (the lazy grammar callGrammar can build, triggered by the call
-// marker, is not enabled: a random-weight test of it did not finish), nor
-// are those of families without a call syntax here (see callGrammar); the
-// response format's grammar, if any, applies then.
+// whatever response_format says; under auto, with a free-text response
+// format, the output is free until the family's call marker and valid
+// calls from there to the end (a lazy grammar, toolcalls_lazy.go).
+// Families without a call syntax here (see callGrammar) and auto with a
+// structured response format leave the calls unconstrained; the response
+// format's grammar, if any, applies then.
 func (m *Model) constraint(req *Request) (constraint, error) {
 	tc := req.ToolChoice
 	forced := tc.Mode == backends.ToolChoiceRequired || tc.Mode == backends.ToolChoiceFunction
-	if wantsToolCalls(req) && tc.Grammar != "" && forced {
-		c, ok := callGrammar(toolcall.Detect(m.info.ChatTemplate), tc.Grammar, tc.Single, false)
+	if wantsToolCalls(req) && tc.Grammar != "" && (forced || req.ResponseFormat.IsText()) {
+		c, ok := callGrammar(toolcall.Detect(m.info.ChatTemplate), tc.Grammar, tc.Single, !forced)
 		if ok {
 			g := c.sampler(m.vocab)
 			if g == 0 {
@@ -42,37 +43,44 @@ func (m *Model) constraint(req *Request) (constraint, error) {
 // at grammarRoot (its first line the root rule), in fam's call syntax:
 // Hermes <tool_call>\n{...}</tool_call> blocks separated by newlines,
 // lazily triggered by <tool_call> when lazy; Generic the whole output
-// {"tool_calls": [{...}, ...]} (never lazy: its calls are the whole
-// output). single allows exactly one call. false: fam has no call grammar
-// here (or call is not the daemon's).
+// {"tool_calls": [{...}, ...]}, lazily from a start {"tool_calls". single
+// allows exactly one call. false: fam has no call grammar here (or call is
+// not the daemon's).
 func callGrammar(fam toolcall.Family, call string, single, lazy bool) (constraint, bool) {
 	rest, ok := strings.CutPrefix(call, grammarRoot+" ::= ")
 	if !ok {
 		return constraint{}, false
 	}
 	rules := "tool-call ::= " + rest
+	var c constraint
 	switch fam {
 	case toolcall.Hermes:
 		root := `root ::= tool-block`
 		if !single {
 			root += ` ("\n" tool-block)*`
 		}
-		c := constraint{text: root + "\n" + `tool-block ::= "<tool_call>" "\n" tool-call "</tool_call>"` + "\n" + rules}
-		if lazy {
-			c.lazy = []string{`[\s\S]*?(<tool_call>)[\s\S]*`}
-		}
-		return c, true
+		c = constraint{text: root + "\n" + `tool-block ::= "<tool_call>" "\n" tool-call "</tool_call>"` + "\n" + rules}
 	case toolcall.Generic:
-		if lazy {
-			return constraint{}, false
-		}
 		root := `root ::= "{" space "\"tool_calls\"" space ":" space "[" space tool-call`
 		if !single {
 			root += ` ("," space tool-call)*`
 		}
-		return constraint{text: root + ` "]" space "}" space` + "\n" + rules}, true
+		c = constraint{text: root + ` "]" space "}" space` + "\n" + rules}
+	default:
+		return constraint{}, false
 	}
-	return constraint{}, false
+	if lazy {
+		trig, err := newLazyTrigger(fam)
+		if err != nil {
+			return constraint{}, false
+		}
+		text, ok := lazyGrammar(c.text, trig)
+		if !ok {
+			return constraint{}, false
+		}
+		c.text, c.trig = text, trig
+	}
+	return c, true
 }
 
 // wantsToolCalls reports whether r's output is read for tool calls: it

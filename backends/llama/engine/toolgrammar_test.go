@@ -223,3 +223,35 @@ func TestToolGrammarGeneric(t *testing.T) {
 		checkCalls(t, label, toolcall.Generic, r, check)
 	}
 }
+
+// TestToolGrammarAuto: under tool_choice auto (a lazy grammar triggered by
+// <tool_call>) the random-weight model with Qwen2.5's template writes,
+// through Generate and the scheduler, over several seeds and greedily,
+// either text with no call marker and no calls (finish stop or length), or
+// text and then complete calls that parse and validate, finish tool_calls:
+// never part of a call. (TestLazyTriggerFires makes the output reach the
+// marker; random weights alone do not write it.)
+func TestToolGrammarAuto(t *testing.T) {
+	m, prompt, g, check := qwenTools(t, grammarTools)
+	bias := closingBias(m)
+	for _, seed := range []int64{-1, 1, 2, 3, 4} {
+		label := fmt.Sprintf("auto seed %d", seed)
+		samp := Sampling{LogitBias: bias}
+		if seed >= 0 {
+			samp.Temperature, samp.Seed = 1, &seed
+		}
+		auto := backends.ToolChoice{Mode: backends.ToolChoiceAuto, Grammar: g}
+		r := runTools(t, m, Request{Prompt: prompt, MaxTokens: 300, Sampling: samp, Tools: grammarTools, ToolChoice: auto})
+		k := strings.Index(r.raw, "<tool_call>")
+		if k < 0 {
+			if len(r.calls) > 0 || r.final.Finish == backends.FinishToolCalls || r.content != r.raw {
+				t.Fatalf("%s: finish %s, calls %+v, content %q of %q", label, r.final.Finish, r.calls, r.content, r.raw)
+			}
+			continue
+		}
+		if r.final.Finish != backends.FinishToolCalls || strings.Contains(r.content, "<tool_call>") {
+			t.Fatalf("%s: marker at %d but finish %s, content %q", label, k, r.final.Finish, r.content)
+		}
+		checkCalls(t, label, toolcall.Hermes, r, check)
+	}
+}
