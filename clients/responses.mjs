@@ -72,7 +72,27 @@ run(async () => {
   await client.responses.delete(created.id);
   const unstored = await client.responses.create({ model, input: 'x', max_output_tokens: 1, store: false });
 
+  // A reasoning model (THINK_MODEL, whose template opens the thinking
+  // block): a reasoning item before any message, created and streamed alike.
+  let reasoning = null;
+  if (process.env.THINK_MODEL) {
+    const think = { model: process.env.THINK_MODEL, input: 'Why is the sky blue?', max_output_tokens: 8, temperature: 0,
+      reasoning: { effort: 'high', summary: 'auto' } };
+    const thought = await client.responses.create(think);
+    const thoughtStream = client.responses.stream(think);
+    let thinkDeltas = '';
+    thoughtStream.on('response.reasoning_text.delta', (ev) => { thinkDeltas += ev.delta; });
+    const thoughtFinal = await thoughtStream.finalResponse();
+    const item = (r) => {
+      const rs = r.output[0];
+      return rs?.type === 'reasoning' ? { text: rs.content?.[0]?.text, summary: rs.summary?.[0]?.text, status: rs.status } : rs ?? null;
+    };
+    reasoning = { create: item(thought), stream: item(thoughtFinal), deltas: thinkDeltas, status: thought.status,
+      reasoning_tokens: thought.usage.output_tokens_details.reasoning_tokens, output_tokens: thought.usage.output_tokens };
+  }
+
   return {
+    reasoning,
     create: { text: created.output_text, status: created.status, usage: usage(created.usage) },
     stream: { text: final.output_text, deltas, status: final.status, usage: usage(final.usage), events },
     call: { name: fc.name, arguments: fc.arguments, status: call.status, input_tokens: call.usage.input_tokens, streamed_arguments: streamedCall?.arguments },

@@ -23,11 +23,17 @@ import (
 // function_call_output sent back through previous_response_id is a longer
 // prompt (the stored conversation is prepended); responses.parse with a
 // zod text format gives output_parsed that validates; a deleted, a store
-// false and an unknown response are the SDK's NotFoundError.
+// false and an unknown response are the SDK's NotFoundError. On a model
+// whose template opens the thinking block (DeepSeek R1's distill), the
+// reasoning is a reasoning item (its summary the same text), created and
+// streamed (reasoning_text deltas) alike, counted as reasoning_tokens.
 func TestResponsesSDKAgainstDaemon(t *testing.T) {
 	home := t.TempDir()
 	env := map[string]string{"MODELD_HOME": home}
 	if out, err := runCLI(t, env, "import", testenv.LlamaChatModel(t, "qwen2", "Qwen-Qwen2.5-7B-Instruct"), "--name", "t/qwen"); err != nil {
+		t.Fatalf("import: %v\n%s", err, out)
+	}
+	if out, err := runCLI(t, env, "import", testenv.LlamaChatModel(t, "qwen2", "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B"), "--name", "t/r1"); err != nil {
 		t.Fatalf("import: %v\n%s", err, out)
 	}
 	_, base, logs := startDaemon(t, home, "--context-size", "2048")
@@ -68,12 +74,23 @@ func TestResponsesSDKAgainstDaemon(t *testing.T) {
 			Previous    bool   `json:"previous"`
 			InputTokens int    `json:"input_tokens"`
 		}
-		Parsed   json.RawMessage `json:"parsed"`
-		Deleted  notFound        `json:"deleted"`
-		Unstored notFound        `json:"unstored"`
-		NotFound notFound        `json:"not_found"`
+		Parsed    json.RawMessage `json:"parsed"`
+		Deleted   notFound        `json:"deleted"`
+		Unstored  notFound        `json:"unstored"`
+		NotFound  notFound        `json:"not_found"`
+		Reasoning *struct {
+			Create, Stream *struct {
+				Text    string `json:"text"`
+				Summary string `json:"summary"`
+				Status  string `json:"status"`
+			}
+			Deltas          string `json:"deltas"`
+			Status          string `json:"status"`
+			ReasoningTokens int    `json:"reasoning_tokens"`
+			OutputTokens    int    `json:"output_tokens"`
+		}
 	}
-	out := runClient(t, base, "responses.mjs", map[string]string{"MODEL": "t/qwen"})
+	out := runClient(t, base, "responses.mjs", map[string]string{"MODEL": "t/qwen", "THINK_MODEL": "t/r1"})
 	if err := json.Unmarshal([]byte(out), &got); err != nil {
 		t.Fatalf("client output %q: %v", out, err)
 	}
@@ -119,6 +136,16 @@ func TestResponsesSDKAgainstDaemon(t *testing.T) {
 	}
 	if err := pv.Validate(pinst); err != nil {
 		t.Errorf("output_parsed %s fails the schema: %v", got.Parsed, err)
+	}
+
+	r := got.Reasoning
+	if r == nil || r.Create == nil || r.Stream == nil || r.Create.Text == "" || *r.Create != *r.Stream || r.Deltas != r.Create.Text ||
+		r.Create.Summary != r.Create.Text || r.Status != "incomplete" || r.Create.Status != "incomplete" ||
+		r.ReasoningTokens == 0 || r.ReasoningTokens > r.OutputTokens {
+		t.Errorf("reasoning: %+v", r)
+		if r != nil {
+			t.Logf("create %+v, stream %+v", r.Create, r.Stream)
+		}
 	}
 
 	for what, nf := range map[string]notFound{"deleted": got.Deleted, "store false": got.Unstored, "unknown previous_response_id": got.NotFound} {
