@@ -2,12 +2,15 @@ package api
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -88,6 +91,12 @@ func anthropicServer(t *testing.T, m *anthropicFake) *Server {
 // anthropicServerKey is anthropicServer requiring the API key key.
 func anthropicServerKey(t *testing.T, m *anthropicFake, key string) *Server {
 	t.Helper()
+	return anthropicServerWith(t, m, Options{APIKey: key})
+}
+
+// anthropicServerWith is anthropicServer with more options.
+func anthropicServerWith(t *testing.T, m *anthropicFake, opt Options) *Server {
+	t.Helper()
 	resolve := func(_ context.Context, id string) (cache.Spec, error) {
 		if id != "claude-test" {
 			return cache.Spec{}, fmt.Errorf("%w: %s", models.ErrNotFound, id)
@@ -100,7 +109,8 @@ func anthropicServerKey(t *testing.T, m *anthropicFake, key string) *Server {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Close(context.Background()) })
-	return New(Options{Version: "test", Libs: backendsLibs(t), Cache: c, APIKey: key})
+	opt.Version, opt.Libs, opt.Cache = "test", backendsLibs(t), c
+	return New(opt)
 }
 
 func postAnthropic(t *testing.T, s *Server, path, body string) *httptest.ResponseRecorder {
@@ -235,7 +245,8 @@ func TestAnthropicRefusals(t *testing.T) {
 func TestAnthropicAgentFields(t *testing.T) {
 	m := &anthropicFake{script: []backends.Event{atext("ok"), adone(backends.FinishStop, 2)}, got: make(chan backends.Request, 1),
 		vars: make(chan map[string]any, 1)}
-	s := anthropicServer(t, m)
+	var logs anthropicLogs
+	s := anthropicServerWith(t, m, Options{Log: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	w := postAnthropic(t, s, "/v1/messages?beta=true", `{"model":"claude-test","max_tokens":32000,
 		"system":[{"type":"text","text":"You are Claude Code.","cache_control":{"type":"ephemeral"}},{"type":"text","text":"Be brief."}],
 		"messages":[{"role":"user","content":[{"type":"text","text":"<system-reminder>x</system-reminder>"},{"type":"text","text":"hi","cache_control":{"type":"ephemeral"}}]}],
@@ -253,6 +264,9 @@ func TestAnthropicAgentFields(t *testing.T) {
 	}
 	if v := <-m.vars; v["enable_thinking"] != true {
 		t.Errorf("template vars %v, want enable_thinking true", v)
+	}
+	if l := logs.String(); !strings.Contains(l, "fields ignored") || !strings.Contains(l, "context_management metadata") {
+		t.Errorf("the ignored fields are not logged at debug:\n%s", l)
 	}
 	_ = postAnthropic(t, s, "/v1/messages", `{"model":"claude-test","max_tokens":5,"thinking":{"type":"disabled"},"messages":[{"role":"user","content":"hi"}]}`)
 	<-m.got
@@ -637,4 +651,22 @@ func TestAnthropicStreamPings(t *testing.T) {
 	if pings != 3 || strings.Join(rest, " ") != want {
 		t.Errorf("%d pings, then %v; want 3 pings, then %s", pings, rest, want)
 	}
+}
+
+// anthropicLogs is a bytes.Buffer that a logger and a test share.
+type anthropicLogs struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *anthropicLogs) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *anthropicLogs) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }
