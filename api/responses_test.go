@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http/httptest"
 	"reflect"
 	"strings"
@@ -20,9 +21,11 @@ import (
 // each request and the template variables its prompt was rendered with.
 type respModel struct {
 	reply func(req backends.Request) []backends.Event
-	mu    sync.Mutex
-	reqs  []backends.Request
-	vars  []map[string]any
+	// generate, when set, answers instead of reply.
+	generate func(ctx context.Context, req backends.Request) <-chan backends.Event
+	mu       sync.Mutex
+	reqs     []backends.Request
+	vars     []map[string]any
 }
 
 func (m *respModel) Close() error        { return nil }
@@ -53,6 +56,9 @@ func (m *respModel) Generate(ctx context.Context, req backends.Request) (<-chan 
 	m.mu.Lock()
 	m.reqs = append(m.reqs, req)
 	m.mu.Unlock()
+	if m.generate != nil {
+		return m.generate(ctx, req), nil
+	}
 	evs := m.reply(req)
 	ch := make(chan backends.Event, len(evs))
 	for _, ev := range evs {
@@ -169,6 +175,9 @@ func TestResponsesCreateWire(t *testing.T) {
 		if got, ok := r[k]; !ok || !reflect.DeepEqual(got, v) {
 			t.Errorf("%s = %v (present %v), want %v", k, got, ok, v)
 		}
+	}
+	if w.Header().Get(DeviceHeader) != "cpu" {
+		t.Errorf("device header %q", w.Header().Get(DeviceHeader))
 	}
 	if !reflect.DeepEqual(r["tools"], []any{}) || !reflect.DeepEqual(r["metadata"], map[string]any{}) || get(r, "text", "format", "type") != "text" {
 		t.Errorf("tools, metadata, text: %s", w.Body)
@@ -531,4 +540,41 @@ func TestResponsesRefusals(t *testing.T) {
 	if w.Code != 200 {
 		t.Fatalf("Codex's fields: status %d: %s", w.Code, w.Body)
 	}
+}
+
+// TestResponsesClientGone: a client that leaves a stream stops the
+// generation (the model sees the request's context end).
+func TestResponsesClientGone(t *testing.T) {
+	s, m := respServer(t, nil, ResponseStoreConfig{})
+	cancelled := make(chan struct{})
+	m.generate = func(ctx context.Context, _ backends.Request) <-chan backends.Event {
+		out := make(chan backends.Event)
+		go func() {
+			defer close(out)
+			out <- backends.Event{Token: 1, Text: "Once"}
+			<-ctx.Done()
+			close(cancelled)
+			out <- backends.Event{Token: -1, Done: true, Finish: backends.FinishCancelled}
+		}()
+		return out
+	}
+	srv := httptest.NewServer(s.Handler())
+	defer srv.Close()
+	resp, err := srv.Client().Post(srv.URL+"/v1/responses", "application/json", strings.NewReader(`{"model":"m","input":"story","stream":true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := bufio.NewReader(resp.Body)
+	for {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			t.Fatalf("the stream ended before the first delta: %v", err)
+		}
+		if strings.Contains(line, `"delta":"Once"`) {
+			break
+		}
+	}
+	resp.Body.Close() // the client goes away
+	<-cancelled
+	_, _ = io.Copy(io.Discard, r)
 }
