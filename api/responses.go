@@ -277,6 +277,11 @@ func (req *ResponsesRequest) tools(gen *backends.Request) error {
 			}
 		}
 	}
+	// The chat API's checks, with the flat shape's field names
+	// (tools[i].name, not tools[i].function.name).
+	for _, err := range checkTools(gen.Tools, false) {
+		errs = append(errs, flatToolParam(err))
+	}
 	if given(req.ToolChoice) {
 		var mode string
 		var named struct {
@@ -300,6 +305,19 @@ func (req *ResponsesRequest) tools(gen *backends.Request) error {
 		}
 	}
 	return joinBadRequests(errs)
+}
+
+// flatToolParam names a tool's field as the flat shape has it.
+func flatToolParam(err error) error {
+	e, ok := err.(*Error)
+	if !ok || e.Param == nil {
+		return err
+	}
+	c := *e
+	param := strings.Replace(*e.Param, "].function", "]", 1)
+	c.Param = &param
+	c.Message = strings.ReplaceAll(e.Message, "].function", "]")
+	return &c
 }
 
 // textFormat reads text.format into gen.ResponseFormat; compileTooling
