@@ -17,6 +17,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/modeld/modeld/backends"
+	_ "github.com/modeld/modeld/backends/llama" // registers the format and tool-call grammar compilers
 	"github.com/modeld/modeld/cache"
 	"github.com/modeld/modeld/models"
 )
@@ -669,4 +670,45 @@ func (b *anthropicLogs) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.b.String()
+}
+
+// TestAnthropicStructuredOutput: output_config.format (and the older
+// output_format) is structured output through the same grammar as
+// response_format; a schema keyword the grammar cannot enforce is a 400
+// naming the field; tool_choice tool leaves the check with its call
+// grammar.
+func TestAnthropicStructuredOutput(t *testing.T) {
+	m := &anthropicFake{script: []backends.Event{atext(`{"n":1}`), adone(backends.FinishStop, 2)}, got: make(chan backends.Request, 1)}
+	s := anthropicServer(t, m)
+	schema := `{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"],"additionalProperties":false}`
+	for _, field := range []string{`"output_config":{"effort":"low","format":{"type":"json_schema","schema":` + schema + `}}`,
+		`"output_format":{"type":"json_schema","schema":` + schema + `}`} {
+		w := postAnthropic(t, s, "/v1/messages", `{"model":"claude-test","max_tokens":16,"messages":[{"role":"user","content":"n?"}],`+field+`}`)
+		if w.Code != 200 {
+			t.Fatalf("%s: %d %s", field, w.Code, w.Body)
+		}
+		if req := <-m.got; req.ResponseFormat.Type != backends.FormatJSONSchema || !strings.Contains(req.ResponseFormat.Grammar, "root ::=") {
+			t.Errorf("%s: response format %+v", field, req.ResponseFormat)
+		}
+	}
+	w := postAnthropic(t, s, "/v1/messages", `{"model":"claude-test","max_tokens":16,"messages":[{"role":"user","content":"n?"}],
+		"output_config":{"format":{"type":"json_schema","schema":{"type":"integer","multipleOf":3}}}}`)
+	if e := anthropicBody[anthropicError](t, w); w.Code != 400 || e.Error.Type != "invalid_request_error" || !strings.Contains(e.Error.Message, "multipleOf") {
+		t.Errorf("unenforceable schema: %d %s", w.Code, w.Body)
+	}
+	w = postAnthropic(t, s, "/v1/messages", `{"model":"claude-test","max_tokens":16,"messages":[{"role":"user","content":"n?"}],
+		"tools":[{"name":"f","input_schema":`+schema+`}],"tool_choice":{"type":"tool","name":"f"}}`)
+	if req := <-m.got; w.Code != 200 || req.ToolChoice.Grammar == "" {
+		t.Errorf("tool_choice tool: %d, grammar %q", w.Code, req.ToolChoice.Grammar)
+	}
+}
+
+// TestAnthropicToolInput: a call's arguments are the tool_use input when
+// they are an object; other text travels whole under "arguments".
+func TestAnthropicToolInput(t *testing.T) {
+	for args, want := range map[string]string{`{"a": 1}`: `{"a": 1}`, "": `{}`, `[1]`: `{"arguments":"[1]"}`, `{"a":`: `{"arguments":"{\"a\":"}`} {
+		if got := string(toolInput(args)); got != want {
+			t.Errorf("toolInput(%q) = %s, want %s", args, got, want)
+		}
+	}
 }
