@@ -66,8 +66,10 @@ func (l Libs) checkLlama() LibStatus {
 			s.Missing = append(s.Missing, f)
 		}
 	}
-	if cpus, _ := filepath.Glob(filepath.Join(dir, "libggml-cpu-*.so")); len(cpus) == 0 {
-		s.Missing = append(s.Missing, "libggml-cpu-*.so")
+	// libggml-cpu-<variant>.so in the prebuilt libraries, libggml-cpu.so in
+	// a native build (scripts/bootstrap --native).
+	if cpus, _ := filepath.Glob(filepath.Join(dir, "libggml-cpu*.so")); len(cpus) == 0 {
+		s.Missing = append(s.Missing, "libggml-cpu*.so")
 	}
 	for _, g := range []string{"cuda", "vulkan"} {
 		if _, err := os.Stat(filepath.Join(dir, "libggml-"+g+".so")); err == nil {

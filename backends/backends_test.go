@@ -23,7 +23,7 @@ func TestCheckMissing(t *testing.T) {
 			t.Fatalf("message lacks the fix: %s", msg)
 		}
 	}
-	if got := strings.Join(st[0].Missing, ","); got != "libllama.so,libggml.so,libggml-base.so,libggml-cpu-*.so" {
+	if got := strings.Join(st[0].Missing, ","); got != "libllama.so,libggml.so,libggml-base.so,libggml-cpu*.so" {
 		t.Fatalf("llama missing = %s", got)
 	}
 }

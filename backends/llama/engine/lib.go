@@ -34,7 +34,7 @@ var native struct {
 }
 
 // requiredLibs are the files Init needs in the library dir (besides at least
-// one libggml-cpu-*.so).
+// one libggml-cpu*.so).
 var requiredLibs = []string{"libllama.so", "libggml.so", "libggml-base.so"}
 
 // Init loads the llama.cpp libraries from libDir and initialises the ggml
@@ -81,9 +81,12 @@ func checkLibDir(dir string) error {
 			return fmt.Errorf("llama: %s missing from %s (run scripts/bootstrap): %w", name, dir, err)
 		}
 	}
-	cpu, err := filepath.Glob(filepath.Join(dir, "libggml-cpu-*.so"))
+	// The prebuilt libraries hold one libggml-cpu-<variant>.so per CPU
+	// family, which ggml loads the best of; a native build links
+	// libggml-cpu.so.
+	cpu, err := filepath.Glob(filepath.Join(dir, "libggml-cpu*.so"))
 	if err != nil || len(cpu) == 0 {
-		return fmt.Errorf("llama: no libggml-cpu-*.so in %s (run scripts/bootstrap)", dir)
+		return fmt.Errorf("llama: no libggml-cpu*.so in %s (run scripts/bootstrap)", dir)
 	}
 	return nil
 }
@@ -99,7 +102,12 @@ func LibVersion() string {
 	if err != nil {
 		return ""
 	}
+	// The prebuilt libraries name the release (libllama.v0.4.0.so); a
+	// native build has the soname's numbers (libllama.so.0.0.1).
 	base := filepath.Base(target)
+	if v, ok := strings.CutPrefix(base, "libllama.so."); ok && v != "" {
+		return "native " + v
+	}
 	v := strings.TrimSuffix(strings.TrimPrefix(base, "libllama."), ".so")
 	if v == base || v == "" {
 		return ""
