@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"reflect"
 	"strings"
 	"time"
 
@@ -333,6 +334,49 @@ func (h *ollama) writeRun(c *gin.Context, run *chatRun, model string, stream boo
 		_ = nd.send(frame("", "", nil, fin))
 		return
 	}
+}
+
+// decode reads a request body into v, a pointer to a request struct, and
+// logs at debug the fields v does not have: a field this dialect does not
+// use is ignored harmlessly. A body that carries a chat prompt (param names
+// it; "" for none) is bounded by the largest prompt a context holds.
+func (h *ollama) decode(c *gin.Context, v any, param string) error {
+	var raw json.RawMessage
+	var err error
+	if param != "" {
+		err = decodePromptJSON(c, &raw, param, h.s.contextCap())
+	} else {
+		err = decodeJSON(c, &raw)
+	}
+	if err != nil {
+		return err
+	}
+	if err := unmarshalBody(raw, v); err != nil {
+		return err
+	}
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(raw, &fields) != nil {
+		return nil
+	}
+	known := jsonFields(reflect.TypeOf(v).Elem())
+	for k := range fields {
+		if !known[k] {
+			h.s.log.Debug("ollama: field ignored", "path", c.Request.URL.Path, "field", clip(k))
+		}
+	}
+	return nil
+}
+
+// jsonFields are the JSON names of a struct type's fields.
+func jsonFields(t reflect.Type) map[string]bool {
+	out := map[string]bool{}
+	for i := range t.NumField() {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		if name != "" && name != "-" {
+			out[name] = true
+		}
+	}
+	return out
 }
 
 // ollamaID is the modeld id of an Ollama model name: Ollama matches names

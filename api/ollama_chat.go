@@ -162,7 +162,7 @@ func ollamaTools(raw json.RawMessage, gen *backends.Request) error {
 func (h *ollama) chat(c *gin.Context) {
 	tm := ollamaTiming{start: time.Now()}
 	var req OllamaChatRequest
-	if err := decodePromptJSON(c, &req, "messages", h.s.contextCap()); err != nil {
+	if err := h.decode(c, &req, "messages"); err != nil {
 		ollamaError(c, err, "")
 		return
 	}
@@ -237,7 +237,7 @@ func (h *ollama) chatCall(req *OllamaChatRequest) (chatCall, error) {
 func (h *ollama) generate(c *gin.Context) {
 	tm := ollamaTiming{start: time.Now()}
 	var req OllamaGenerateRequest
-	if err := decodePromptJSON(c, &req, "prompt", h.s.contextCap()); err != nil {
+	if err := h.decode(c, &req, "prompt"); err != nil {
 		ollamaError(c, err, "")
 		return
 	}

@@ -475,7 +475,7 @@ func (h *ollama) runEmbed(c *gin.Context, model string, ka KeepAlive, texts []st
 func (h *ollama) embed(c *gin.Context) {
 	start := time.Now()
 	var req OllamaEmbedRequest
-	if err := decodeJSON(c, &req); err != nil {
+	if err := h.decode(c, &req, ""); err != nil {
 		ollamaError(c, err, "")
 		return
 	}
@@ -508,7 +508,7 @@ func (h *ollama) embed(c *gin.Context) {
 
 func (h *ollama) embeddings(c *gin.Context) {
 	var req OllamaEmbeddingsRequest
-	if err := decodeJSON(c, &req); err != nil {
+	if err := h.decode(c, &req, ""); err != nil {
 		ollamaError(c, err, "")
 		return
 	}

@@ -241,6 +241,16 @@ func TestOllamaGenerateDocExamples(t *testing.T) {
 	if _, ok := one["context"]; ok {
 		t.Errorf("a context was returned: %v", one)
 	}
+	// A field this dialect does not use is ignored; a body that is not a JSON object is a 400.
+	if w := e.call(t, "POST", "/api/generate", `{"model":"org/chat","prompt":"x","stream":false,"width":512,"client_metadata":{"a":1}}`); w.Code != 200 {
+		t.Errorf("unknown fields: %d %s", w.Code, w.Body)
+	}
+	for _, bad := range []string{``, `{`, `[1]`} {
+		ollamaErr(t, e.call(t, "POST", "/api/generate", bad), 400, "")
+		ollamaErr(t, e.call(t, "POST", "/api/chat", bad), 400, "")
+	}
+	ollamaErr(t, e.call(t, "POST", "/api/generate", `{"model":"org/chat","prompt":7}`), 400, "prompt")
+	ollamaErr(t, e.call(t, "POST", "/api/chat", `{"model":"org/chat","messages":7}`), 400, "messages")
 }
 
 // docs/api.md "Generate request (With options)": every option of the
