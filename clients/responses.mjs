@@ -67,6 +67,25 @@ run(async () => {
   });
   check(parsed.output_parsed && Event.safeParse(parsed.output_parsed).success, 'parse: output_parsed validates', parsed.output_text);
 
+  // A request shaped as Codex sends it: developer and user message items,
+  // non-strict function tools, parallel_tool_calls false, reasoning,
+  // store false, and fields modeld accepts without reading.
+  const codexStream = await client.responses.create({
+    model, stream: true, store: false, tool_choice: 'auto', parallel_tool_calls: false, max_output_tokens: 8,
+    instructions: 'You are a coding agent.',
+    input: [
+      { type: 'message', role: 'developer', content: [{ type: 'input_text', text: 'Sandbox: read-only.' }] },
+      { type: 'message', role: 'user', content: [{ type: 'input_text', text: 'List the files.' }] },
+    ],
+    tools: [{ type: 'function', name: 'shell', description: 'Runs a command', strict: false,
+      parameters: { type: 'object', properties: { command: { type: 'array', items: { type: 'string' } } }, required: ['command'] } }],
+    reasoning: { effort: 'medium', summary: 'auto' }, include: ['reasoning.encrypted_content'],
+    prompt_cache_key: '0199a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b', client_metadata: { originator: 'codex_cli_rs' },
+  });
+  const codexEvents = [];
+  for await (const ev of codexStream) codexEvents.push(ev.type);
+  check(['response.completed', 'response.incomplete'].includes(codexEvents.at(-1)), 'codex: the stream ends with the response', codexEvents);
+
   const retrieved = await client.responses.retrieve(created.id);
   check(retrieved.id === created.id && retrieved.output_text === created.output_text, 'retrieve: the stored response', retrieved);
   await client.responses.delete(created.id);
@@ -93,6 +112,7 @@ run(async () => {
 
   return {
     reasoning,
+    codex: { last: codexEvents.at(-1), events: codexEvents.length },
     create: { text: created.output_text, status: created.status, usage: usage(created.usage) },
     stream: { text: final.output_text, deltas, status: final.status, usage: usage(final.usage), events },
     call: { name: fc.name, arguments: fc.arguments, status: call.status, input_tokens: call.usage.input_tokens, streamed_arguments: streamedCall?.arguments },

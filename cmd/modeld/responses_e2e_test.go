@@ -26,7 +26,10 @@ import (
 // false and an unknown response are the SDK's NotFoundError. On a model
 // whose template opens the thinking block (DeepSeek R1's distill), the
 // reasoning is a reasoning item (its summary the same text), created and
-// streamed (reasoning_text deltas) alike, counted as reasoning_tokens.
+// streamed (reasoning_text deltas) alike, counted as reasoning_tokens. A
+// request shaped as Codex sends it (include, prompt_cache_key,
+// client_metadata, store false, reasoning) streams to its end (the script
+// checks it).
 func TestResponsesSDKAgainstDaemon(t *testing.T) {
 	home := t.TempDir()
 	env := map[string]string{"MODELD_HOME": home}
