@@ -237,3 +237,45 @@ func TestChoicesStructured(t *testing.T) {
 		}
 	}
 }
+
+// TestSchedulerChoicesCancel: cancelling an n-choice request ends every
+// choice, running or still waiting for slots, and frees their slots.
+func TestSchedulerChoicesCancel(t *testing.T) {
+	dec := &copyDecoder{fakeDecoder: newFakeDecoder()}
+	dec.entered, dec.gate = make(chan int, 1024), make(chan struct{})
+	s := newSchedulerWith(dec, 3, 8, 1<<20, 0, Hooks{})
+	go s.loop()
+	t.Cleanup(func() {
+		select {
+		case <-dec.gate:
+		default:
+			close(dec.gate)
+		}
+		s.stop()
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	running := &request{ctx: ctx, prompt: []yz.Token{10, 11, 12}, budget: 1000, stream: newStream()}
+	running.withChoices(3)
+	if err := s.submit(running); err != nil {
+		t.Fatal(err)
+	}
+	<-dec.entered // the three choices hold the three slots
+	waiting := &request{ctx: ctx, prompt: []yz.Token{20, 21}, budget: 5, stream: newStream()}
+	waiting.withChoices(2)
+	if err := s.submit(waiting); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	close(dec.gate)
+	for _, r := range []*request{running, waiting} {
+		for i, c := range r.group() {
+			go c.stream.pump()
+			if ev := last(t, c.stream.out); ev.Finish != FinishCancelled {
+				t.Errorf("choice %d ended with %+v, want cancelled", i, ev)
+			}
+		}
+	}
+	if st := s.stats(); st.Active != 0 || st.Waiting != 0 {
+		t.Errorf("stats after the cancel: %+v, want nothing active or waiting", st)
+	}
+}
