@@ -210,3 +210,23 @@ func TestTopTokens(t *testing.T) {
 		t.Errorf("top 0 = %v", got)
 	}
 }
+
+// BenchmarkLogprobs measures generation without logprobs and with
+// top_logprobs 20 on the same model and prompt (tokens per op: 32).
+func BenchmarkLogprobs(b *testing.B) {
+	m := openModel(b, ggufgen.Tiny(ggufgen.SPM), Options{Slots: 1})
+	prompt := tokenize(b, m, prompts[1])
+	for _, c := range []struct {
+		name string
+		req  Request
+	}{
+		{"off", Request{Prompt: prompt, MaxTokens: 32}},
+		{"top20", Request{Prompt: prompt, MaxTokens: 32, Logprobs: true, TopLogprobs: 20}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				generate(b, m, c.req)
+			}
+		})
+	}
+}
