@@ -217,7 +217,11 @@ func ollamaArguments(text string) json.RawMessage {
 	return b
 }
 
+// ollamaCalls are a turn's calls in Ollama's shape (nil for none).
 func ollamaCalls(calls []backends.ToolCall) []ollamaToolCall {
+	if len(calls) == 0 {
+		return nil
+	}
 	out := make([]ollamaToolCall, len(calls))
 	for i, tc := range calls {
 		out[i].Function.Index, out[i].Function.Name, out[i].Function.Arguments = i, tc.Name, ollamaArguments(tc.Arguments)
@@ -317,13 +321,11 @@ func (h *ollama) writeRun(c *gin.Context, run *chatRun, model string, stream boo
 			PromptEvalCount: ev.Usage.PromptTokens, PromptEvalDuration: int64(first.Sub(genStart)),
 			EvalCount: ev.Usage.CompletionTokens, EvalDuration: int64(end.Sub(first)),
 		}}
-		var tcs []ollamaToolCall
-		for _, w := range calls {
-			tcs = append(tcs, ollamaCalls([]backends.ToolCall{{Name: w.Function.Name, Arguments: w.Function.Arguments}})[0])
+		made := make([]backends.ToolCall, len(calls))
+		for i, w := range calls {
+			made[i] = backends.ToolCall{Name: w.Function.Name, Arguments: w.Function.Arguments}
 		}
-		for i := range tcs {
-			tcs[i].Function.Index = i
-		}
+		tcs := ollamaCalls(made)
 		if !stream {
 			c.JSON(http.StatusOK, frame(text.String(), thinking.String(), tcs, fin))
 			return

@@ -220,7 +220,7 @@ func TestOllamaGenerateDocExamples(t *testing.T) {
 	lines := ndjson(t, w.Body.String())
 	var text strings.Builder
 	for _, l := range lines[:len(lines)-1] {
-		if l["done"] != false || l["model"] != "org/chat:latest" {
+		if _, stats := l["eval_count"]; l["done"] != false || l["model"] != "org/chat:latest" || stats || l["done_reason"] != nil {
 			t.Errorf("delta %v", l)
 		}
 		text.WriteString(l["response"].(string))
