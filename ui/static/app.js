@@ -236,7 +236,6 @@ function startPull(ref, name) {
         if (!line.trim()) continue;
         const ev = JSON.parse(line);
         if (ev.status === 'success') {
-          for (const f of files.values()) { f.bar.value = f.bar.max; f.pct.textContent = '100%'; }
           finish('done', `pulled ${ev.model}`);
           await refresh();
           return;
@@ -364,8 +363,10 @@ async function chat(model, text, signal) {
   const status = $('play-status');
   let answer = '';
   try {
-    const res = await api('POST', '/v1/chat/completions',
-      { model, messages: play.history, stream: true, stream_options: { include_usage: true } }, { signal, raw: true });
+    const req = { model, messages: play.history, stream: true, stream_options: { include_usage: true } };
+    const temp = $('play-temp').value.trim();
+    if (temp !== '') req.temperature = Number(temp);
+    const res = await api('POST', '/v1/chat/completions', req, { signal, raw: true });
     status.textContent = 'streaming';
     let finish = '';
     let usage = null;

@@ -1,0 +1,236 @@
+package main
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/modeld/modeld/internal/ggufgen"
+	"github.com/modeld/modeld/ui"
+)
+
+// uiHub is a fake model hub with two GGUF repositories: org/tiny, served
+// whole, and org/slow, whose file (ranges honoured) gives its first half
+// and then stalls until the request ends; slowActive counts the requests
+// for it still open.
+type uiHub struct {
+	*httptest.Server
+	slowActive atomic.Int64
+}
+
+// stallReader is a file that reads as data up to limit and then blocks
+// until done is closed.
+type stallReader struct {
+	*bytes.Reader
+	limit int64
+	done  <-chan struct{}
+}
+
+func (s *stallReader) Read(p []byte) (int, error) {
+	pos, _ := s.Seek(0, io.SeekCurrent)
+	if pos >= s.limit {
+		<-s.done
+		return 0, io.ErrUnexpectedEOF
+	}
+	return s.Reader.Read(p[:min(int64(len(p)), s.limit-pos)])
+}
+
+func newUIHub(t *testing.T, tiny []byte) *uiHub {
+	t.Helper()
+	slow := bytes.Repeat([]byte("modeld-slow-"), 1<<18) // 3 MiB
+	h := &uiHub{}
+	commit := strings.Repeat("ab", 20)
+	digest := func(b []byte) string { s := sha256.Sum256(b); return hex.EncodeToString(s[:]) }
+	repos := map[string][]byte{"tiny": tiny, "slow": slow}
+	h.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		for name, data := range repos {
+			file := name + "-Q4_0.gguf"
+			switch {
+			case strings.HasSuffix(r.URL.Path, "/api/models/org/"+name+"/revision/main"):
+				fmt.Fprintf(w, `{"sha":%q}`, commit)
+				return
+			case strings.HasSuffix(r.URL.Path, "/api/models/org/"+name+"/tree/"+commit):
+				fmt.Fprintf(w, `[{"type":"file","path":%q,"size":%d,"oid":"x","lfs":{"oid":%q,"size":%d,"pointerSize":100}}]`,
+					file, len(data), digest(data), len(data))
+				return
+			case r.URL.Path == "/org/"+name+"/resolve/"+commit+"/"+file:
+				w.Header().Set("X-Linked-Etag", `"`+digest(data)+`"`)
+				if name == "tiny" {
+					http.ServeContent(w, r, file, time.Time{}, bytes.NewReader(data))
+					return
+				}
+				h.slowActive.Add(1)
+				defer h.slowActive.Add(-1)
+				http.ServeContent(w, r, file, time.Time{}, &stallReader{Reader: bytes.NewReader(data), limit: int64(len(data) / 2), done: r.Context().Done()})
+				return
+			}
+		}
+		http.NotFound(w, r)
+	}))
+	t.Cleanup(h.Close)
+	return h
+}
+
+// screenshotDir is where the browser test writes its screenshots:
+// $MODELD_SCREENSHOT_DIR when set (CI keeps it), else a test temp dir.
+func screenshotDir(t *testing.T) string {
+	t.Helper()
+	dir := os.Getenv("MODELD_SCREENSHOT_DIR")
+	if dir == "" {
+		return t.TempDir()
+	}
+	dir = filepath.Join(dir, t.Name())
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// TestLocalModelsPageInBrowser drives the Local Models page in Debian's
+// chromium (clients/ui.mjs, playwright-core) against a real daemon with a
+// chat model (GGUF, a runner), ONNX embedding and classification models, a
+// spare model and a fake hub: the models are listed with the sizes the API
+// gives and the store's disk total; a delete (confirmed) removes one; a
+// pull moves its bar to 100% and the model appears; a cancelled pull makes
+// the daemon stop its download and leaves no model; a chat streams and Stop
+// ends it, which the daemon's metrics count as a cancelled generation;
+// embed and classify answer; the probe panel lists every backend; a daemon
+// with an API key gets it from the page's key dialog. The page must raise
+// no error (a Content-Security-Policy violation included).
+func TestLocalModelsPageInBrowser(t *testing.T) {
+	if _, err := os.Stat("/usr/bin/chromium"); err != nil {
+		t.Fatal("chromium is not installed: apt-get install chromium")
+	}
+	home := longChatHome(t) // t/chat streams for as long as the test needs
+	env := map[string]string{"MODELD_HOME": home}
+	spare := filepath.Join(t.TempDir(), "spare.gguf")
+	if err := ggufgen.WriteFile(spare, ggufgen.Tiny(ggufgen.BPE)); err != nil {
+		t.Fatal(err)
+	}
+	for src, id := range map[string]string{fixtureDir("embed-mean"): "t/embed", fixtureDir("classify"): "t/classify", spare: "t/spare"} {
+		if out, err := runCLI(t, env, "import", src, "--name", id); err != nil {
+			t.Fatalf("import %s: %v\n%s", id, err, out)
+		}
+	}
+	_, tiny := tinyGGUFFile(t)
+	hub := newUIHub(t, tiny)
+	_, base, logs := startDaemon(t, home, "--context-size", "16384", "--hf-endpoint", hub.URL, "--allow-private-pull")
+	// A second daemon, with an API key, on a home of its own (one daemon
+	// serves a home).
+	keyHome := t.TempDir()
+	if out, err := runCLI(t, map[string]string{"MODELD_HOME": keyHome}, "import", fixtureDir("embed-mean"), "--name", "t/embed"); err != nil {
+		t.Fatalf("import: %v\n%s", err, out)
+	}
+	const key = "mk-ui-test-5e1f"
+	_, keyBase, _ := startDaemon(t, keyHome, "--api-key", key)
+	defer func() {
+		if t.Failed() {
+			t.Logf("daemon log:\n%s", logs)
+		}
+	}()
+	shots := screenshotDir(t)
+	t.Logf("screenshots in %s", shots)
+
+	raw := runClient(t, base, "ui.mjs", map[string]string{
+		"SCREENSHOT_DIR": shots, "CHAT_MODEL": "t/long", "EMBED_MODEL": "t/embed", "CLASSIFY_MODEL": "t/classify",
+		"DELETE_MODEL": "t/spare", "PULL_REF": "hf:org/tiny:Q4_0", "PULLED_MODEL": "org/tiny", "SLOW_REF": "hf:org/slow:Q4_0",
+		"KEY_URL": keyBase, "KEY": key,
+	})
+	var out struct {
+		CSP    string
+		Models []struct {
+			ID, Size  string
+			SizeBytes int64
+		}
+		DiskTotal          int64
+		Backends           []struct{ Kind, Usable, Reason string }
+		ConfirmText        string
+		PullFiles          []struct{ File, Pct string }
+		Pulled             string
+		SlowBefore         string
+		StreamedBeforeStop int
+		ChatStatus         string
+		Dimensions, Labels int
+		Loaded             []string
+		KeyModels          int
+		KeyStored          bool
+		Screenshots        []string
+	}
+	if err := json.Unmarshal([]byte(raw), &out); err != nil {
+		t.Fatalf("ui.mjs output %q: %v", raw, err)
+	}
+	t.Logf("page saw: %d models, disk %d B, %d backends, pull %v, slow pull cancelled at %s, %d chunks before Stop, %d dimensions, %d labels, loaded %q",
+		len(out.Models), out.DiskTotal, len(out.Backends), out.PullFiles, out.SlowBefore, out.StreamedBeforeStop, out.Dimensions, out.Labels, out.Loaded)
+	if out.CSP != ui.ContentSecurityPolicy {
+		t.Errorf("the page came with Content-Security-Policy %q", out.CSP)
+	}
+	if len(out.Models) != 4 || out.DiskTotal <= 0 {
+		t.Errorf("the page listed %+v (disk %d), want t/long, t/embed, t/classify, t/spare", out.Models, out.DiskTotal)
+	}
+	if !strings.Contains(out.ConfirmText, "t/spare") {
+		t.Errorf("the delete confirmation says %q", out.ConfirmText)
+	}
+	if len(out.Backends) != 4 {
+		t.Errorf("the probe panel shows %+v, want the 4 backends", out.Backends)
+	}
+	for _, b := range out.Backends {
+		if b.Usable == "no" && b.Reason == "" {
+			t.Errorf("backend %s is not usable and the panel does not say why", b.Kind)
+		}
+	}
+	if out.ChatStatus != "stopped" || out.StreamedBeforeStop < 5 {
+		t.Errorf("chat: %d chunks, then %q", out.StreamedBeforeStop, out.ChatStatus)
+	}
+	if out.Dimensions <= 0 || out.Labels <= 0 {
+		t.Errorf("embed gave %d dimensions, classify %d labels", out.Dimensions, out.Labels)
+	}
+	if out.KeyModels != 1 || !out.KeyStored {
+		t.Errorf("with an API key the page listed %d models (key kept: %v)", out.KeyModels, out.KeyStored)
+	}
+	for _, p := range out.Screenshots {
+		if st, err := os.Stat(p); err != nil || st.Size() == 0 {
+			t.Errorf("screenshot %s: %v", p, err)
+		}
+	}
+	if len(out.Screenshots) < 6 {
+		t.Errorf("%d screenshots: %v", len(out.Screenshots), out.Screenshots)
+	}
+
+	// What the daemon did, seen from outside the page.
+	for deadline := time.Now().Add(30 * time.Second); hub.slowActive.Load() > 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the daemon still downloads the cancelled pull (%d requests open) 30s later", hub.slowActive.Load())
+		}
+	}
+	waitMetric(t, base, `modeld_generations_cancelled_total{model="t/long"} 1`)
+	waitMetric(t, base, `vllm:num_requests_running{model_name="t/long"} 0`)
+	res, err := http.Get(base + "/v1/models")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var list struct{ Data []struct{ ID string } }
+	if err := json.NewDecoder(res.Body).Decode(&list); err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, m := range list.Data {
+		ids = append(ids, m.ID)
+	}
+	slices.Sort(ids)
+	if want := out.Pulled + ",t/classify,t/embed,t/long"; !strings.HasPrefix(out.Pulled, "org/tiny") || strings.Join(ids, ",") != want {
+		t.Errorf("models after the page's delete and pulls: %v, want %s", ids, want)
+	}
+}
