@@ -97,6 +97,7 @@ func unmarshalBody(body []byte, v any) error {
 // acquire finds or loads model id (in its canonical form, so that "m" and
 // "m:latest" share one instance) and sets the device header from it.
 func (s *Server) acquire(c *gin.Context, id string, ka KeepAlive) (*cache.Handle, error) {
+	noteModel(c, id)
 	if s.opt.Cache == nil {
 		return nil, &Error{Status: http.StatusServiceUnavailable, Type: "server_error", Message: "no model runtime is configured"}
 	}

@@ -162,7 +162,7 @@ func (s *Server) startChat(c *gin.Context, call chatCall) (*chatRun, error) {
 		h.Release()
 		return nil, err
 	}
-	return &chatRun{Events: events, PromptTokens: len(gen.Prompt), handle: h}, nil
+	return &chatRun{Events: noteEvents(c, events, len(gen.Prompt)), PromptTokens: len(gen.Prompt), handle: h}, nil
 }
 
 // startText is startChat for a raw prompt that the caller templated itself:
@@ -193,7 +193,7 @@ func (s *Server) startText(c *gin.Context, model string, ka KeepAlive, gen backe
 		h.Release()
 		return nil, err
 	}
-	return &chatRun{Events: events, PromptTokens: len(gen.Prompt), handle: h}, nil
+	return &chatRun{Events: noteEvents(c, events, len(gen.Prompt)), PromptTokens: len(gen.Prompt), handle: h}, nil
 }
 
 // chatResult is a whole generation, for the non-streamed answers.

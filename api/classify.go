@@ -166,6 +166,7 @@ func (s *Server) classify(c *gin.Context) {
 			}
 		}
 	}
+	noteTokens(c, out.Usage.PromptTokens, 0)
 	setTruncated(c, truncated)
 	c.JSON(http.StatusOK, out)
 }

@@ -99,6 +99,7 @@ func (s *Server) embeddings(c *gin.Context) {
 		writeError(c, err)
 		return
 	}
+	noteTokens(c, res.Tokens, 0)
 	body, ok := appendEmbeddings(bufPool.Get().(*[]byte), req.Model, res.Vectors, req.EncodingFormat == "base64", taskUsage(res.Tokens))
 	defer func() {
 		if cap(*body) <= maxPooledBuf {

@@ -107,6 +107,7 @@ func (s *Server) rerank(c *gin.Context) {
 		return
 	}
 	withDocs := req.ReturnDocuments == nil || *req.ReturnDocuments
+	noteTokens(c, res.Tokens, 0)
 	out := RerankResponse{Object: "list", Model: req.Model, Results: make([]RerankItem, len(res.Results)), Usage: taskUsage(res.Tokens)}
 	for i, r := range res.Results {
 		if !finite(r.Score) {

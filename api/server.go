@@ -152,14 +152,3 @@ func (s *Server) recoverer(c *gin.Context) {
 	}()
 	c.Next()
 }
-
-func (s *Server) logRequests(c *gin.Context) {
-	start := time.Now()
-	c.Next()
-	level := slog.LevelDebug
-	if c.Writer.Status() >= 500 {
-		level = slog.LevelWarn
-	}
-	s.log.Log(c.Request.Context(), level, "request", "method", c.Request.Method, "path", c.Request.URL.Path,
-		"status", c.Writer.Status(), "took", time.Since(start).Round(time.Microsecond))
-}

@@ -153,6 +153,7 @@ func (s *Server) summarize(c *gin.Context) {
 		writeError(c, err)
 		return
 	}
+	noteTokens(c, res.InputTokens, res.OutputTokens)
 	out := SummaryList{Object: "list", Model: req.Model, Data: make([]Summary, len(res.Summaries)), Usage: summaryUsage(res)}
 	for i, sum := range res.Summaries {
 		out.Data[i] = Summary{Object: "summary", Index: i, SummaryText: sum.Text, FinishReason: sum.FinishReason}
@@ -200,6 +201,7 @@ func (s *Server) summarizeStream(c *gin.Context, id string, sm backends.Summariz
 	}
 	sum := res.Summaries[0]
 	u := summaryUsage(res)
+	noteTokens(c, res.InputTokens, res.OutputTokens)
 	sse.send(SummaryChunk{Object: "summary.chunk", Model: id, FinishReason: &sum.FinishReason, SummaryText: &sum.Text, Usage: &u})
 	sse.done()
 }

@@ -144,7 +144,7 @@ func StartRunner(ctx context.Context, opts RunnerOptions) (*Runner, error) {
 		Options: opts.Options, ParentPID: os.Getpid(), LogLevel: opts.LogLevel,
 	}
 	argv := append(append([]string(nil), opts.Command...), cfg.Args()...)
-	log := opts.Logger.With("model", opts.ModelPath)
+	log := opts.Logger.With("model_path", opts.ModelPath) // the logger names the model id
 	proc, err := startProcess(argv, opts.Env, log, func() { _ = os.RemoveAll(dir) })
 	if err != nil {
 		_ = os.RemoveAll(dir)
@@ -288,7 +288,7 @@ func (r *Runner) Close() error {
 		r.closing.Store(true)
 		close(r.unwatch)
 		if r.proc.stop(r.opts.StopGrace) {
-			r.opts.Logger.Warn("llama: runner ignored SIGTERM; killed", "model", r.opts.ModelPath, "pid", r.proc.pid)
+			r.opts.Logger.Warn("llama: runner ignored SIGTERM; killed", "model_path", r.opts.ModelPath, "pid", r.proc.pid)
 		}
 		r.client.CloseIdleConnections()
 	})
@@ -425,7 +425,7 @@ func (r *Runner) StatsContext(ctx context.Context) (Stats, error) {
 func (r *Runner) Stats() Stats {
 	st, err := r.StatsContext(context.Background())
 	if err != nil {
-		r.opts.Logger.Debug("llama: runner stats", "model", r.opts.ModelPath, "err", err)
+		r.opts.Logger.Debug("llama: runner stats", "model_path", r.opts.ModelPath, "err", err)
 		return Stats{Slots: r.info.Slots}
 	}
 	return st

@@ -4,6 +4,7 @@ import (
 	"github.com/modeld/modeld/backends/llama/wire"
 
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -59,6 +60,11 @@ func startProcess(argv, env []string, log *slog.Logger, onExit func()) (*process
 	}
 	var pid atomic.Int64
 	logLine := func(stream, line string) {
+		if rec, ok := parseRunnerRecord(line); ok {
+			p.tail.addLine(rec.text())
+			rec.log(log, pid.Load())
+			return
+		}
 		p.tail.addLine(line)
 		log.Debug("llama runner output", "pid", pid.Load(), "stream", stream, "line", line)
 	}
@@ -253,4 +259,77 @@ func (t *tailBuffer) String() string {
 		}
 	}
 	return strings.ToValidUTF8(strings.TrimRight(string(b), "\n"), "\uFFFD")
+}
+
+// runnerRecord is one log record of a runner: the runner logs JSON lines
+// to stderr (runner.Main), which the daemon logs again as records of its
+// own, at the runner's level, with the runner's attributes in the group
+// "runner" (so that none repeats a key of the daemon's logger). Lines that
+// are not such a record (native code writing to stderr) are logged as they
+// are, at debug.
+type runnerRecord struct {
+	level slog.Level
+	msg   string
+	attrs []slog.Attr // in the order the runner wrote them
+}
+
+func parseRunnerRecord(line string) (runnerRecord, bool) {
+	var rec runnerRecord
+	if !strings.HasPrefix(line, "{") {
+		return rec, false
+	}
+	dec := json.NewDecoder(strings.NewReader(line))
+	dec.UseNumber()
+	if _, err := dec.Token(); err != nil {
+		return rec, false
+	}
+	seenMsg := false
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return rec, false
+		}
+		key, _ := tok.(string)
+		var v any
+		if err := dec.Decode(&v); err != nil {
+			return rec, false
+		}
+		switch key {
+		case slog.TimeKey:
+		case slog.LevelKey:
+			s, _ := v.(string)
+			if err := rec.level.UnmarshalText([]byte(s)); err != nil {
+				return rec, false
+			}
+		case slog.MessageKey:
+			rec.msg, _ = v.(string)
+			seenMsg = true
+		default:
+			rec.attrs = append(rec.attrs, slog.Any(key, v))
+		}
+	}
+	return rec, seenMsg
+}
+
+// log logs the record on the daemon's logger.
+func (r runnerRecord) log(log *slog.Logger, pid int64) {
+	attrs := []slog.Attr{slog.Int64("pid", pid)}
+	if len(r.attrs) > 0 {
+		args := make([]any, len(r.attrs))
+		for i, a := range r.attrs {
+			args[i] = a
+		}
+		attrs = append(attrs, slog.Group("runner", args...))
+	}
+	log.LogAttrs(context.Background(), r.level, r.msg, attrs...)
+}
+
+// text is the record as the exit error's output tail shows it.
+func (r runnerRecord) text() string {
+	var b strings.Builder
+	b.WriteString(r.level.String() + " " + r.msg)
+	for _, a := range r.attrs {
+		fmt.Fprintf(&b, " %s=%v", a.Key, a.Value)
+	}
+	return b.String()
 }

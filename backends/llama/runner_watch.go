@@ -159,7 +159,7 @@ func (r *Runner) stall(silent time.Duration) {
 	if r.closing.Load() {
 		return
 	}
-	r.opts.Logger.Error("llama: runner stalled; killing it", "model", r.opts.ModelPath, "pid", r.proc.pid,
+	r.opts.Logger.Error("llama: runner stalled; killing it", "model_path", r.opts.ModelPath, "pid", r.proc.pid,
 		"silent", silent.Round(time.Millisecond), "stall_timeout", r.opts.StallTimeout, "in_flight", r.live.inflight.Load())
 	r.proc.killStalled(r.opts.StallTimeout)
 }

@@ -211,6 +211,17 @@ func retryable(err error) bool {
 		errors.Is(err, errShortBody) || strings.Contains(err.Error(), "connection reset")
 }
 
+// unreachable reports whether err says that the host cannot be resolved or
+// reached at all: a name that does not resolve (no network, or no such
+// host), a connection refused, a network or host unreachable. Such a first
+// failure of a request is not retried; one that comes while a request is
+// already being retried (a server restarting) is.
+func unreachable(err error) bool {
+	var dns *net.DNSError
+	return errors.As(err, &dns) || errors.Is(err, syscall.ECONNREFUSED) ||
+		errors.Is(err, syscall.ENETUNREACH) || errors.Is(err, syscall.EHOSTUNREACH)
+}
+
 // errShortBody: a response ended before the bytes it announced.
 var errShortBody = errors.New("response ended early")
 
@@ -227,6 +238,9 @@ type backoff struct {
 func (b *backoff) wait(ctx context.Context, err error, progressed bool) error {
 	if !retryable(err) {
 		return err
+	}
+	if !progressed && b.retries == 0 && unreachable(err) {
+		return err // offline, or nothing there: waiting seconds to ask again would not help
 	}
 	if progressed {
 		b.retries = 0
