@@ -712,3 +712,30 @@ func TestAnthropicToolInput(t *testing.T) {
 		}
 	}
 }
+
+// FuzzAnthropicRequest: decoding and translating any Messages body (for
+// /v1/messages and count_tokens) never panics, and a refusal is a proper
+// 4xx *Error.
+func FuzzAnthropicRequest(f *testing.F) {
+	for _, s := range []string{
+		`{"model":"m","max_tokens":5,"system":[{"type":"text","text":"s"}],"messages":[{"role":"user","content":"hi"}],"stop_sequences":["x"]}`,
+		`{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"a"},{"role":"assistant","content":[{"type":"text","text":"b"},{"type":"tool_use","id":"t","name":"f","input":{"a":1}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":[{"type":"text","text":"r"}],"is_error":true}]}],"tools":[{"name":"f","input_schema":{"type":"object"}}],"tool_choice":{"type":"any","disable_parallel_tool_use":true}}`,
+		`{"model":"m","max_tokens":32000,"thinking":{"type":"enabled","budget_tokens":1024},"output_config":{"format":{"type":"json_schema","schema":{"type":"object"}}},"messages":[{"role":"user","content":[{"type":"image"}]}]}`,
+		`{"model":"m","max_tokens":0,"temperature":3,"top_k":-1,"tools":[{"type":"web_search_20250305","name":"w"}],"messages":[]}`,
+		`{"messages":[{"role":"system"}],"tool_choice":"auto","thinking":{},"mcp_servers":[{}]}`,
+		`[]`, `null`, `{`, `{"messages":{}}`, `{"system":1}`,
+	} {
+		f.Add(false, []byte(s))
+		f.Add(true, []byte(s))
+	}
+	f.Fuzz(func(t *testing.T, count bool, body []byte) {
+		var req AnthropicRequest
+		err := unmarshalBody(body, &req)
+		if err == nil {
+			_, err = req.plan(backends.DefaultContextCap, count)
+		}
+		if err != nil {
+			checkRequestError(t, "messages", err)
+		}
+	})
+}
