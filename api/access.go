@@ -22,7 +22,8 @@ package api
 //     as "Authorization: Bearer KEY" or "x-api-key: KEY"; otherwise 401 with
 //     WWW-Authenticate. /health is no exception; only GET and HEAD of the Local
 //     Models page's static files (package ui), which hold no data, are served
-//     without it: the page asks for the key and sends it on its API calls.
+//     without it: the page asks for the key and sends it on its API calls; and
+//     GET /metrics when Options.MetricsWithoutKey is set.
 //  4. Bodies without a preflight. With an Origin, a request that has or may
 //     have a body must send it as JSON (application/json or +json): text/plain,
 //     form-urlencoded, multipart and a missing type are 415, so no page can
@@ -105,6 +106,7 @@ type access struct {
 	anyOrigin  bool            // Origins holds "*"
 	extensions map[string]bool // ids and full origins; empty: every extension
 	keyHash    *[32]byte       // nil: no key
+	keyless    bool            // GET /metrics needs no key (Options.MetricsWithoutKey)
 	limits     Limits
 }
 
@@ -128,6 +130,7 @@ func newAccess(opt Options) *access {
 			a.extensions[e] = true
 		}
 	}
+	a.keyless = opt.MetricsWithoutKey
 	if opt.APIKey != "" {
 		h := sha256.Sum256([]byte(opt.APIKey))
 		a.keyHash = &h
@@ -167,7 +170,7 @@ func (s *Server) guard(next http.Handler) http.Handler {
 				return
 			}
 		}
-		if e := a.checkKey(r); e != nil && !pageFile(r) {
+		if e := a.checkKey(r); e != nil && !pageFile(r) && !(a.keyless && metricsScrape(r)) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="modeld"`)
 			s.refuse(w, r, e)
 			return
@@ -311,6 +314,11 @@ func sameOrigin(origin, host string) bool {
 		return false
 	}
 	return u.Host != "" && strings.EqualFold(u.Host, host)
+}
+
+// metricsScrape reports whether r is a GET or HEAD of /metrics.
+func metricsScrape(r *http.Request) bool {
+	return (r.Method == http.MethodGet || r.Method == http.MethodHead) && r.URL.Path == "/metrics"
 }
 
 // pageFile reports whether r asks for one of the Local Models page's static

@@ -77,3 +77,21 @@ func TestSameOriginPageOnLANAddress(t *testing.T) {
 		}
 	}
 }
+
+// TestMetricsWithoutKey: with MetricsWithoutKey, a scraper without the key
+// reads /metrics (and nothing else); without it, /metrics needs the key.
+func TestMetricsWithoutKey(t *testing.T) {
+	const key = "mk-metrics-0123456789"
+	for _, open := range []bool{true, false} {
+		s, _ := guardedServer(t, Options{APIKey: key, MetricsWithoutKey: open})
+		want := map[bool]int{true: 200, false: 401}[open]
+		if w := serve(s, routeReq{"GET", "/metrics", ""}.build("localhost", nil)); w.Code != want {
+			t.Errorf("MetricsWithoutKey %v: GET /metrics without the key = %d, want %d", open, w.Code, want)
+		}
+		for _, rr := range []routeReq{{"GET", "/v1/system", ""}, {"POST", "/metrics", "{}"}, {"GET", "/metrics/x", ""}} {
+			if w := serve(s, rr.build("localhost", map[string]string{"Content-Type": "application/json"})); w.Code != 401 {
+				t.Errorf("MetricsWithoutKey %v: %s %s without the key = %d, want 401", open, rr.method, rr.path, w.Code)
+			}
+		}
+	}
+}

@@ -39,6 +39,9 @@ type Options struct {
 	// APIKey, when set, is required on every route (access.go). It is kept only
 	// as a hash.
 	APIKey string
+	// MetricsWithoutKey serves GET /metrics without the API key (for a
+	// gateway's endpoint picker, which scrapes without credentials).
+	MetricsWithoutKey bool
 	// Limits bound request bodies and slow peers; zero fields take defaults.
 	Limits Limits
 	// ContextCap is the largest context in tokens that a chat model gets

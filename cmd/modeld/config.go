@@ -58,6 +58,9 @@ type Config struct {
 	APIKeyFile   string   // file holding the key (first line)
 	AllowedHosts []string // Host names served besides loopback names and addresses
 	Extensions   []string // browser extension ids allowed; empty: every extension
+	// MetricsWithoutKey serves GET /metrics without the API key, for
+	// scrapers that cannot send one (an inference gateway's endpoint picker).
+	MetricsWithoutKey bool
 
 	// Faults and bounds.
 	StallTimeout     time.Duration // a runner silent this long with work in flight is killed
@@ -244,6 +247,13 @@ var settings = []setting{
 	{name: "api-key-file", global: true, help: "file whose first line is the API key (instead of --api-key)",
 		def: static(""), apply: func(c *Config, v string) error { c.APIKeyFile = v; return nil },
 		show: func(c *Config) any { return c.APIKeyFile }},
+	{name: "metrics-without-key", boolean: true, help: "serve GET /metrics without the API key, for scrapers that cannot send one (an inference gateway's endpoint picker); it shows model ids and counts, never a prompt",
+		def: static("false"), apply: func(c *Config, v string) error {
+			b, err := strconv.ParseBool(v)
+			c.MetricsWithoutKey = b
+			return err
+		},
+		show: func(c *Config) any { return c.MetricsWithoutKey }},
 	{name: "allowed-hosts", help: "host names the daemon answers to besides loopback names and addresses (comma list; a request with another Host header gets 403)",
 		def: static(""), apply: func(c *Config, v string) error { c.AllowedHosts = splitList(v); return nil },
 		show: func(c *Config) any { return listText(c.AllowedHosts) }},

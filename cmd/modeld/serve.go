@@ -114,6 +114,8 @@ func (a *app) serve(ctx context.Context) error {
 		AllowedHosts: cfg.AllowedHosts,
 		Extensions:   cfg.Extensions,
 		APIKey:       cfg.APIKey,
+		// GET /metrics for a scraper without the key (an endpoint picker).
+		MetricsWithoutKey: cfg.MetricsWithoutKey,
 	})
 	srv.AddSystemSection("gpu_fallbacks", fallbacks.snapshot)
 	srv.RegisterModels(api.ModelsOptions{Store: store, Puller: puller, Unloader: loaded})
