@@ -23,7 +23,7 @@ func (m *Model) constraint(req *Request) (constraint, error) {
 	tc := req.ToolChoice
 	forced := tc.Mode == backends.ToolChoiceRequired || tc.Mode == backends.ToolChoiceFunction
 	if wantsToolCalls(req) && tc.Grammar != "" && (forced || req.ResponseFormat.IsText()) {
-		c, ok := callGrammar(toolcall.Detect(m.info.ChatTemplate), tc.Grammar, tc.Single, !forced)
+		c, ok := callGrammar(toolcall.Detect(m.info.ChatTemplate), m.info.ChatTemplate, tc.Grammar, tc.Single, !forced)
 		if ok {
 			g := c.sampler(m.vocab)
 			if g == 0 {
@@ -40,35 +40,25 @@ func (m *Model) constraint(req *Request) (constraint, error) {
 }
 
 // callGrammar wraps call, the daemon's grammar of one call object rooted
-// at grammarRoot (its first line the root rule), in fam's call syntax:
-// Hermes <tool_call>\n{...}</tool_call> blocks separated by newlines,
-// lazily triggered by <tool_call> when lazy; Generic the whole output
-// {"tool_calls": [{...}, ...]}, lazily from a start {"tool_calls". single
+// at grammarRoot (backends/llama/grammar.ToolCall: its first line the root
+// rule, its parts named), in the call syntax of fam as tmpl writes it
+// (callSyntax), lazily triggered by the family's markers when lazy. single
 // allows exactly one call. false: fam has no call grammar here (or call is
 // not the daemon's).
-func callGrammar(fam toolcall.Family, call string, single, lazy bool) (constraint, bool) {
+func callGrammar(fam toolcall.Family, tmpl, call string, single, lazy bool) (constraint, bool) {
 	rest, ok := strings.CutPrefix(call, grammarRoot+" ::= ")
 	if !ok {
 		return constraint{}, false
 	}
-	rules := "tool-call ::= " + rest
-	var c constraint
-	switch fam {
-	case toolcall.Hermes:
-		root := `root ::= tool-block`
-		if !single {
-			root += ` ("\n" tool-block)*`
-		}
-		c = constraint{text: root + "\n" + `tool-block ::= "<tool_call>" "\n" tool-call "</tool_call>"` + "\n" + rules}
-	case toolcall.Generic:
-		root := `root ::= "{" space "\"tool_calls\"" space ":" space "[" space tool-call`
-		if !single {
-			root += ` ("," space tool-call)*`
-		}
-		c = constraint{text: root + ` "]" space "}" space` + "\n" + rules}
-	default:
+	body, keys, ok := callSyntax(fam, tmpl, toolCount(call), single, lazy)
+	if !ok {
 		return constraint{}, false
 	}
+	rules := "tool-call ::= " + rest
+	for k, v := range keys {
+		rules = setRule(rules, k, v)
+	}
+	c := constraint{text: grammarRoot + " ::= " + body + "\n" + rules}
 	if lazy {
 		trig, err := newLazyTrigger(fam)
 		if err != nil {

@@ -32,6 +32,19 @@ func (e *ToolError) Unwrap() error { return e.Err }
 // resolves inside its parameters schema); the limits bound the whole
 // grammar. It needs at least one tool; a schema it cannot enforce is a
 // *ToolError naming the tool.
+//
+// So that a backend can write another call syntax around the same
+// arguments, the grammar names its parts, for tool i (0, 1, ... in the
+// order given):
+//
+//	call-<i>       the call object
+//	call-name-<i>  the tool's name as a JSON string
+//	call-fname-<i> the tool's name as it is (no quotes)
+//	call-args-<i>  its arguments (bounded whitespace after, as every value)
+//
+// and call-name-key and call-args-key, the object's two keys ("name" and
+// "arguments", quoted), which a backend may define again (a family that
+// writes "parameters") by replacing their lines.
 func ToolCall(tools []Tool, opts Options) (string, error) {
 	if len(tools) == 0 {
 		return "", &InvalidError{Reason: "no tools to call"}
@@ -39,6 +52,12 @@ func ToolCall(tools []Tool, opts Options) (string, error) {
 	lim := opts.Limits.withDefaults()
 	c := &converter{lim: lim, rules: map[string]string{}}
 	c.prim("space")
+	if err := c.addRule("call-name-key", lit(`"name"`)); err != nil {
+		return "", err
+	}
+	if err := c.addRule("call-args-key", lit(`"arguments"`)); err != nil {
+		return "", err
+	}
 	alts := make([]string, 0, len(tools))
 	for i, t := range tools {
 		params := t.Parameters
@@ -55,17 +74,26 @@ func ToolCall(tools []Tool, opts Options) (string, error) {
 			return "", &ToolError{Tool: t.Name, Err: err}
 		}
 		name, _ := json.Marshal(t.Name)
-		body := strings.Join([]string{`"{"`, "space", lit(`"name"`), "space", `":"`, "space",
-			lit(string(name)), "space", `","`, "space", lit(`"arguments"`), "space", `":"`, "space",
-			args, `"}"`, "space"}, " ")
-		r, err := c.rule(fmt.Sprintf("call-%d", i), body)
-		if err != nil {
-			return "", &ToolError{Tool: t.Name, Err: err}
+		parts := []struct{ rule, body string }{
+			{fmt.Sprintf("call-name-%d", i), lit(string(name))},
+			{fmt.Sprintf("call-fname-%d", i), Literal(t.Name)},
+			{fmt.Sprintf("call-args-%d", i), args},
+			{fmt.Sprintf("call-%d", i), strings.Join([]string{`"{"`, "space", "call-name-key", "space", `":"`, "space",
+				fmt.Sprintf("call-name-%d", i), "space", `","`, "space", "call-args-key", "space", `":"`, "space",
+				fmt.Sprintf("call-args-%d", i), `"}"`, "space"}, " ")},
 		}
-		alts = append(alts, r)
+		for _, p := range parts {
+			if err := c.addRule(p.rule, p.body); err != nil {
+				return "", &ToolError{Tool: t.Name, Err: err}
+			}
+		}
+		alts = append(alts, fmt.Sprintf("call-%d", i))
 	}
 	if err := c.addRule(RootRule, strings.Join(alts, " | ")); err != nil {
 		return "", err
 	}
 	return c.render()
 }
+
+// Literal is s as a GBNF string literal ("" for the empty string).
+func Literal(s string) string { return lit(s) }

@@ -3,6 +3,7 @@ package grammar
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -69,5 +70,36 @@ func TestToolCallUnsupportedNamesTool(t *testing.T) {
 	}
 	if _, err := ToolCall(nil, Options{}); err == nil {
 		t.Fatal("no tools: no error")
+	}
+}
+
+// TestToolCallNamesParts checks the grammar names each tool's parts and
+// the object's keys, one rule a line, so a backend can write another call
+// syntax around them.
+func TestToolCallNamesParts(t *testing.T) {
+	g, err := ToolCall(weatherTools, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := map[string]string{}
+	for _, l := range strings.Split(strings.TrimSpace(g), "\n") {
+		name, body, ok := strings.Cut(l, " ::= ")
+		if !ok {
+			t.Fatalf("line %q is not a rule", l)
+		}
+		lines[name] = body
+	}
+	for name, want := range map[string]string{
+		"root": "call-0 | call-1 | call-2", "call-name-key": `"\"name\""`, "call-args-key": `"\"arguments\""`,
+		"call-name-1": `"\"add\""`, "call-fname-1": `"add"`, "call-fname-2": `"now"`,
+	} {
+		if lines[name] != want {
+			t.Errorf("%s ::= %q, want %q", name, lines[name], want)
+		}
+	}
+	for i := range weatherTools {
+		if lines[fmt.Sprintf("call-args-%d", i)] == "" || !strings.Contains(lines[fmt.Sprintf("call-%d", i)], fmt.Sprintf("call-args-%d", i)) {
+			t.Errorf("tool %d: call-args-%d %q, call-%d %q", i, i, lines[fmt.Sprintf("call-args-%d", i)], i, lines[fmt.Sprintf("call-%d", i)])
+		}
 	}
 }
