@@ -581,3 +581,41 @@ func TestResponsesClientGone(t *testing.T) {
 	<-cancelled
 	_, _ = io.Copy(io.Discard, r)
 }
+
+// FuzzResponsesRequest: any body either plans or is a 400 in the API's
+// error type; nothing panics, with or without a stored conversation.
+func FuzzResponsesRequest(f *testing.F) {
+	for _, s := range []string{
+		`{"model":"m","input":"hi","instructions":"x","max_output_tokens":5,"temperature":0.5,"top_p":0.9}`,
+		`{"model":"m","input":[{"role":"developer","content":[{"type":"input_text","text":"a"}]},{"type":"function_call","call_id":"c","name":"f","arguments":"{}"},{"type":"function_call_output","call_id":"c","output":"x"}]}`,
+		`{"model":"m","input":[{"type":"reasoning","summary":[]},{"role":"user","content":[{"type":"input_image"}]}],"tools":[{"type":"web_search"}]}`,
+		`{"model":"m","input":"x","tools":[{"type":"function","name":"f","parameters":{"type":"object"}}],"tool_choice":{"type":"function","name":"f"},"parallel_tool_calls":false}`,
+		`{"model":"m","input":"x","text":{"format":{"type":"json_schema","name":"a","schema":{"type":"object"}}},"reasoning":{"effort":"low","summary":"auto"}}`,
+		`{"input":[]}`, `{"input":null}`, `{"input":[1]}`, `{"input":[{"type":"function_call","arguments":{}}]}`, `[]`, `{`,
+	} {
+		f.Add([]byte(s), false)
+		f.Add([]byte(s), true)
+	}
+	prev := &storedResponse{id: "resp_1", history: []backends.Message{{Role: "user", Content: "a"}, {Role: "assistant", ToolCalls: []backends.ToolCall{{ID: "c", Name: "f"}}}}}
+	f.Fuzz(func(t *testing.T, body []byte, continued bool) {
+		var req ResponsesRequest
+		if err := unmarshalBody(body, &req); err != nil {
+			return
+		}
+		p := prev
+		if !continued {
+			p = nil
+		}
+		plan, err := req.plan(p, 4096)
+		if err != nil {
+			e, ok := err.(*Error)
+			if !ok || e.Status != 400 || e.Message == "" {
+				t.Fatalf("%s: %#v", body, err)
+			}
+			return
+		}
+		if plan.chat == nil || len(plan.chat.msgs) == 0 {
+			t.Fatalf("%s: a plan without messages", body)
+		}
+	})
+}
