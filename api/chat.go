@@ -83,11 +83,11 @@ func unmarshalBody(body []byte, v any) error {
 		}
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) {
-			if te.Field != "" {
-				f := clip(te.Field)
-				return badRequest(f, "invalid value for %s: want %s", quote(te.Field), te.Type)
-			}
-			return badRequest("", "the request body must be a JSON object, not %s", clip(te.Value))
+			return typeError(v, te)
+		}
+		var se *json.SyntaxError
+		if errors.As(err, &se) {
+			return syntaxError(body, se)
 		}
 		return badRequest("", "the request body is not valid JSON: %s", clip(err.Error()))
 	}

@@ -49,14 +49,14 @@ func (k *KeepAlive) UnmarshalJSON(b []byte) error {
 	text := string(b) // a JSON number, read as its digits
 	if len(b) > 0 && b[0] == '"' {
 		if err := json.Unmarshal(b, &text); err != nil {
-			return badRequest("keep_alive", "invalid keep_alive: %v", err)
+			return badRequest("keep_alive", "invalid keep_alive: %v; want %s", err, keepAliveForms)
 		}
 	} else if len(b) > 0 && b[0] != '-' && (b[0] < '0' || b[0] > '9') {
-		return badRequest("keep_alive", "invalid keep_alive: %s", duration.ErrSyntax)
+		return badRequest("keep_alive", "invalid keep_alive %s: want %s", clip(string(b)), keepAliveForms)
 	}
 	d, err := duration.Parse(text)
 	if err != nil {
-		return badRequest("keep_alive", "invalid keep_alive %s: %v", quote(text), err)
+		return badRequest("keep_alive", "invalid keep_alive %s: %v; want %s", quote(text), err, keepAliveForms)
 	}
 	k.D = &d
 	return nil
