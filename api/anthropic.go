@@ -2,6 +2,7 @@ package api
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -190,14 +191,15 @@ func (req *AnthropicRequest) plan(contextCap int, count bool) (*anthropicPlan, e
 	if err := req.thinking(&call); err != nil {
 		errs = append(errs, err)
 	}
-	if err := req.format(&gen); err != nil {
+	formatParam, err := req.format(&gen)
+	if err != nil {
 		errs = append(errs, err)
 	}
 	if err := joinBadRequests(errs); err != nil {
 		return nil, err
 	}
-	if err := compileTooling(&gen, "tools", "output_config.format"); err != nil {
-		return nil, err
+	if err := compileTooling(&gen, "tools", formatParam); err != nil {
+		return nil, anthropicWording(err, formatParam)
 	}
 	gen.MaxTokens = 0 // the prompt alone must fit; max_tokens bounds what is left
 	if call.plan, err = newChatPlan(gen, msgs, contextCap); err != nil {
@@ -207,6 +209,21 @@ func (req *AnthropicRequest) plan(contextCap int, count bool) (*anthropicPlan, e
 		call.plan.gen.MaxTokens = *req.MaxTokens
 	}
 	return &anthropicPlan{call: call, stops: req.StopSequences}, nil
+}
+
+// anthropicWording names Anthropic's fields in a refusal of the grammar
+// compilers, which speak of the chat API's (response_format, a function's
+// parameters): Anthropic's error shape has no param, so the message is all
+// a client sees.
+func anthropicWording(err error, formatParam string) error {
+	var e *Error
+	if !errors.As(err, &e) {
+		return err
+	}
+	c := *e
+	c.Message = strings.NewReplacer("response_format json_schema", formatParam, "'s parameters", "'s input_schema",
+		"function \"", "tool \"").Replace(e.Message)
+	return &c
 }
 
 // system is the system prompt as a first message: a string or text blocks
@@ -439,32 +456,32 @@ func (req *AnthropicRequest) thinking(call *chatCall) error {
 
 // format reads structured output (output_config.format, or the older
 // output_format) into gen: a JSON Schema the output must match, through
-// the same grammar as OpenAI's response_format.
-func (req *AnthropicRequest) format(gen *backends.Request) error {
+// the same grammar as OpenAI's response_format. param is the field read.
+func (req *AnthropicRequest) format(gen *backends.Request) (param string, err error) {
 	raw, param := req.OutputFormat, "output_format"
 	if given(req.OutputConfig) {
 		var oc struct {
 			Format json.RawMessage `json:"format"`
 		}
 		if json.Unmarshal(req.OutputConfig, &oc) != nil {
-			return badRequest("output_config", "output_config must be an object")
+			return param, badRequest("output_config", "output_config must be an object")
 		}
 		if given(oc.Format) {
 			raw, param = oc.Format, "output_config.format"
 		}
 	}
 	if !given(raw) {
-		return nil
+		return param, nil
 	}
 	var f struct {
 		Type   string          `json:"type"`
 		Schema json.RawMessage `json:"schema"`
 	}
 	if json.Unmarshal(raw, &f) != nil || f.Type != "json_schema" || !given(f.Schema) {
-		return badRequest(param, "%s must be {type: json_schema, schema}", param)
+		return param, badRequest(param, "%s must be {type: json_schema, schema}", param)
 	}
 	gen.ResponseFormat = backends.ResponseFormat{Type: backends.FormatJSONSchema, Schema: f.Schema, Strict: true}
-	return nil
+	return param, nil
 }
 
 // decode reads and translates a Messages request; the error is written.

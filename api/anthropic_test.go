@@ -675,8 +675,8 @@ func (b *anthropicLogs) String() string {
 // TestAnthropicStructuredOutput: output_config.format (and the older
 // output_format) is structured output through the same grammar as
 // response_format; a schema keyword the grammar cannot enforce is a 400
-// naming the field; tool_choice tool leaves the check with its call
-// grammar.
+// naming the field (or the tool's input_schema, under tool_choice any);
+// tool_choice tool leaves the check with its call grammar.
 func TestAnthropicStructuredOutput(t *testing.T) {
 	m := &anthropicFake{script: []backends.Event{atext(`{"n":1}`), adone(backends.FinishStop, 2)}, got: make(chan backends.Request, 1)}
 	s := anthropicServer(t, m)
@@ -693,8 +693,13 @@ func TestAnthropicStructuredOutput(t *testing.T) {
 	}
 	w := postAnthropic(t, s, "/v1/messages", `{"model":"claude-test","max_tokens":16,"messages":[{"role":"user","content":"n?"}],
 		"output_config":{"format":{"type":"json_schema","schema":{"type":"integer","multipleOf":3}}}}`)
-	if e := anthropicBody[anthropicError](t, w); w.Code != 400 || e.Error.Type != "invalid_request_error" || !strings.Contains(e.Error.Message, "multipleOf") {
+	if e := anthropicBody[anthropicError](t, w); w.Code != 400 || e.Error.Type != "invalid_request_error" || !strings.Contains(e.Error.Message, `output_config.format: the keyword "multipleOf"`) {
 		t.Errorf("unenforceable schema: %d %s", w.Code, w.Body)
+	}
+	w = postAnthropic(t, s, "/v1/messages", `{"model":"claude-test","max_tokens":16,"messages":[{"role":"user","content":"n?"}],
+		"tools":[{"name":"scan","input_schema":{"type":"object","patternProperties":{"^x":{}}}}],"tool_choice":{"type":"any"}}`)
+	if e := anthropicBody[anthropicError](t, w); w.Code != 400 || !strings.Contains(e.Error.Message, `tool "scan"'s input_schema: the keyword "patternProperties"`) {
+		t.Errorf("unenforceable input_schema: %d %s", w.Code, w.Body)
 	}
 	w = postAnthropic(t, s, "/v1/messages", `{"model":"claude-test","max_tokens":16,"messages":[{"role":"user","content":"n?"}],
 		"tools":[{"name":"f","input_schema":`+schema+`}],"tool_choice":{"type":"tool","name":"f"}}`)
