@@ -1,0 +1,195 @@
+package api
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/modeld/modeld/backends"
+)
+
+// The Responses API's input: a string or a list of items, translated into
+// the chat core's messages (and kept, with ids, as input_items lists them).
+
+// responseInputItem is one item of input, of any type.
+type responseInputItem struct {
+	Type      string          `json:"type"`
+	ID        string          `json:"id"`
+	Role      string          `json:"role"`
+	Content   json.RawMessage `json:"content"`
+	CallID    string          `json:"call_id"`
+	Name      string          `json:"name"`
+	Arguments *string         `json:"arguments"`
+	Output    json.RawMessage `json:"output"`
+}
+
+// responsePart is one content part of an input message or tool output.
+type responsePart struct {
+	Type    string `json:"type"`
+	Text    string `json:"text"`
+	Refusal string `json:"refusal"`
+}
+
+var responseRoles = map[string]string{"user": "user", "assistant": "assistant", "system": "system", "developer": "system"}
+
+// responseInput translates input (a string, or a list of items) into
+// messages, and gives the items as input_items lists them. A
+// function_call item joins the assistant turn before it (a template wants
+// one assistant turn with all its calls); reasoning items of earlier turns
+// are accepted and left out of the prompt, as chat templates leave out
+// earlier reasoning.
+func responseInput(raw json.RawMessage) ([]backends.Message, []json.RawMessage, error) {
+	if !given(raw) {
+		return nil, nil, badRequest("input", "input is required: a string or a list of input items")
+	}
+	var text string
+	if json.Unmarshal(raw, &text) == nil {
+		item, _ := json.Marshal(inputMessageItem{Type: "message", ID: newID("msg_"), Role: "user", Content: []reasoningPart{{Type: "input_text", Text: text}}})
+		return []backends.Message{{Role: "user", Content: text}}, []json.RawMessage{item}, nil
+	}
+	var items []json.RawMessage
+	if err := json.Unmarshal(raw, &items); err != nil {
+		return nil, nil, badRequest("input", "input must be a string or a list of input items")
+	}
+	if n := len(items); n > MaxChatMessages {
+		return nil, nil, tooMany("input", n, MaxChatMessages, "items")
+	}
+	var msgs []backends.Message
+	var errs []error
+	for i, rawItem := range items {
+		param := fmt.Sprintf("input[%d]", i)
+		var it responseInputItem
+		if err := json.Unmarshal(rawItem, &it); err != nil {
+			errs = append(errs, badRequest(param, "%s must be an input item object", param))
+			continue
+		}
+		switch it.Type {
+		case "", "message":
+			role, ok := responseRoles[it.Role]
+			if !ok {
+				errs = append(errs, badRequest(param+".role", "%s.role %s is not one of user, assistant, system, developer", param, quote(it.Role)))
+				continue
+			}
+			content, err := partsText(it.Content, param+".content")
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			msgs = append(msgs, backends.Message{Role: role, Content: content})
+		case "function_call":
+			if it.CallID == "" || it.Name == "" || it.Arguments == nil {
+				errs = append(errs, badRequest(param, "%s is a function_call and needs call_id, name and arguments", param))
+				continue
+			}
+			call := backends.ToolCall{ID: it.CallID, Name: it.Name, Arguments: *it.Arguments}
+			if n := len(msgs); n > 0 && msgs[n-1].Role == "assistant" {
+				msgs[n-1].ToolCalls = append(msgs[n-1].ToolCalls, call)
+			} else {
+				msgs = append(msgs, backends.Message{Role: "assistant", ToolCalls: []backends.ToolCall{call}})
+			}
+		case "function_call_output":
+			if it.CallID == "" || !given(it.Output) {
+				errs = append(errs, badRequest(param, "%s is a function_call_output and needs call_id and output", param))
+				continue
+			}
+			out, err := partsText(it.Output, param+".output")
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			msgs = append(msgs, backends.Message{Role: "tool", ToolCallID: it.CallID, Content: out})
+		case "reasoning":
+			// history only: not rendered
+		case "item_reference":
+			errs = append(errs, badRequest(param+".type", "%s is an item_reference; send the item itself, or continue with previous_response_id", param))
+		default:
+			errs = append(errs, badRequest(param+".type", "%s has type %s, which modeld does not take; input items are messages, function_call, function_call_output and reasoning (%s)",
+				param, quote(it.Type), builtinToolsHint))
+		}
+	}
+	if err := joinBadRequests(errs); err != nil {
+		return nil, nil, err
+	}
+	return msgs, withItemIDs(items), nil
+}
+
+// nameToolResults gives each tool result the name of the call it answers
+// (some templates render it), from calls of this input or of the stored
+// conversation.
+func nameToolResults(msgs []backends.Message) {
+	names := map[string]string{}
+	for i, m := range msgs {
+		for _, tc := range m.ToolCalls {
+			names[tc.ID] = tc.Name
+		}
+		if m.Role == "tool" && m.Name == "" {
+			msgs[i].Name = names[m.ToolCallID]
+		}
+	}
+}
+
+// partsText is the text of a content field: a string, or a list of text
+// parts (input_text, output_text; refusal text in an assistant's history).
+// An image, file or audio part is a 400: modeld's chat models read text.
+func partsText(raw json.RawMessage, param string) (string, error) {
+	var text string
+	if json.Unmarshal(raw, &text) == nil {
+		return text, nil
+	}
+	var parts []responsePart
+	if err := json.Unmarshal(raw, &parts); err != nil {
+		return "", badRequest(param, "%s must be a string or a list of content parts", param)
+	}
+	var sb strings.Builder
+	for j, p := range parts {
+		switch p.Type {
+		case "input_text", "output_text", "text":
+			sb.WriteString(p.Text)
+		case "refusal":
+			sb.WriteString(p.Refusal)
+		case "input_image", "input_file", "input_audio":
+			return "", badRequest(fmt.Sprintf("%s[%d]", param, j), "%s[%d] is an %s part; this model reads text only (input_text)", param, j, p.Type)
+		default:
+			return "", badRequest(fmt.Sprintf("%s[%d]", param, j), "%s[%d] has type %s; content parts are input_text, output_text or refusal", param, j, quote(p.Type))
+		}
+	}
+	return sb.String(), nil
+}
+
+// withItemIDs gives each item an id (as the stored input items have
+// them), keeping the item as sent otherwise.
+func withItemIDs(items []json.RawMessage) []json.RawMessage {
+	out := make([]json.RawMessage, len(items))
+	for i, raw := range items {
+		var m map[string]any
+		if json.Unmarshal(raw, &m) != nil {
+			out[i] = raw
+			continue
+		}
+		if id, _ := m["id"].(string); id == "" {
+			prefix := "msg_"
+			switch m["type"] {
+			case "function_call":
+				prefix = "fc_"
+			case "function_call_output":
+				prefix = "fco_"
+			case "reasoning":
+				prefix = "rs_"
+			}
+			m["id"] = newID(prefix)
+		}
+		if _, ok := m["type"]; !ok {
+			m["type"] = "message"
+		}
+		out[i], _ = json.Marshal(m)
+	}
+	return out
+}
+
+// inputMessageItem is a message as input_items lists it.
+type inputMessageItem struct {
+	Type    string          `json:"type"`
+	ID      string          `json:"id"`
+	Role    string          `json:"role"`
+	Content []reasoningPart `json:"content"` // input_text parts
+}
