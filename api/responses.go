@@ -15,7 +15,7 @@ import (
 
 // The OpenAI Responses dialect (POST /v1/responses): its wire types and
 // their translation onto the chat core (chatcore.go). Input items become
-// backends.Messages, function tools and text.format the same tools and
+// backends.Messages (responses_input.go), function tools and text.format the same tools and
 // grammars as the chat API's, reasoning.effort the template's
 // enable_thinking; the answer's events become output items
 // (responses_output.go). previous_response_id reads the bounded store of
