@@ -26,7 +26,9 @@ import (
 // the same greedy text and counts for the same conversation. On a model
 // whose template opens the thinking block (DeepSeek R1's distill), the
 // reasoning is a thinking block with a signature, created and streamed
-// (thinking_delta, signature_delta) alike.
+// (thinking_delta, signature_delta) alike. A request shaped as Claude Code
+// sends it (?beta=true, max_tokens 32000 over a smaller context, fields
+// modeld does not read) is answered.
 func TestAnthropicSDKAgainstDaemon(t *testing.T) {
 	home := t.TempDir()
 	env := map[string]string{"MODELD_HOME": home}
@@ -174,6 +176,30 @@ func TestAnthropicSDKAgainstDaemon(t *testing.T) {
 	if th.Create == nil || th.Stream == nil || th.Create.Thinking == "" || th.Create.Signature == "" || th.StopReason != "max_tokens" ||
 		*th.Create != *th.Stream || len(th.Signatures) != 1 || th.Signatures[0] != th.Create.Signature {
 		t.Errorf("thinking: %+v (create %+v, stream %+v)", th, th.Create, th.Stream)
+	}
+
+	// Shaped as Claude Code sends it: ?beta=true, max_tokens 32000 over a
+	// context of 2048 (a ceiling, not a refusal), and fields modeld does
+	// not read.
+	var agent struct {
+		StopReason string `json:"stop_reason"`
+		Content    []struct {
+			Type  string          `json:"type"`
+			Input json.RawMessage `json:"input"`
+		} `json:"content"`
+	}
+	post(t, base, "/v1/messages?beta=true", map[string]any{"model": "t/qwen", "max_tokens": 32000, "stream": false,
+		"system":      []map[string]any{{"type": "text", "text": "You are an agent.", "cache_control": map[string]any{"type": "ephemeral"}}},
+		"messages":    []map[string]any{{"role": "user", "content": []map[string]any{{"type": "text", "text": "Weather in Paris?", "cache_control": map[string]any{"type": "ephemeral"}}}}},
+		"tools":       []map[string]any{{"name": "get_weather", "input_schema": json.RawMessage(schema)}},
+		"tool_choice": map[string]any{"type": "tool", "name": "get_weather", "disable_parallel_tool_use": true},
+		"metadata":    map[string]any{"user_id": "u"}, "thinking": map[string]any{"type": "enabled", "budget_tokens": 31999},
+		"context_management": map[string]any{"edits": []map[string]any{{"type": "clear_thinking_20251015", "keep": "all"}}},
+		"output_config":      map[string]any{"effort": "high"}}, 200, &agent)
+	if agent.StopReason != "tool_use" || len(agent.Content) != 1 || agent.Content[0].Type != "tool_use" {
+		t.Errorf("agent-shaped request: %+v", agent)
+	} else if inst, err := jsonschema.UnmarshalJSON(strings.NewReader(string(agent.Content[0].Input))); err != nil || v.Validate(inst) != nil {
+		t.Errorf("agent-shaped request: input %s", agent.Content[0].Input)
 	}
 
 	nf := got.NotFound
