@@ -353,7 +353,7 @@ func addFlags(fs *pflag.FlagSet, global bool) {
 		if s.global != global || !s.hasFlag() {
 			continue
 		}
-		fs.String(s.name, "", fmt.Sprintf("%s (env %s, default %q)", s.help, s.env(), s.defaultText()))
+		fs.Var(&settingFlag{typ: s.flagType()}, s.name, fmt.Sprintf("%s (env %s, default %q)", s.help, s.env(), s.defaultText()))
 		if s.boolean {
 			fs.Lookup(s.name).NoOptDefVal = "true"
 		}
