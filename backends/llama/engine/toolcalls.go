@@ -2,6 +2,7 @@ package engine
 
 import (
 	"strings"
+	"unicode"
 
 	yz "github.com/hybridgroup/yzma/pkg/llama"
 
@@ -23,7 +24,11 @@ func (m *Model) constraint(req *Request) (constraint, error) {
 	tc := req.ToolChoice
 	forced := tc.Mode == backends.ToolChoiceRequired || tc.Mode == backends.ToolChoiceFunction
 	if wantsToolCalls(req) && tc.Grammar != "" && (forced || req.ResponseFormat.IsText()) {
-		c, ok := callGrammar(toolcall.Detect(m.info.ChatTemplate), m.info.ChatTemplate, tc.Grammar, tc.Single, !forced)
+		think := ""
+		if forced {
+			think = m.thinkGrammar(req)
+		}
+		c, ok := callGrammar(toolcall.Detect(m.info.ChatTemplate), m.info.ChatTemplate, tc.Grammar, think, tc.Single, !forced)
 		if ok {
 			g := c.sampler(m.vocab)
 			if g == 0 {
@@ -42,10 +47,11 @@ func (m *Model) constraint(req *Request) (constraint, error) {
 // callGrammar wraps call, the daemon's grammar of one call object rooted
 // at grammarRoot (backends/llama/grammar.ToolCall: its first line the root
 // rule, its parts named), in the call syntax of fam as tmpl writes it
-// (callSyntax), lazily triggered by the family's markers when lazy. single
-// allows exactly one call. false: fam has no call grammar here (or call is
-// not the daemon's).
-func callGrammar(fam toolcall.Family, tmpl, call string, single, lazy bool) (constraint, bool) {
+// (callSyntax), after think (a GBNF expression over the rules of
+// thinkRules: the reasoning block the calls may follow; "" none), lazily
+// triggered by the family's markers when lazy. single allows exactly one
+// call. false: fam has no call grammar here (or call is not the daemon's).
+func callGrammar(fam toolcall.Family, tmpl, call, think string, single, lazy bool) (constraint, bool) {
 	rest, ok := strings.CutPrefix(call, grammarRoot+" ::= ")
 	if !ok {
 		return constraint{}, false
@@ -57,6 +63,10 @@ func callGrammar(fam toolcall.Family, tmpl, call string, single, lazy bool) (con
 	rules := "tool-call ::= " + rest
 	for k, v := range keys {
 		rules = setRule(rules, k, v)
+	}
+	if think != "" {
+		body = think + " " + body
+		rules += thinkRules
 	}
 	c := constraint{text: grammarRoot + " ::= " + body + "\n" + rules}
 	if lazy {
@@ -71,6 +81,39 @@ func callGrammar(fam toolcall.Family, tmpl, call string, single, lazy bool) (con
 		c.text, c.trig = text, trig
 	}
 	return c, true
+}
+
+// thinkBytes bounds the reasoning block before a constrained call.
+const thinkBytes = 1024
+
+// thinkRules define think-text, a reasoning block's text (up to
+// thinkBytes characters, no "</"), and think-ws, the whitespace after its
+// end.
+const thinkRules = "think-text ::= think-char{0,1024}\n" +
+	`think-char ::= [^<] | "<" [^/]` + "\n" +
+	`think-ws ::= [ \t\r\n]{0,4}` + "\n"
+
+// thinkGrammar is the reasoning block a call constrained from the start of
+// the output may follow, as a GBNF expression over thinkRules, for a chat
+// request to a template that thinks: the rest of the block and </think>
+// when the prompt opens one (DeepSeek R1, QwQ), none when it ends with a
+// closed one (Qwen3 with enable_thinking false), else an optional
+// <think>...</think> block (Qwen3). "" for none. The block goes to
+// reasoning_content (reasoningEvents), the calls after it to tool_calls.
+func (m *Model) thinkGrammar(req *Request) string {
+	if len(req.Messages) == 0 || !thinksTemplate(m.info.ChatTemplate) {
+		return ""
+	}
+	tail, err := m.Detokenize(req.Prompt[max(0, len(req.Prompt)-16):], true)
+	switch {
+	case err != nil:
+		return ""
+	case promptOpensThink(tail):
+		return `think-text "</think>" think-ws`
+	case strings.HasSuffix(strings.TrimRightFunc(tail, unicode.IsSpace), thinkClose):
+		return ""
+	}
+	return `("<think>" think-text "</think>" think-ws)?`
 }
 
 // wantsToolCalls reports whether r's output is read for tool calls: it

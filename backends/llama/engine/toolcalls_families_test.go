@@ -125,3 +125,99 @@ func TestToolGrammarFamilies(t *testing.T) {
 		})
 	}
 }
+
+// TestToolGrammarThinks: for templates that think, a call under tool_choice
+// required may follow a bounded reasoning block, which goes to the
+// reasoning and not the content: DeepSeek R1's distill and QwQ open the
+// block in the prompt (the grammar closes it, then the calls), Qwen3 with
+// thinking on may open one, Qwen3 with enable_thinking false has none
+// (the grammar allows no <think>). Each run's calls parse and validate.
+func TestToolGrammarThinks(t *testing.T) {
+	check := map[string]*jsonschema.Schema{}
+	for _, tl := range grammarTools {
+		check[tl.Name] = schemaValidator(t, tl.Name, string(tl.Parameters))
+	}
+	g := callGrammarOf(t, grammarTools)
+	for _, tc := range []struct {
+		family          toolcall.Family
+		vocab, template string
+		vars            map[string]any
+		opens, allowed  bool // the prompt opens the block; the grammar allows one
+	}{
+		{toolcall.DeepSeek, "qwen2", "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B", nil, true, true},
+		{toolcall.DeepSeek, "llama-bpe", "llama-cpp-deepseek-r1", nil, true, true},
+		{toolcall.Hermes, "qwen2", "Qwen-QwQ-32B", nil, true, true},
+		{toolcall.Hermes, "qwen2", "Qwen-Qwen3-0.6B", nil, false, true},
+		{toolcall.Hermes, "qwen2", "Qwen-Qwen3-0.6B", map[string]any{"enable_thinking": false}, false, false},
+	} {
+		name := tc.template
+		if tc.vars != nil {
+			name += " thinking off"
+		}
+		t.Run(name, func(t *testing.T) {
+			initLib(t)
+			m, err := Open(testenv.LlamaChatModel(t, tc.vocab, tc.template), Options{ContextSize: 4096, Slots: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = m.Close() })
+			if f := toolcall.Detect(m.Info().ChatTemplate); f != tc.family {
+				t.Fatalf("family %s, want %s", f, tc.family)
+			}
+			msgs := []Message{{Role: "user", Content: "Weather in Paris?"}}
+			ctx := backends.WithTemplateVars(t.Context(), tc.vars)
+			prompt, err := m.ChatPromptContext(ctx, msgs, grammarTools, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := m.promptOpensThink(prompt); got != tc.opens {
+				t.Fatalf("prompt opens a thinking block: %v, want %v", got, tc.opens)
+			}
+			req := Request{Messages: msgs, Prompt: prompt, Tools: grammarTools,
+				ToolChoice: backends.ToolChoice{Mode: backends.ToolChoiceRequired, Grammar: g}}
+			c, err := m.constraint(&req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.Contains(c.text, "think-text") != tc.allowed {
+				t.Fatalf("grammar allows a reasoning block: %v, want %v", !tc.allowed, tc.allowed)
+			}
+			bias := closingBias(m)
+			for _, tok := range textTokens(t, m, "</think>") { // so the random walk reaches the end of the block
+				bias[int32(tok)] += 4
+			}
+			reasoned := 0
+			for _, seed := range []int64{1, 2, 3} {
+				label := fmt.Sprintf("seed %d", seed)
+				req.Sampling = Sampling{Temperature: 1, Seed: &seed, LogitBias: bias}
+				req.MaxTokens = 1500
+				r := runTools(t, m, req)
+				reasoning := r.reasoning
+				if r.final.Finish != backends.FinishToolCalls || len(r.calls) == 0 || strings.TrimSpace(r.content) != "" {
+					t.Fatalf("%s: finish %s, %d calls, content %q: %q", label, r.final.Finish, len(r.calls), r.content, r.raw)
+				}
+				if strings.Contains(reasoning, "</think>") {
+					t.Fatalf("%s: markup in the reasoning %q", label, reasoning)
+				}
+				if !tc.allowed && (reasoning != "" || strings.Contains(r.raw, "<think>")) {
+					t.Fatalf("%s: reasoning %q with thinking off: %q", label, reasoning, r.raw)
+				}
+				if tc.opens && !strings.Contains(r.raw, "</think>") {
+					t.Fatalf("%s: the block the prompt opens is not closed: %q", label, r.raw)
+				}
+				if reasoning != "" {
+					reasoned++
+				}
+				after := r
+				if k := strings.LastIndex(r.raw, "</think>"); k >= 0 {
+					after.raw = r.raw[k+len("</think>"):]
+				}
+				checkCalls(t, label, tc.family, after, check)
+				t.Logf("%s: reasoning %d bytes, %d calls: %q", label, len(reasoning), len(r.calls), r.raw)
+			}
+			if tc.opens && reasoned == 0 {
+				t.Fatal("no run reasoned")
+			}
+		})
+	}
+}

@@ -31,6 +31,8 @@ type toolRun struct {
 	calls   []backends.ToolCall
 	raw     string
 	final   Event
+	// reasoning is what the events carried as reasoning.
+	reasoning string
 }
 
 func runTools(t *testing.T, m *Model, req Request) toolRun {
@@ -43,6 +45,7 @@ func runTools(t *testing.T, m *Model, req Request) toolRun {
 	var tokens []int32
 	for ev := range ch {
 		res.content += ev.Text
+		res.reasoning += ev.Reasoning
 		for _, d := range ev.ToolCalls {
 			if d.Index == len(res.calls) {
 				res.calls = append(res.calls, backends.ToolCall{})
