@@ -77,7 +77,15 @@ func TestGatewayMetricsAgainstDaemon(t *testing.T) {
 		}
 		third <- err
 	}()
+	// The runner admits a request between two decode steps: until then it
+	// waits inside the runner, and counts as waiting.
 	waitMetric(t, base, `vllm:num_requests_waiting{model_name="t/long"} 1`)
+	waitMetric(t, base, `vllm:num_requests_running{model_name="t/long"} 2`)
+	for range 5 { // tokens flow
+		if !a.next() {
+			t.Fatal("the first stream ended early")
+		}
+	}
 	values, types := scrape(t, base)
 	for _, p := range gatewayProtocol {
 		if types[p.name] != p.typ {
@@ -109,8 +117,11 @@ func TestGatewayMetricsAgainstDaemon(t *testing.T) {
 	waitMetric(t, base, `vllm:num_requests_running{model_name="t/long"} 0`)
 	waitMetric(t, base, `vllm:num_requests_waiting{model_name="t/long"} 0`)
 	values, _ = scrape(t, base)
-	if v := values[`modeld_completion_tokens_total{model="t/long"}`]; v < 2 {
-		t.Errorf("completion tokens after two cancelled streams = %v, want at least their first tokens", v)
+	if v := values[`modeld_completion_tokens_total{model="t/long"}`]; v < 4 {
+		t.Errorf("completion tokens after two cancelled streams = %v, want at least the first stream's 4", v)
+	}
+	if v := values[`modeld_prompt_tokens_total{model="t/long"}`]; v <= 0 {
+		t.Errorf("prompt tokens after two cancelled streams = %v", v)
 	}
 	if v := values[`vllm:kv_cache_usage_perc{model_name="t/long"}`]; v != 0 {
 		t.Errorf("KV cache usage with nothing running = %v, want 0", v)
