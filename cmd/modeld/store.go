@@ -140,6 +140,9 @@ modules.json, 1_Pooling/config.json. The task is inferred from the files unless
 			pp := newProgressPrinter(a.stdout)
 			m, err := st.Import(ctx, args[0], opts, pp.event)
 			pp.finishBar()
+			if errors.Is(err, models.ErrExists) && !opts.Replace {
+				return fmt.Errorf("%w\nto replace it: modeld import %s --name %s --replace", err, args[0], opts.Name)
+			}
 			if err != nil {
 				return err
 			}

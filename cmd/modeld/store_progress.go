@@ -14,23 +14,51 @@ import (
 )
 
 // progressPrinter shows pull and import progress: a bar per file (name,
-// bytes, rate, ETA) on a terminal, plain lines (start, every 10%, done)
-// otherwise. The store calls it from one goroutine at a time.
+// bytes, rate, ETA) on a terminal, plain lines (every 10%, done) otherwise;
+// only for a file that takes time (progressDelay): one that is copied or
+// fetched at once shows nothing but the command's summary. The store calls
+// it from one goroutine at a time.
 type progressPrinter struct {
 	w       io.Writer
 	tty     bool
+	now     func() time.Time
 	bar     *progressbar.ProgressBar
 	barFile string
-	status  string         // last status line printed
-	tenths  map[string]int // plain mode: last 10% step printed per file
+	status  string               // last status line printed
+	tenths  map[string]int       // plain mode: last 10% step printed per file
+	started map[string]time.Time // first byte event per file
+	shown   map[string]bool      // files whose progress is shown
 }
+
+// progressDelay is how long a file's transfer runs before its progress shows.
+const progressDelay = 500 * time.Millisecond
 
 func newProgressPrinter(w io.Writer) *progressPrinter {
 	tty := false
 	if f, ok := w.(*os.File); ok {
 		tty = term.IsTerminal(int(f.Fd()))
 	}
-	return &progressPrinter{w: w, tty: tty, tenths: map[string]int{}}
+	return &progressPrinter{w: w, tty: tty, now: time.Now, tenths: map[string]int{},
+		started: map[string]time.Time{}, shown: map[string]bool{}}
+}
+
+// takesTime reports whether p's file has been in transfer long enough for
+// its progress to show (and from then on, always).
+func (pp *progressPrinter) takesTime(p models.Progress) bool {
+	if pp.shown[p.File] {
+		return true
+	}
+	now := pp.now()
+	start, ok := pp.started[p.File]
+	if !ok {
+		pp.started[p.File] = now
+		return false
+	}
+	if now.Sub(start) < progressDelay {
+		return false
+	}
+	pp.shown[p.File] = true
+	return true
 }
 
 // event handles one progress event.
@@ -46,6 +74,10 @@ func (pp *progressPrinter) event(p models.Progress) {
 		case p.Status != pp.status:
 			fmt.Fprintln(pp.w, p.Status)
 		}
+		pp.status = p.Status
+		return
+	}
+	if !pp.takesTime(p) {
 		pp.status = p.Status
 		return
 	}

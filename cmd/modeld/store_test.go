@@ -51,11 +51,11 @@ func TestStoreCommands(t *testing.T) {
 	src, data := tinyGGUFFile(t)
 
 	out, err := runCLI(t, env, "import", src, "--name", "local/tiny")
-	if err != nil || !strings.Contains(out, "imported local/tiny (gguf, chat,") || !strings.Contains(out, "tiny.gguf: 100%") {
+	if err != nil || !strings.Contains(out, "imported local/tiny (gguf, chat,") || strings.Contains(out, "%") {
 		t.Fatalf("import: %v\n%s", err, out)
 	}
 	out, err = runCLI(t, env, "import", src, "--name", "local/tiny")
-	if err == nil || !strings.Contains(err.Error(), "already exists") {
+	if err == nil || !strings.Contains(err.Error(), "already exists") || !strings.Contains(err.Error(), "--replace") {
 		t.Fatalf("second import: %v\n%s", err, out)
 	}
 	out, err = runCLI(t, env, "import", src)
@@ -192,7 +192,7 @@ func TestPullCommand(t *testing.T) {
 	home := t.TempDir()
 	env := map[string]string{"MODELD_HOME": home, "MODELD_HF_ENDPOINT": hub.URL, "HF_TOKEN": "hf_t"}
 	out, err := runCLI(t, env, "pull", "hf:org/tiny")
-	if err != nil || !strings.Contains(out, "tiny-F32.gguf: 100%") || !strings.Contains(out, "pulled org/tiny (gguf, chat,") {
+	if err != nil || strings.Contains(out, "tiny-F32.gguf: ") || !strings.Contains(out, "pulled org/tiny (gguf, chat,") {
 		t.Fatalf("pull: %v\n%s", err, out)
 	}
 	for _, a := range auth {
@@ -210,7 +210,8 @@ func TestPullCommand(t *testing.T) {
 
 func TestProgressPrinterTerminalBars(t *testing.T) {
 	var buf bytes.Buffer
-	pp := &progressPrinter{w: &buf, tty: true, tenths: map[string]int{}}
+	pp := newProgressPrinter(&buf)
+	pp.tty, pp.now = true, stepClock(time.Second) // a file that takes time
 	pp.event(models.Progress{Status: models.StatusResolving + " hf:org/x"})
 	for _, n := range []int64{0, 512, 1024} {
 		pp.event(models.Progress{Status: models.StatusPulling + " onnx/model.onnx", File: "onnx/model.onnx", Total: 1024, Completed: n})
@@ -222,6 +223,42 @@ func TestProgressPrinterTerminalBars(t *testing.T) {
 	for _, want := range []string{"resolving hf:org/x", "onnx/model.onnx", "100%", "1.0 kB", "config.json: already in the store"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("terminal output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// stepClock is a clock that advances by step at each reading.
+func stepClock(step time.Duration) func() time.Time {
+	t := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	return func() time.Time { t = t.Add(step); return t }
+}
+
+// Progress shows only for a file that takes time: a file copied at once
+// prints no 0% and 100% lines; one that runs past progressDelay prints
+// its steps from then on.
+func TestProgressOnlyForFilesThatTakeTime(t *testing.T) {
+	var buf bytes.Buffer
+	pp := newProgressPrinter(&buf)
+	clock := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	pp.now = func() time.Time { return clock }
+	ev := func(file string, done int64) {
+		pp.event(models.Progress{Status: models.StatusPulling + " " + file, File: file, Total: 1000, Completed: done})
+	}
+	ev("tiny.json", 0)
+	ev("tiny.json", 1000)
+	ev("big.onnx", 0)
+	clock = clock.Add(progressDelay / 2)
+	ev("big.onnx", 100)
+	clock = clock.Add(progressDelay)
+	ev("big.onnx", 300)
+	ev("big.onnx", 1000)
+	out := buf.String()
+	if strings.Contains(out, "tiny.json") || strings.Contains(out, "  0%") || strings.Contains(out, " 10%") {
+		t.Errorf("progress for a quick file or before the delay:\n%s", out)
+	}
+	for _, want := range []string{"big.onnx:  30%", "big.onnx: 100%"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("progress lacks %q:\n%s", want, out)
 		}
 	}
 }
