@@ -153,8 +153,11 @@ try {
   await page.click('#play-send');
   await page.locator('.msg[data-role="labels"]').waitFor();
   out.labels = Number(await page.locator('.msg[data-role="labels"]').getAttribute('data-labels'));
-  out.loaded = await page.locator('#models tbody .loaded').evaluateAll((xs) => xs.map((x) => x.textContent));
   await page.click('#refresh');
+  await row(CHAT).locator('.loaded').waitFor();
+  out.loaded = await page.locator('#models tbody tr').evaluateAll((rows) => rows
+    .filter((r) => r.querySelector('.loaded'))
+    .map((r) => `${r.dataset.model}: ${r.querySelector('.loaded').textContent}`));
   await shot('playground');
 
   // A daemon with an API key: the page asks for it and keeps it for the tab.

@@ -196,6 +196,9 @@ func TestLocalModelsPageInBrowser(t *testing.T) {
 	if out.Dimensions <= 0 || out.Labels <= 0 {
 		t.Errorf("embed gave %d dimensions, classify %d labels", out.Dimensions, out.Labels)
 	}
+	if !slices.ContainsFunc(out.Loaded, func(l string) bool { return strings.HasPrefix(l, "t/long: cpu · for ") }) {
+		t.Errorf("the page shows as loaded %q, want t/long on the CPU with its time loaded", out.Loaded)
+	}
 	if out.KeyModels != 1 || !out.KeyStored {
 		t.Errorf("with an API key the page listed %d models (key kept: %v)", out.KeyModels, out.KeyStored)
 	}

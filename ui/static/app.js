@@ -353,6 +353,7 @@ async function send() {
     $('play-send').disabled = false;
     $('play-stop').disabled = true;
     play.ctl = null;
+    refresh(); // the model is loaded now
   }
 }
 
