@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http/httptest"
 	"reflect"
@@ -618,4 +619,53 @@ func FuzzResponsesRequest(f *testing.F) {
 			t.Fatalf("%s: a plan without messages", body)
 		}
 	})
+}
+
+// TestResponsesMixedOutput: text, then two calls, are three output items in
+// order (a message, then one function_call per call), each opened and
+// closed in the stream before the next begins; the stream's final response
+// has the same items as the answer returned whole.
+func TestResponsesMixedOutput(t *testing.T) {
+	s, _ := respServer(t, func(backends.Request) []backends.Event {
+		return []backends.Event{
+			{Token: 1, Text: "Checking."},
+			{Token: 2, ToolCalls: []backends.ToolCallDelta{{Index: 0, ID: "call_1", Name: "a", Arguments: `{"x":1}`}}},
+			{Token: 3, ToolCalls: []backends.ToolCallDelta{{Index: 1, ID: "call_2", Name: "b"}}},
+			{Token: 4, ToolCalls: []backends.ToolCallDelta{{Index: 1, Arguments: `{}`}}},
+			{Token: -1, Done: true, Finish: backends.FinishToolCalls, Usage: backends.Usage{CompletionTokens: 4}},
+		}
+	}, ResponseStoreConfig{})
+	body := `{"model":"m","input":"x","tools":[{"type":"function","name":"a"},{"type":"function","name":"b"}]}`
+	whole := decodeObject(t, post(t, s, "/v1/responses", body))
+	shape := func(r any) []string {
+		var out []string
+		for i := range len(get(r, "output").([]any)) {
+			it := get(r, "output", i)
+			out = append(out, fmt.Sprintln(get(it, "type"), get(it, "content", 0, "text"), get(it, "call_id"), get(it, "name"), get(it, "arguments"), get(it, "status")))
+		}
+		return out
+	}
+	want := []string{"message Checking. <nil> <nil> <nil> completed\n", "function_call <nil> call_1 a {\"x\":1} completed\n", "function_call <nil> call_2 b {} completed\n"}
+	if got := shape(whole); !reflect.DeepEqual(got, want) {
+		t.Fatalf("output:\n got %q\nwant %q", got, want)
+	}
+	evs := readResponseEvents(t, post(t, s, "/v1/responses", strings.Replace(body, `"input"`, `"stream":true,"input"`, 1)).Body.String())
+	open := -1
+	for _, e := range evs {
+		switch e.name {
+		case "response.output_item.added":
+			if open != -1 {
+				t.Fatalf("item %v added while item %d is open", e.data["output_index"], open)
+			}
+			open = int(e.data["output_index"].(float64))
+		case "response.output_item.done":
+			if int(e.data["output_index"].(float64)) != open {
+				t.Fatalf("item %v done while item %d is open", e.data["output_index"], open)
+			}
+			open = -1
+		}
+	}
+	if got := shape(evs[len(evs)-1].data["response"]); !reflect.DeepEqual(got, want) {
+		t.Fatalf("streamed output:\n got %q\nwant %q", got, want)
+	}
 }
