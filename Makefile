@@ -1,6 +1,7 @@
 # modeld — the two commands a fresh machine needs:
 #   make run    install the runtime libraries if needed, build, and serve
 #   make test   install the runtime libraries and test assets if needed, then gofmt, go mod tidy -diff, vet and race tests
+# and make install: modeld into $GOBIN (default $(go env GOPATH)/bin), or PREFIX/bin with PREFIX=/usr/local
 GO        ?= go
 BIN       ?= bin/modeld
 # onnxruntime_go needs cgo; go-nvml's header marks old calls deprecated (harmless).
@@ -8,8 +9,12 @@ export CGO_ENABLED = 1
 export CGO_CFLAGS  ?= -O2 -g -Wno-deprecated-declarations
 TESTFLAGS ?= -race -timeout 30m
 PKGS      ?= ./...
+# make install's directory: PREFIX/bin when PREFIX is given, else GOBIN, else GOPATH/bin.
+PREFIX    ?=
+BINDIR    ?= $(if $(PREFIX),$(PREFIX)/bin,$(or $(shell $(GO) env GOBIN),$(shell $(GO) env GOPATH)/bin))
+VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 
-.PHONY: all bootstrap test-assets test-clients build run test check fmt vet clean
+.PHONY: all bootstrap test-assets test-clients build install run test check fmt vet clean
 
 all: build
 
@@ -25,7 +30,12 @@ test-clients:
 	@if [ ! clients/node_modules/.package-lock.json -nt clients/package-lock.json ]; then cd clients && npm ci --no-audit --no-fund --engine-strict; fi
 
 build:
-	$(GO) build -o $(BIN) ./cmd/modeld
+	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/modeld
+
+install: build
+	install -d "$(DESTDIR)$(BINDIR)"
+	install -m 0755 $(BIN) "$(DESTDIR)$(BINDIR)/modeld"
+	@echo "installed $(DESTDIR)$(BINDIR)/modeld"
 
 run: bootstrap build
 	$(BIN) serve
