@@ -21,8 +21,9 @@ func (o *occupantInst) Occupancy() (Occupancy, error) { return o.occ, o.err }
 
 // TestGatewayGauges: the model server protocol's gauges per model — the
 // cache's queue plus the requests waiting inside an instance are queued,
-// the rest of the slot holders run, and only instances with a KV cache
-// report its use; an instance that cannot answer keeps the cache's counts.
+// the rest of the slot holders run, and instances with a KV cache report
+// its use (the others hold none: 0); an instance that cannot answer keeps
+// the cache's counts.
 func TestGatewayGauges(t *testing.T) {
 	l := newFakeLoader()
 	l.slots = 2
@@ -59,6 +60,8 @@ func TestGatewayGauges(t *testing.T) {
 # HELP vllm:kv_cache_usage_perc Fraction of the model's KV cache that running requests hold (1 = full).
 # TYPE vllm:kv_cache_usage_perc gauge
 vllm:kv_cache_usage_perc{model_name="chat"} 0.25
+vllm:kv_cache_usage_perc{model_name="embed"} 0
+vllm:kv_cache_usage_perc{model_name="mute"} 0
 # HELP vllm:num_requests_running Requests the model is serving now.
 # TYPE vllm:num_requests_running gauge
 vllm:num_requests_running{model_name="chat"} 1

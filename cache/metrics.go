@@ -58,7 +58,8 @@ var (
 	descRunning = prometheus.NewDesc("vllm:num_requests_running",
 		"Requests the model is serving now.", []string{"model_name"}, nil)
 	// KVCacheUtilization, as a fraction (1 = full). Models without a KV
-	// cache (the task pipelines) have no series.
+	// cache (the task pipelines) hold none: 0, so that a gateway scraping
+	// a pool of them finds the series it reads.
 	descKVUsage = prometheus.NewDesc("vllm:kv_cache_usage_perc",
 		"Fraction of the model's KV cache that running requests hold (1 = full).", []string{"model_name"}, nil)
 )
@@ -96,16 +97,17 @@ func (c *Cache) Collect(ch chan<- prometheus.Metric) {
 		m.Collect(ch)
 	}
 	for _, o := range c.occupancy() {
-		running, waiting := o.running, o.waiting
+		running, waiting, kv := o.running, o.waiting, 0.0
 		if oc, ok := o.inst.(Occupant); ok {
 			if got, err := oc.Occupancy(); err == nil {
 				inside := min(got.Waiting, running)
 				running, waiting = running-inside, waiting+inside
 				if got.HasKV {
-					ch <- prometheus.MustNewConstMetric(descKVUsage, prometheus.GaugeValue, got.KVUsage, o.id)
+					kv = got.KVUsage
 				}
 			}
 		}
+		ch <- prometheus.MustNewConstMetric(descKVUsage, prometheus.GaugeValue, kv, o.id)
 		ch <- prometheus.MustNewConstMetric(descWaiting, prometheus.GaugeValue, float64(waiting), o.id)
 		ch <- prometheus.MustNewConstMetric(descRunning, prometheus.GaugeValue, float64(running), o.id)
 	}
