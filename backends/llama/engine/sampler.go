@@ -124,6 +124,7 @@ func checkGrammar(vocab yz.Vocab, f backends.ResponseFormat) error {
 type constraint struct {
 	text  string
 	trig  *lazyTrigger
+	think reasoningAt // where the output's reasoning block stands (lazy only)
 	stage yz.Sampler
 }
 

@@ -29,6 +29,9 @@ func (m *Model) constraint(req *Request) (constraint, error) {
 			think = m.thinkGrammar(req)
 		}
 		c, ok := callGrammar(toolcall.Detect(m.info.ChatTemplate), m.info.ChatTemplate, tc.Grammar, think, tc.Single, !forced)
+		if ok && !forced {
+			c.think = m.reasoningAt(req)
+		}
 		if ok {
 			g := c.sampler(m.vocab)
 			if g == 0 {
@@ -93,27 +96,50 @@ const thinkRules = "think-text ::= think-char{0,1024}\n" +
 	`think-char ::= [^<] | "<" [^/]` + "\n" +
 	`think-ws ::= [ \t\r\n]{0,4}` + "\n"
 
-// thinkGrammar is the reasoning block a call constrained from the start of
-// the output may follow, as a GBNF expression over thinkRules, for a chat
-// request to a template that thinks: the rest of the block and </think>
-// when the prompt opens one (DeepSeek R1, QwQ), none when it ends with a
-// closed one (Qwen3 with enable_thinking false), else an optional
-// <think>...</think> block (Qwen3). "" for none. The block goes to
-// reasoning_content (reasoningEvents), the calls after it to tool_calls.
-func (m *Model) thinkGrammar(req *Request) string {
+// reasoningAt says where a reasoning block stands at the start of the output.
+type reasoningAt int
+
+const (
+	reasonNone    reasoningAt = iota // no block: the template does not think, or the prompt closed it
+	reasonInside                     // the prompt opens the block: the output begins inside it
+	reasonMayOpen                    // the output may begin with <think>
+)
+
+// reasoningAt is where req's output begins with respect to a reasoning
+// block, for a chat request to a template that thinks: inside one when the
+// prompt opens it (DeepSeek R1, QwQ), none when the prompt ends with a
+// closed one (Qwen3 with enable_thinking false), else the output may open
+// one (Qwen3).
+func (m *Model) reasoningAt(req *Request) reasoningAt {
 	if len(req.Messages) == 0 || !thinksTemplate(m.info.ChatTemplate) {
-		return ""
+		return reasonNone
 	}
 	tail, err := m.Detokenize(req.Prompt[max(0, len(req.Prompt)-16):], true)
 	switch {
 	case err != nil:
-		return ""
+		return reasonNone
 	case promptOpensThink(tail):
-		return `think-text "</think>" think-ws`
+		return reasonInside
 	case strings.HasSuffix(strings.TrimRightFunc(tail, unicode.IsSpace), thinkClose):
-		return ""
+		return reasonNone
 	}
-	return `("<think>" think-text "</think>" think-ws)?`
+	return reasonMayOpen
+}
+
+// thinkGrammar is the reasoning block a call constrained from the start of
+// the output may follow (reasoningAt), as a GBNF expression over
+// thinkRules: the rest of the block and </think> when the output begins
+// inside one, an optional <think>...</think> block when it may open one,
+// "" for none. The block goes to reasoning_content (reasoningEvents), the
+// calls after it to tool_calls.
+func (m *Model) thinkGrammar(req *Request) string {
+	switch m.reasoningAt(req) {
+	case reasonInside:
+		return `think-text "</think>" think-ws`
+	case reasonMayOpen:
+		return `("<think>" think-text "</think>" think-ws)?`
+	}
+	return ""
 }
 
 // wantsToolCalls reports whether r's output is read for tool calls: it

@@ -131,8 +131,13 @@ type lazySeq struct {
 	lens       [recentTokens]int
 	ntok       int
 	dropped    bool // the window has lost the output's first token
-	startTried bool // the start pattern matched once
-	fired      bool // the grammar joined the chain
+	startTried bool // the start pattern matched once (or the start is past)
+	// thinking: inside a reasoning block; mayOpen: the output may still
+	// open one (it is whitespace or a prefix of <think> so far); floor:
+	// where the window's text after the block begins.
+	thinking, mayOpen bool
+	floor             int
+	fired             bool // the grammar joined the chain
 }
 
 // lazyStart returns grammar as seq samples it: a lazy one gets its empty
@@ -148,8 +153,9 @@ func (d *llamaDecoder) lazyStart(seq int, grammar constraint) constraint {
 		return grammar
 	}
 	ls := &lazySeq{m: d.m, w: w, text: grammar.text, trig: grammar.trig,
-		stage: yz.SamplerChainInit(yz.SamplerChainDefaultParams()),
-		win:   make([]byte, 0, 2*startBytes+2*grammar.trig.maxWord)}
+		stage:    yz.SamplerChainInit(yz.SamplerChainDefaultParams()),
+		win:      make([]byte, 0, 2*startBytes+2*grammar.trig.maxWord+2*len(thinkClose)),
+		thinking: grammar.think == reasonInside, mayOpen: grammar.think == reasonMayOpen}
 	grammar.stage = ls.stage
 	w.seqs[seq] = ls
 	return grammar
@@ -164,7 +170,8 @@ func (d *llamaDecoder) lazyAccept(seq int, tok yz.Token) {
 }
 
 // accept adds tok to the watch and, when it completes a trigger, joins the
-// grammar to the chain.
+// grammar to the chain. Inside a reasoning block no trigger counts: the
+// watch resumes after its </think>.
 func (ls *lazySeq) accept(tok yz.Token) {
 	p := ls.w.piece(ls.m, tok)
 	n := len(p)
@@ -175,8 +182,28 @@ func (ls *lazySeq) accept(tok yz.Token) {
 	ls.toks[ls.ntok], ls.lens[ls.ntok] = tok, n
 	ls.ntok++
 	ls.out += n
-	// A marker that ends in this piece.
-	from := max(0, len(ls.win)-n-ls.trig.maxWord+1)
+	whole := ls.out-n < startBytes && !ls.dropped // the window holds the whole output
+	if ls.mayOpen {
+		switch t := bytes.TrimLeft(ls.win, " \t\r\n"); {
+		case !whole:
+			ls.mayOpen = false
+		case bytes.HasPrefix(t, thinkOpenBytes):
+			ls.mayOpen, ls.thinking, ls.startTried = false, true, true
+		case !bytes.HasPrefix(thinkOpenBytes, t):
+			ls.mayOpen = false
+		}
+	}
+	if ls.thinking {
+		from := max(ls.floor, len(ls.win)-n-len(thinkClose)+1)
+		k := bytes.Index(ls.win[from:], thinkCloseBytes)
+		if k < 0 {
+			ls.trim()
+			return
+		}
+		ls.thinking, ls.floor = false, from+k+len(thinkClose)
+	}
+	// A marker that ends in this piece (after the reasoning).
+	from := max(ls.floor, len(ls.win)-n-ls.trig.maxWord+1)
 	for _, w := range ls.trig.words {
 		if k := bytes.Index(ls.win[from:], w); k >= 0 {
 			if ls.fire(from + k) {
@@ -185,7 +212,6 @@ func (ls *lazySeq) accept(tok yz.Token) {
 		}
 	}
 	// While the window holds the whole output, the start pattern.
-	whole := ls.out-n < startBytes && !ls.dropped
 	if whole && ls.trig.start != nil && !ls.startTried && ls.trig.start.Match(ls.win) {
 		ls.startTried = true // one try: a start that breaks the grammar stays text
 		if g := ls.trig.start.FindSubmatchIndex(ls.win); len(g) >= 4 && g[2] >= 0 && ls.fire(g[2]) {
@@ -195,8 +221,19 @@ func (ls *lazySeq) accept(tok yz.Token) {
 	if whole && ls.out < startBytes {
 		return
 	}
-	// Keep whole tokens covering at least a marker's length less one byte.
-	keep := max(ls.trig.maxWord-1, 0)
+	ls.trim()
+}
+
+var (
+	thinkOpenBytes  = []byte(thinkOpen)
+	thinkCloseBytes = []byte(thinkClose)
+)
+
+// trim keeps the whole tokens that cover at least the longest text a
+// later piece may complete (a marker's length, or </think>'s, less one
+// byte).
+func (ls *lazySeq) trim() {
+	keep := max(ls.trig.maxWord, len(thinkClose)) - 1
 	for ls.ntok > 1 && len(ls.win)-ls.lens[0] >= keep {
 		ls.dropFirst()
 	}
@@ -211,6 +248,7 @@ func (ls *lazySeq) dropFirst() {
 	copy(ls.lens[:], ls.lens[1:ls.ntok])
 	ls.ntok--
 	ls.dropped = true
+	ls.floor = max(0, ls.floor-k)
 }
 
 // fire builds the grammar, advances it over the tokens generated from the

@@ -266,3 +266,53 @@ func TestLazyAcceptAllocs(t *testing.T) {
 		t.Fatalf("start pattern: %v allocations per token", allocs)
 	}
 }
+
+// TestLazyTriggerAfterReasoning: under tool_choice auto a call marker
+// inside the reasoning block does not fire the trigger, the first one
+// after </think> does: Qwen3 (the output may open the block; one that
+// does not is watched from its start) and DeepSeek R1's distill (the
+// prompt opens it).
+func TestLazyTriggerAfterReasoning(t *testing.T) {
+	initLib(t)
+	for _, tc := range []struct {
+		vocab, template  string
+		want             reasoningAt
+		reasoning, after string // the output in two parts: the trigger must fire at the end of after only
+	}{
+		{"qwen2", "Qwen-Qwen3-0.6B", reasonMayOpen, "<think>\nMaybe <tool_call> is what I need.\n</think>\n\nSure. ", "<tool_call>"},
+		{"qwen2", "Qwen-Qwen3-0.6B", reasonMayOpen, "", "Sure. <tool_call>"},
+		{"qwen2", "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B", reasonInside, "I would write <｜tool▁calls▁begin｜> next.</think>\n\n", "<｜tool▁calls▁begin｜>"},
+	} {
+		m, err := Open(testenv.LlamaChatModel(t, tc.vocab, tc.template), Options{ContextSize: 2048, Slots: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		msgs := []Message{{Role: "user", Content: "Weather in Paris?"}}
+		prompt, err := m.ChatPrompt(msgs, grammarTools, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := Request{Messages: msgs, Prompt: prompt, Tools: grammarTools,
+			ToolChoice: backends.ToolChoice{Mode: backends.ToolChoiceAuto, Grammar: callGrammarOf(t, grammarTools)}}
+		c, err := m.constraint(&req)
+		if err != nil || c.trig == nil || c.think != tc.want {
+			t.Fatalf("%s: constraint %+v, %v; want a lazy one, reasoning %d", tc.template, c, err, tc.want)
+		}
+		d := &llamaDecoder{m: m}
+		c = d.lazyStart(0, c)
+		for _, tok := range textTokens(t, m, tc.reasoning) {
+			d.lazyAccept(0, tok)
+		}
+		if d.lazy.seq(0).fired {
+			t.Fatalf("%s: fired inside the reasoning %q", tc.template, tc.reasoning)
+		}
+		for _, tok := range textTokens(t, m, tc.after) {
+			d.lazyAccept(0, tok)
+		}
+		if !d.lazy.seq(0).fired {
+			t.Fatalf("%s: %q then %q did not fire", tc.template, tc.reasoning, tc.after)
+		}
+		yz.SamplerFree(c.stage)
+		_ = m.Close()
+	}
+}
