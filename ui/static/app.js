@@ -363,6 +363,7 @@ async function chat(model, text, signal) {
   const out = say('assistant', '');
   const status = $('play-status');
   let answer = '';
+  let thinking = null; // the model's reasoning, shown apart from its answer
   try {
     const req = { model, messages: play.history, stream: true, stream_options: { include_usage: true } };
     const temp = $('play-temp').value.trim();
@@ -378,6 +379,13 @@ async function chat(model, text, signal) {
       const ev = JSON.parse(data);
       if (ev.error) throw new Error(ev.error.message);
       const c = ev.choices && ev.choices[0];
+      if (c && c.delta && c.delta.reasoning_content) {
+        if (!thinking) {
+          thinking = el('span', { className: 'reasoning' });
+          out.before(thinking);
+        }
+        thinking.textContent += c.delta.reasoning_content;
+      }
       if (c && c.delta && c.delta.content) {
         answer += c.delta.content;
         out.textContent = answer;
