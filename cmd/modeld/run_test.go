@@ -230,16 +230,18 @@ func TestRunInTerminal(t *testing.T) {
 	waitExit(t, exited, out, "/bye")
 }
 
-// Ctrl-D at the prompt ends the session too.
+// Ctrl-D, or Ctrl-C, at an empty prompt ends the session too.
 func TestRunCtrlD(t *testing.T) {
 	home := chatHome(t)
 	serveLogged(t, home)
-	tty, out, exited := startRun(t, home, "t/chat")
-	out.waitFor(t, 0, ">>> ")
-	if _, err := tty.Write([]byte{4}); err != nil {
-		t.Fatal(err)
+	for name, key := range map[string]byte{"Ctrl-D": 4, "Ctrl-C": 3} {
+		tty, out, exited := startRun(t, home, "t/chat")
+		out.waitFor(t, 0, ">>> ")
+		if _, err := tty.Write([]byte{key}); err != nil {
+			t.Fatal(err)
+		}
+		waitExit(t, exited, out, name)
 	}
-	waitExit(t, exited, out, "Ctrl-D")
 }
 
 // With a PROMPT (and output that is not a terminal) run answers once and
