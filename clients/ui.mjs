@@ -171,6 +171,11 @@ try {
     await p2.locator('#models tbody tr').first().waitFor();
     out.keyModels = await p2.locator('#models tbody tr').count();
     out.keyStored = await p2.evaluate(() => sessionStorage.getItem('modeld.apiKey') !== null);
+    const gpuRow = p2.locator(`#models tbody tr[data-model="${env('GPU_MODEL')}"] .loaded`);
+    await gpuRow.waitFor();
+    out.keyLoaded = await gpuRow.textContent();
+    out.keyGPUs = await p2.locator('#probe-gpus li[data-gpu]').allTextContents();
+    out.keyVulkan = await p2.locator('#probe-backends tr[data-backend="vulkan"] .usable').textContent();
     if (shots) {
       const path = join(shots, 'api-key.png');
       await p2.screenshot({ path, fullPage: true });

@@ -107,8 +107,10 @@ func screenshotDir(t *testing.T) string {
 // the daemon stop its download and leaves no model; a chat streams and Stop
 // ends it, which the daemon's metrics count as a cancelled generation;
 // embed and classify answer; the probe panel lists every backend; a daemon
-// with an API key gets it from the page's key dialog. The page must raise
-// no error (a Content-Security-Policy violation included).
+// with an API key gets it from the page's key dialog, and shows its model
+// loaded on its GPU (Mesa's software Vulkan device) and the GPU in its probe
+// panel. The page must raise no error (a Content-Security-Policy violation
+// included).
 func TestLocalModelsPageInBrowser(t *testing.T) {
 	if _, err := os.Stat("/usr/bin/chromium"); err != nil {
 		t.Fatal("chromium is not installed: apt-get install chromium")
@@ -127,14 +129,23 @@ func TestLocalModelsPageInBrowser(t *testing.T) {
 	_, tiny := tinyGGUFFile(t)
 	hub := newUIHub(t, tiny)
 	_, base, logs := startDaemon(t, home, "--context-size", "16384", "--hf-endpoint", hub.URL, "--allow-private-pull")
-	// A second daemon, with an API key, on a home of its own (one daemon
-	// serves a home).
-	keyHome := t.TempDir()
-	if out, err := runCLI(t, map[string]string{"MODELD_HOME": keyHome}, "import", fixtureDir("embed-mean"), "--name", "t/embed"); err != nil {
-		t.Fatalf("import: %v\n%s", err, out)
-	}
+	// A second daemon, with an API key and a GPU (Mesa's software Vulkan
+	// device), on a home of its own (one daemon serves a home); its chat
+	// model is loaded on the GPU before the page opens.
+	vkRoot := vkLibRoot(t, true)
+	requireLLVMPipe(t, vkRoot)
+	keyHome := vkHome(t)
 	const key = "mk-ui-test-5e1f"
-	_, keyBase, _ := startDaemon(t, keyHome, "--api-key", key)
+	keyed := startVKDaemon(t, keyHome, vkRoot, "--allow-software-gpu", "--api-key", key)
+	keyBase := keyed.base
+	warm, _ := http.NewRequest(http.MethodPost, keyBase+"/v1/chat/completions", strings.NewReader(
+		`{"model":"`+vkChatModel+`","max_tokens":1,"messages":[{"role":"user","content":"hi"}]}`))
+	warm.Header.Set("Authorization", "Bearer "+key)
+	if res, err := http.DefaultClient.Do(warm); err != nil || res.StatusCode != 200 {
+		t.Fatalf("loading %s on the keyed daemon: %v %v\n%s", vkChatModel, res, err, keyed.log())
+	} else {
+		res.Body.Close()
+	}
 	defer func() {
 		if t.Failed() {
 			t.Logf("daemon log:\n%s", logs)
@@ -146,7 +157,7 @@ func TestLocalModelsPageInBrowser(t *testing.T) {
 	raw := runClient(t, base, "ui.mjs", map[string]string{
 		"SCREENSHOT_DIR": shots, "CHAT_MODEL": "t/long", "EMBED_MODEL": "t/embed", "CLASSIFY_MODEL": "t/classify",
 		"DELETE_MODEL": "t/spare", "PULL_REF": "hf:org/tiny:Q4_0", "PULLED_MODEL": "org/tiny", "SLOW_REF": "hf:org/slow:Q4_0",
-		"KEY_URL": keyBase, "KEY": key,
+		"KEY_URL": keyBase, "KEY": key, "GPU_MODEL": vkChatModel,
 	})
 	var out struct {
 		CSP    string
@@ -166,6 +177,9 @@ func TestLocalModelsPageInBrowser(t *testing.T) {
 		Loaded             []string
 		KeyModels          int
 		KeyStored          bool
+		KeyLoaded          string
+		KeyGPUs            []string
+		KeyVulkan          string
 		Screenshots        []string
 	}
 	if err := json.Unmarshal([]byte(raw), &out); err != nil {
@@ -199,8 +213,14 @@ func TestLocalModelsPageInBrowser(t *testing.T) {
 	if !slices.ContainsFunc(out.Loaded, func(l string) bool { return strings.HasPrefix(l, "t/long: cpu · for ") }) {
 		t.Errorf("the page shows as loaded %q, want t/long on the CPU with its time loaded", out.Loaded)
 	}
-	if out.KeyModels != 1 || !out.KeyStored {
+	if out.KeyModels != 2 || !out.KeyStored {
 		t.Errorf("with an API key the page listed %d models (key kept: %v)", out.KeyModels, out.KeyStored)
+	}
+	if !strings.HasPrefix(out.KeyLoaded, "vulkan:0 (100% GPU) · for ") {
+		t.Errorf("the model loaded on the GPU shows as %q", out.KeyLoaded)
+	}
+	if len(out.KeyGPUs) != 1 || !strings.Contains(out.KeyGPUs[0], "llvmpipe") || out.KeyVulkan != "yes" {
+		t.Errorf("the GPU daemon's probe panel shows GPUs %q, vulkan usable %q", out.KeyGPUs, out.KeyVulkan)
 	}
 	for _, p := range out.Screenshots {
 		if st, err := os.Stat(p); err != nil || st.Size() == 0 {
