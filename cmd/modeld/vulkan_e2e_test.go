@@ -310,7 +310,7 @@ func psRow(t *testing.T, out, id string) string {
 // model: "offloaded N/M layers to GPU", from the runner's log.
 func (d *vkDaemon) offloaded(model string) (n, of int) {
 	d.t.Helper()
-	m := d.waitLog(regexp.MustCompile(`"model":"` + regexp.QuoteMeta(model) + `".*offloaded (\d+)/(\d+) layers to GPU`))
+	m := d.waitLog(regexp.MustCompile(`offloaded (\d+)/(\d+) layers to GPU.*"model":"` + regexp.QuoteMeta(model) + `"`))
 	n, _ = strconv.Atoi(m[1])
 	of, _ = strconv.Atoi(m[2])
 	return n, of
@@ -320,7 +320,7 @@ func (d *vkDaemon) offloaded(model string) (n, of int) {
 // ("model", "KV", "compute"), in bytes.
 func (d *vkDaemon) buffer(model, kind string) int64 {
 	d.t.Helper()
-	m := d.waitLog(regexp.MustCompile(`"model":"` + regexp.QuoteMeta(model) + `".*Vulkan0 ` + kind + ` buffer size = +([0-9.]+) MiB`))
+	m := d.waitLog(regexp.MustCompile(`Vulkan0 ` + kind + ` buffer size = +([0-9.]+) MiB.*"model":"` + regexp.QuoteMeta(model) + `"`))
 	mib, err := strconv.ParseFloat(m[1], 64)
 	if err != nil {
 		d.t.Fatal(err)
