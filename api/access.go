@@ -59,8 +59,9 @@ type Limits struct {
 	// MaxBody bounds the body of inference routes (chat, completions,
 	// embeddings, classify, rerank, summarize: every POST not listed as control).
 	MaxBody int64
-	// MaxControlBody bounds the body of control routes (pull, unload) and of
-	// every GET, HEAD, DELETE and OPTIONS request.
+	// MaxControlBody bounds the body of control routes (pull, unload, and
+	// Ollama's pull, copy and show) and of every GET, HEAD, DELETE and
+	// OPTIONS request.
 	MaxControlBody int64
 	// BodyTimeout is how long a request body may take to arrive once the
 	// headers are read.
@@ -95,7 +96,7 @@ func (l Limits) withDefaults() Limits {
 }
 
 // controlRoutes are the POST routes whose bodies are small commands.
-var controlRoutes = map[string]bool{"/v1/models/pull": true, "/v1/unload": true}
+var controlRoutes = map[string]bool{"/v1/models/pull": true, "/v1/unload": true, "/api/pull": true, "/api/copy": true, "/api/show": true}
 
 var extensionSchemes = map[string]bool{"chrome-extension": true, "moz-extension": true, "safari-web-extension": true}
 
@@ -202,16 +203,37 @@ func (s *Server) guard(next http.Handler) http.Handler {
 	})
 }
 
-// refuse answers a request that the access rules turned away, before any work.
+// refuse answers a request that the access rules turned away, before any
+// work, in the error shape of the dialect whose route it asked for.
 func (s *Server) refuse(w http.ResponseWriter, r *http.Request, e *Error) {
 	s.log.Info("request refused", "method", r.Method, "path", clip(r.URL.Path), "status", e.Status, "code", e.Code,
 		"remote", r.RemoteAddr, "host", clip(r.Host), "origin", clip(r.Header.Get("Origin")))
-	writeErrorTo(w, e)
+	writeErrorTo(w, e, errorShape(r.URL.Path))
 }
 
-// writeErrorTo writes e in OpenAI's shape on a plain ResponseWriter.
-func writeErrorTo(w http.ResponseWriter, e *Error) {
-	b, _ := json.Marshal(map[string]*Error{"error": e}) // an Error always marshals
+// errorShape is the error body of the dialect that owns path, the one place
+// that tells the dialects apart by path: Anthropic's on /v1/messages and
+// below it, Ollama's below /api/, OpenAI's everywhere else (Responses
+// included). The status is the same in every shape.
+func errorShape(p string) func(*Error) any {
+	switch {
+	case p == "/v1/messages" || strings.HasPrefix(p, "/v1/messages/"):
+		return anthropicShape
+	case strings.HasPrefix(p, "/api/"):
+		return ollamaShape
+	}
+	return openAIShape
+}
+
+// openAIShape is {"error": {"message", "type", "param", "code"}}.
+func openAIShape(e *Error) any { return map[string]*Error{"error": e} }
+
+// writeErrorTo writes e in shape on a plain ResponseWriter.
+func writeErrorTo(w http.ResponseWriter, e *Error, shape func(*Error) any) {
+	b, err := json.Marshal(shape(e))
+	if err != nil { // the shapes hold strings and numbers only
+		b = []byte(`{"error":"internal error"}`)
+	}
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(e.Status)

@@ -14,6 +14,7 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -75,6 +76,7 @@ func guardedServer(t *testing.T, opt Options) (*Server, *spy) {
 	}
 	s := New(opt)
 	s.RegisterModels(ModelsOptions{Store: sp.store, Puller: pl, Unloader: sp.unloader})
+	s.RegisterOllama(ModelsOptions{Store: sp.store, Puller: pl, Unloader: sp.unloader})
 
 	req := routeReq{"POST", "/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"hi"}]}`}.build("localhost", map[string]string{"Content-Type": "application/json", "Authorization": "Bearer " + opt.APIKey})
 	if w := serve(s, req); w.Code != 200 {
@@ -173,22 +175,31 @@ func everyRoute(t *testing.T, s *Server) []routeReq {
 			}
 		}
 		rr := routeReq{method: r.Method, path: strings.Join(segs, "/")}
-		if r.Method == http.MethodPost {
-			switch r.Path {
-			case "/v1/unload":
-				rr.body = `{"model":"m"}`
-			case "/v1/models/pull":
-				rr.body = `{"model":"hf:org/tiny"}`
-			default:
-				rr.body = `{"model":"x","messages":[{"role":"user","content":"hi"}],"prompt":"hi","input":"hi","query":"q","documents":["a"]}`
-			}
+		switch {
+		case r.Path == "/v1/unload":
+			rr.body = `{"model":"m"}`
+		case r.Path == "/v1/models/pull", r.Path == "/api/pull":
+			rr.body = `{"model":"hf:org/tiny"}`
+		case r.Path == "/api/delete":
+			rr.body = `{"model":"org/embed"}`
+		case r.Path == "/api/copy":
+			rr.body = `{"source":"org/chat","destination":"org/copy"}`
+		case r.Method == http.MethodPost:
+			rr.body = `{"model":"x","messages":[{"role":"user","content":"hi"}],"max_tokens":16,"prompt":"hi","input":"hi","query":"q","documents":["a"]}`
 		}
 		out = append(out, rr)
 	}
 	if len(out) < 15 {
 		t.Fatalf("only %d routes registered: %v", len(out), out)
 	}
-	return append(out, routeReq{"GET", "/nope", ""}, routeReq{"POST", "/nope", `{"model":"x"}`})
+	// Each dialect's routes are there, so each error shape is checked.
+	for _, p := range []string{"/v1/chat/completions", "/v1/responses", "/v1/messages", "/v1/messages/count_tokens", "/api/chat", "/api/delete"} {
+		if !slices.ContainsFunc(out, func(rr routeReq) bool { return rr.path == p }) {
+			t.Fatalf("route %s is not registered", p)
+		}
+	}
+	return append(out, routeReq{"GET", "/nope", ""}, routeReq{"POST", "/nope", `{"model":"x"}`},
+		routeReq{"POST", "/api/nope", `{"model":"x"}`}, routeReq{"POST", "/v1/messages/nope", `{"model":"x"}`})
 }
 
 func postRoutes(t *testing.T, s *Server) []routeReq {
@@ -201,15 +212,65 @@ func postRoutes(t *testing.T, s *Server) []routeReq {
 	return out
 }
 
-func wantRefusal(t *testing.T, w *httptest.ResponseRecorder, status int, code, what string) {
+// refusalTexts are what each refusal's message says, in every dialect's
+// shape (Ollama's carries only the message).
+var refusalTexts = map[string]string{
+	"host_not_allowed":       "is not allowed: modeld answers to loopback",
+	"origin_not_allowed":     "is not allowed: modeld serves loopback pages",
+	"missing_api_key":        "requires an API key",
+	"invalid_api_key":        "is not this modeld's key",
+	"unsupported_media_type": "must send its body as application/json",
+	"request_too_large":      "larger than this route's limit",
+	"request_timeout":        "stopped arriving",
+}
+
+// wantRefusal checks a refusal of a request for path: the status, and the
+// error in the shape of the dialect that owns path (Anthropic's on
+// /v1/messages, Ollama's under /api/, OpenAI's elsewhere) with the code,
+// type or message of the refusal.
+func wantRefusal(t *testing.T, w *httptest.ResponseRecorder, path string, status int, code, what string) {
 	t.Helper()
 	if w.Code != status {
 		t.Errorf("%s = %d %s, want %d", what, w.Code, w.Body, status)
 		return
 	}
-	var e errorBody
-	if err := json.Unmarshal(w.Body.Bytes(), &e); err != nil || e.Error.Code != code || e.Error.Message == "" || e.Error.Type == "" {
-		t.Errorf("%s: body %s, want an OpenAI error with code %s", what, w.Body, code)
+	text, ok := refusalTexts[code]
+	if !ok {
+		t.Fatalf("no message known for code %s", code)
+	}
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(w.Body.Bytes(), &top); err != nil {
+		t.Errorf("%s: body %s is not a JSON object", what, w.Body)
+		return
+	}
+	switch {
+	case path == "/v1/messages" || strings.HasPrefix(path, "/v1/messages/"):
+		var e struct {
+			Type  string `json:"type"`
+			Error struct {
+				Type    string `json:"type"`
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		want := map[int]string{401: "authentication_error", 403: "permission_error", 413: "request_too_large"}[status]
+		if want == "" {
+			want = "invalid_request_error"
+		}
+		if json.Unmarshal(w.Body.Bytes(), &e) != nil || len(top) != 2 || e.Type != "error" || e.Error.Type != want || !strings.Contains(e.Error.Message, text) {
+			t.Errorf("%s: body %s, want an Anthropic error of type %s saying %q", what, w.Body, want, text)
+		}
+	case strings.HasPrefix(path, "/api/"):
+		var e struct {
+			Error string `json:"error"`
+		}
+		if json.Unmarshal(w.Body.Bytes(), &e) != nil || len(top) != 1 || !strings.Contains(e.Error, text) {
+			t.Errorf("%s: body %s, want an Ollama error saying %q", what, w.Body, text)
+		}
+	default:
+		var e errorBody
+		if err := json.Unmarshal(w.Body.Bytes(), &e); err != nil || e.Error.Code != code || !strings.Contains(e.Error.Message, text) || e.Error.Type == "" {
+			t.Errorf("%s: body %s, want an OpenAI error with code %s", what, w.Body, code)
+		}
 	}
 }
 
@@ -221,7 +282,7 @@ func TestForeignHostRefusedOnEveryRoute(t *testing.T) {
 	for _, host := range hosts {
 		for _, rr := range everyRoute(t, s) {
 			w := serve(s, rr.build(host, map[string]string{"Content-Type": "application/json"}))
-			wantRefusal(t, w, http.StatusForbidden, "host_not_allowed", fmt.Sprintf("Host %q %s %s", host, rr.method, rr.path))
+			wantRefusal(t, w, rr.path, http.StatusForbidden, "host_not_allowed", fmt.Sprintf("Host %q %s %s", host, rr.method, rr.path))
 		}
 	}
 	sp.assertNoWork(t)
@@ -237,7 +298,7 @@ func TestAllowedHosts(t *testing.T) {
 		}
 	}
 	for _, host := range []string{"lan", "modeld.lan.evil.example", "10.1.2.4"} {
-		wantRefusal(t, serve(s, routeReq{"GET", "/health", ""}.build(host, nil)), 403, "host_not_allowed", "Host "+host)
+		wantRefusal(t, serve(s, routeReq{"GET", "/health", ""}.build(host, nil)), "/health", 403, "host_not_allowed", "Host "+host)
 	}
 	// The address a connection arrived on names this machine: a daemon bound
 	// beyond loopback answers to it, and to no other address.
@@ -269,7 +330,7 @@ func TestForeignOriginRefusedOnEveryRoute(t *testing.T) {
 			r := rr.build("localhost", map[string]string{"Content-Type": "application/json"})
 			r.Header["Origin"] = []string{origin} // "" too: present but empty
 			w := serve(s, r)
-			wantRefusal(t, w, http.StatusForbidden, "origin_not_allowed", fmt.Sprintf("Origin %q %s %s", origin, rr.method, rr.path))
+			wantRefusal(t, w, rr.path, http.StatusForbidden, "origin_not_allowed", fmt.Sprintf("Origin %q %s %s", origin, rr.method, rr.path))
 			if got := w.Header().Get("Access-Control-Allow-Origin"); got != "" {
 				t.Errorf("Origin %q got Access-Control-Allow-Origin %q", origin, got)
 			}
@@ -278,7 +339,7 @@ func TestForeignOriginRefusedOnEveryRoute(t *testing.T) {
 	// Two Origin headers, one of them allowed.
 	r := routeReq{"POST", "/v1/unload", `{"model":"m"}`}.build("localhost", map[string]string{"Content-Type": "application/json"})
 	r.Header["Origin"] = []string{"http://localhost", "https://evil.example"}
-	wantRefusal(t, serve(s, r), 403, "origin_not_allowed", "two Origin headers")
+	wantRefusal(t, serve(s, r), "/v1/unload", 403, "origin_not_allowed", "two Origin headers")
 	sp.assertNoWork(t)
 }
 
@@ -354,12 +415,12 @@ func TestSimpleCrossSiteBodiesRefused(t *testing.T) {
 				if ct != "" {
 					r.Header.Set("Content-Type", ct)
 				}
-				wantRefusal(t, serve(s, r), status, code, fmt.Sprintf("Origin %s, Content-Type %q, POST %s", origin, ct, rr.path))
+				wantRefusal(t, serve(s, r), rr.path, status, code, fmt.Sprintf("Origin %s, Content-Type %q, POST %s", origin, ct, rr.path))
 			}
 		}
 		// A body on a method that has none is refused the same way.
 		r := routeReq{"DELETE", "/v1/models/org/chat", `{"x":1}`}.build("localhost", map[string]string{"Origin": origin, "Content-Type": "text/plain"})
-		wantRefusal(t, serve(s, r), status, code, "DELETE with a text/plain body from "+origin)
+		wantRefusal(t, serve(s, r), "/v1/models/org/chat", status, code, "DELETE with a text/plain body from "+origin)
 	}
 	sp.assertNoWork(t)
 }
@@ -405,14 +466,14 @@ func TestAPIKeyOnEveryRoute(t *testing.T) {
 				h[k] = v
 			}
 			w := serve(s, rr.build("localhost", h))
-			wantRefusal(t, w, http.StatusUnauthorized, tc.code, fmt.Sprintf("%v on %s %s", tc.hdr, rr.method, rr.path))
+			wantRefusal(t, w, rr.path, http.StatusUnauthorized, tc.code, fmt.Sprintf("%v on %s %s", tc.hdr, rr.method, rr.path))
 			if !strings.HasPrefix(w.Header().Get("WWW-Authenticate"), "Bearer") {
 				t.Errorf("%s %s: WWW-Authenticate %q", rr.method, rr.path, w.Header().Get("WWW-Authenticate"))
 			}
 		}
 		// The right key does not get past a foreign Host.
 		w := serve(s, rr.build("evil.example", map[string]string{"Content-Type": "application/json", "Authorization": "Bearer " + key}))
-		wantRefusal(t, w, 403, "host_not_allowed", "foreign Host with the key on "+rr.path)
+		wantRefusal(t, w, rr.path, 403, "host_not_allowed", "foreign Host with the key on "+rr.path)
 	}
 	sp.assertNoWork(t)
 
@@ -463,6 +524,19 @@ func TestBodyLimits(t *testing.T) {
 		{routeReq{"POST", "/v1/unload", `{"model":"m","x":"` + pad(100) + `"}`}, true},
 		{routeReq{"DELETE", "/v1/models/org/chat", pad(100)}, false},
 		{routeReq{"GET", "/health", pad(100)}, false},
+		// The other dialects' routes, in their own error shapes.
+		{routeReq{"POST", "/v1/messages", chat(2000)}, false},
+		{routeReq{"POST", "/v1/messages", chat(2000)}, true},
+		{routeReq{"POST", "/v1/messages/count_tokens", chat(2000)}, true},
+		{routeReq{"POST", "/v1/responses", `{"model":"x","input":"` + pad(2000) + `"}`}, true},
+		{routeReq{"POST", "/api/chat", chat(2000)}, false},
+		{routeReq{"POST", "/api/chat", chat(2000)}, true},
+		{routeReq{"POST", "/api/generate", `{"model":"x","prompt":"` + pad(2000) + `"}`}, true},
+		{routeReq{"POST", "/api/embed", `{"model":"x","input":"` + pad(2000) + `"}`}, true},
+		{routeReq{"POST", "/api/pull", `{"model":"hf:org/tiny","x":"` + pad(100) + `"}`}, false},
+		{routeReq{"POST", "/api/pull", `{"model":"hf:org/tiny","x":"` + pad(100) + `"}`}, true},
+		{routeReq{"POST", "/api/copy", `{"source":"org/chat","destination":"org/` + pad(100) + `"}`}, true},
+		{routeReq{"DELETE", "/api/delete", `{"model":"org/embed","x":"` + pad(100) + `"}`}, true},
 	} {
 		r := tc.rr.build("localhost", map[string]string{"Content-Type": "application/json"})
 		if tc.chunked {
@@ -471,7 +545,7 @@ func TestBodyLimits(t *testing.T) {
 		}
 		w := serve(s, r)
 		what := fmt.Sprintf("%s %s (%d bytes, chunked %v)", tc.rr.method, tc.rr.path, len(tc.rr.body), tc.chunked)
-		wantRefusal(t, w, http.StatusRequestEntityTooLarge, "request_too_large", what)
+		wantRefusal(t, w, tc.rr.path, http.StatusRequestEntityTooLarge, "request_too_large", what)
 		if strings.Contains(w.Body.String(), pad(50)) {
 			t.Errorf("%s: the error echoes the body: %s", what, w.Body)
 		}
@@ -566,6 +640,28 @@ func TestSlowBodyCutLongStreamNot(t *testing.T) {
 	if err != nil || string(rest) != "two\n" {
 		t.Fatalf("rest of the stream %q %v", rest, err)
 	}
+}
+
+// A body that stops arriving on another dialect's route is cut with a 408 in
+// that dialect's shape, and nothing is loaded.
+func TestSlowBodyCutInDialectShape(t *testing.T) {
+	s, sp := guardedServer(t, Options{Limits: Limits{BodyTimeout: 200 * time.Millisecond}})
+	srv := httptest.NewServer(s.Handler())
+	t.Cleanup(srv.Close)
+	for _, p := range []string{"/v1/messages", "/v1/messages/count_tokens", "/api/chat", "/api/generate", "/api/embed", "/v1/responses"} {
+		conn := rawRequest(t, srv, "POST "+p+" HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"model\":")
+		_ = conn.SetReadDeadline(time.Now().Add(30 * time.Second)) // only keeps a broken server from hanging the test
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatalf("%s: no answer: %v", p, err)
+		}
+		w := httptest.NewRecorder()
+		w.Code = resp.StatusCode
+		_, _ = io.Copy(w.Body, resp.Body)
+		resp.Body.Close()
+		wantRefusal(t, w, p, http.StatusRequestTimeout, "request_timeout", "stalled body on "+p)
+	}
+	sp.assertNoWork(t)
 }
 
 // A client that stops reading a stream makes its writes fail after the write
@@ -663,4 +759,24 @@ func FuzzAccessHeaders(f *testing.F) {
 			t.Fatalf("Origin %q with Content-Type %q let through", origin, ctype)
 		}
 	})
+}
+
+// An unknown route or a wrong method under a dialect's paths is answered in
+// that dialect's error shape, as the refusals are (errorShape).
+func TestUnknownRouteInDialectShape(t *testing.T) {
+	s, _ := guardedServer(t, Options{})
+	for _, tc := range []struct {
+		rr   routeReq
+		want string
+	}{
+		{routeReq{"POST", "/api/nope", `{}`}, `{"error":"no route for POST /api/nope"}`},
+		{routeReq{"GET", "/api/chat", ""}, `{"error":"GET is not allowed on /api/chat"}`},
+		{routeReq{"POST", "/v1/messages/nope", `{}`}, `{"error":{"message":"no route for POST /v1/messages/nope","type":"not_found_error"},"type":"error"}`},
+		{routeReq{"GET", "/v1/nope", ""}, `{"error":{"message":"no route for GET /v1/nope","type":"invalid_request_error","param":null,"code":"not_found"}}`},
+	} {
+		w := serve(s, tc.rr.build("localhost", map[string]string{"Content-Type": "application/json"}))
+		if got := strings.TrimSpace(w.Body.String()); got != tc.want || w.Code != 404 && w.Code != 405 {
+			t.Errorf("%s %s = %d %s, want %s", tc.rr.method, tc.rr.path, w.Code, got, tc.want)
+		}
+	}
 }

@@ -387,5 +387,9 @@ func anthropicErrorType(e *Error) string {
 // writeAnthropicError sends err in Anthropic's shape, with the status (and
 // Retry-After) of the one mapping.
 func writeAnthropicError(c *gin.Context, err error) {
-	writeErrorAs(c, err, func(e *Error) any { return anthropicErrorBody(anthropicErrorType(e), e.Message) })
+	writeErrorAs(c, err, anthropicShape)
 }
+
+// anthropicShape is an API error in Anthropic's shape:
+// {"type": "error", "error": {"type", "message"}}.
+func anthropicShape(e *Error) any { return anthropicErrorBody(anthropicErrorType(e), e.Message) }

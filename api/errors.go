@@ -139,9 +139,11 @@ func statusError(err error) *Error {
 	return e
 }
 
-// writeError sends err as an OpenAI error object.
+// writeError sends err as an OpenAI error object, or in the shape of the
+// dialect whose path the request asked for (errorShape: an unknown route, a
+// wrong method, a panic under /api/ or /v1/messages).
 func writeError(c *gin.Context, err error) {
-	writeErrorAs(c, err, func(e *Error) any { return gin.H{"error": e} })
+	writeErrorAs(c, err, errorShape(c.Request.URL.Path))
 }
 
 // writeErrorAs sends err in a dialect's error shape: shape builds the body

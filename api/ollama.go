@@ -59,6 +59,9 @@ func ollamaError(c *gin.Context, err error, model string) {
 	})
 }
 
+// ollamaShape is an API error in Ollama's shape, {"error": "..."}.
+func ollamaShape(e *Error) any { return gin.H{"error": e.Message} }
+
 // ollamaOptions is a request's options object: the sampling fields modeld
 // honours are read (and checked as the OpenAI fields are); the others
 // (num_gpu, mirostat, ...) are logged at debug and ignored.
