@@ -305,7 +305,11 @@ func (s *runSession) set(rest string) error {
 	switch name {
 	case "system":
 		s.system = value
-		fmt.Fprintln(s.out, "system prompt", map[bool]string{true: "removed", false: "set"}[value == ""])
+		if value == "" {
+			fmt.Fprintln(s.out, "system prompt removed")
+		} else {
+			fmt.Fprintln(s.out, "system prompt set")
+		}
 		return nil
 	case "labels":
 		s.labels = splitList(value)

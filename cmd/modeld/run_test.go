@@ -218,8 +218,13 @@ func TestRunInTerminal(t *testing.T) {
 		t.Errorf("%d chat requests after the stopped one and two multi-line prompts, want 3", n)
 	}
 
+	typeLine("/set system You are terse.")
+	at = out.waitFor(t, at, "system prompt set")
+	typeLine("/set warmth 3")
+	at = out.waitFor(t, at, `unknown setting "warmth"`)
 	typeLine("/set")
 	at = out.waitFor(t, at, "max_tokens")
+	at = out.waitFor(t, at, "You are terse.")
 	typeLine("/show")
 	at = out.waitFor(t, at, "gguf")
 	typeLine("/clear")
