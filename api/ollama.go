@@ -59,6 +59,49 @@ func ollamaError(c *gin.Context, err error, model string) {
 	})
 }
 
+// taskError says a refusal of the model's task (the one check before any
+// load, or the loaded model's capabilities) as Ollama does, in the terms of
+// the route asked (verb: chat, generate, embeddings), and names the route
+// that serves the model: "\"all-minilm\" does not support chat; it serves
+// embeddings: use POST /api/embed". The status and code stay the check's.
+// Any other error is returned as it is.
+func (h *ollama) taskError(err error, name, verb string) error {
+	var ae *Error
+	if !errors.As(err, &ae) || ae.Code != wrongModelType("", "", "").Code {
+		return err
+	}
+	e := *ae
+	e.Message = fmt.Sprintf("%q does not support %s", clip(name), verb)
+	if served := h.serves(name); served != "" {
+		e.Message += "; it serves " + served
+	}
+	return &e
+}
+
+// serves names the task of a stored model and the route that serves it,
+// Ollama's where it has one; "" when the store cannot say.
+func (h *ollama) serves(name string) string {
+	if h.o.Store == nil {
+		return ""
+	}
+	canon, err := models.ParseID(ollamaID(name))
+	if err != nil {
+		return ""
+	}
+	m, err := h.o.Store.Get(canon.String())
+	if err != nil || len(m.Tasks) == 0 {
+		return ""
+	}
+	switch t := string(m.Tasks[0]); t {
+	case backends.TaskChat:
+		return "chat: use POST /api/chat or /api/generate"
+	case backends.TaskEmbed:
+		return "embeddings: use POST /api/embed"
+	default:
+		return taskServed(t)
+	}
+}
+
 // ollamaShape is an API error in Ollama's shape, {"error": "..."}.
 func ollamaShape(e *Error) any { return gin.H{"error": e.Message} }
 

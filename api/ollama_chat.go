@@ -179,7 +179,7 @@ func (h *ollama) chat(c *gin.Context) {
 	if len(req.Messages) == 0 {
 		reason, err := h.loadOrUnload(c, req.Model, req.KeepAlive)
 		if err != nil {
-			ollamaError(c, err, name)
+			ollamaError(c, h.taskError(err, name, "chat"), name)
 			return
 		}
 		c.JSON(200, OllamaChatResponse{Model: name, CreatedAt: time.Now().UTC(), Message: OllamaMessage{Role: "assistant"}, Done: true, DoneReason: reason})
@@ -192,7 +192,7 @@ func (h *ollama) chat(c *gin.Context) {
 	}
 	run, err := h.s.startChat(c, call)
 	if err != nil {
-		ollamaError(c, err, name)
+		ollamaError(c, h.taskError(err, name, "chat"), name)
 		return
 	}
 	defer run.Release()
@@ -253,7 +253,7 @@ func (h *ollama) generate(c *gin.Context) {
 	if req.Prompt == "" && req.Suffix == "" && len(req.Images) == 0 {
 		reason, err := h.loadOrUnload(c, req.Model, req.KeepAlive)
 		if err != nil {
-			ollamaError(c, err, name)
+			ollamaError(c, h.taskError(err, name, "generate"), name)
 			return
 		}
 		c.JSON(200, OllamaGenerateResponse{Model: name, CreatedAt: time.Now().UTC(), Done: true, DoneReason: reason})
@@ -261,7 +261,7 @@ func (h *ollama) generate(c *gin.Context) {
 	}
 	run, err := h.startGenerate(c, &req)
 	if err != nil {
-		ollamaError(c, err, name)
+		ollamaError(c, h.taskError(err, name, "generate"), name)
 		return
 	}
 	defer run.Release()

@@ -88,7 +88,7 @@ func (h *ollama) embed(c *gin.Context) {
 		err = badRequest("input", "%d of the inputs exceed the model's maximum length, and truncate is false", res.Truncated)
 	}
 	if err != nil {
-		ollamaError(c, err, req.Model)
+		ollamaError(c, h.taskError(err, req.Model, "embeddings"), req.Model)
 		return
 	}
 	c.JSON(http.StatusOK, gin.H{"model": req.Model, "embeddings": res.Vectors,
@@ -109,7 +109,7 @@ func (h *ollama) embeddings(c *gin.Context) {
 	off := false // this older route's vectors are not normalized
 	res, _, err := h.runEmbed(c, ollamaID(req.Model), req.KeepAlive, []string{req.Prompt}, backends.EmbedOptions{Normalize: &off})
 	if err != nil {
-		ollamaError(c, err, req.Model)
+		ollamaError(c, h.taskError(err, req.Model, "embeddings"), req.Model)
 		return
 	}
 	c.JSON(http.StatusOK, gin.H{"embedding": res.Vectors[0]})

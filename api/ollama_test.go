@@ -739,3 +739,55 @@ func TestOllamaCancelAndKeepAliveZero(t *testing.T) {
 	resp.Body.Close() // the client goes away
 	<-b.cancelled
 }
+
+// A request of the wrong kind (chat or generate with an embedding model,
+// embed with a chat model) is refused as Ollama refuses it, naming the
+// /api/ route that serves the model, with the status and code of the one
+// task check and before any load; the same refusal comes from the loaded
+// model's capabilities when the store's tasks are not known.
+func TestOllamaWrongTask(t *testing.T) {
+	env := ollamaServer(t, "")
+	st := env.store
+	tasks := func(id string) ([]string, error) {
+		m, err := st.Get(id)
+		if err != nil {
+			return nil, err
+		}
+		var out []string
+		for _, t := range m.Tasks {
+			out = append(out, string(t))
+		}
+		return out, nil
+	}
+	checked := New(Options{Version: "test", Libs: backendsLibs(t), Cache: env.cache, Tasks: tasks})
+	checked.RegisterOllama(ModelsOptions{Store: st, Unloader: env.cache})
+	cases := []struct{ path, body, want string }{
+		{"/api/chat", `{"model":"org/embed","messages":[{"role":"user","content":"hi"}],"stream":false}`,
+			`"org/embed" does not support chat; it serves embeddings: use POST /api/embed`},
+		{"/api/chat", `{"model":"org/embed:latest","messages":[]}`, `"org/embed:latest" does not support chat; it serves embeddings`},
+		{"/api/generate", `{"model":"org/embed","prompt":"hi","stream":false}`,
+			`"org/embed" does not support generate; it serves embeddings: use POST /api/embed`},
+		{"/api/generate", `{"model":"org/embed","prompt":"hi","raw":true,"stream":false}`, `"org/embed" does not support generate`},
+		{"/api/embed", `{"model":"org/chat","input":"hi"}`,
+			`"org/chat" does not support embeddings; it serves chat: use POST /api/chat or /api/generate`},
+		{"/api/embeddings", `{"model":"org/chat","prompt":"hi"}`, `"org/chat" does not support embeddings; it serves chat`},
+	}
+	for _, tc := range cases {
+		req := httptest.NewRequest("POST", "http://localhost"+tc.path, strings.NewReader(tc.body))
+		w := httptest.NewRecorder()
+		checked.Handler().ServeHTTP(w, req)
+		ollamaErr(t, w, 400, tc.want)
+		if strings.Contains(w.Body.String(), "/v1/") {
+			t.Errorf("%s: the refusal names an OpenAI route: %s", tc.path, w.Body)
+		}
+	}
+	if l := env.cache.Snapshot().Models; len(l) != 0 {
+		t.Fatalf("refused requests loaded %+v", l)
+	}
+	// Without the store's tasks the loaded model's capabilities refuse it,
+	// in the same words.
+	for _, tc := range cases[4:] {
+		ollamaErr(t, env.call(t, "POST", tc.path, tc.body), 400, tc.want)
+	}
+	ollamaErr(t, env.call(t, "POST", "/api/chat", cases[0].body), 400, cases[0].want)
+}
