@@ -158,7 +158,7 @@ func waitAccess(t *testing.T, logPath, path string, n int) []map[string]any {
 }
 
 // `modeld run` in a terminal: the answer streams, Ctrl-C stops it (the
-// daemon's generation is cancelled: its access line says so) and not the
+// daemon's generation is cancelled: its metrics and access line say so) and not the
 // session; multi-line input, /set, /show and /clear work; /bye exits 0.
 func TestRunInTerminal(t *testing.T) {
 	home := longChatHome(t)
@@ -196,6 +196,11 @@ func TestRunInTerminal(t *testing.T) {
 	}
 	at = out.waitFor(t, before, "[stopped]")
 	at = out.waitFor(t, at, ">>> ")
+	rec, ok := readDaemonRecord(home)
+	if !ok {
+		t.Fatal("no daemon record")
+	}
+	waitMetric(t, rec.URL, `modeld_generations_cancelled_total{model="t/long"} 1`)
 	chats := waitAccess(t, logPath, "/v1/chat/completions", 1)
 	if c := chats[0]; c["cancelled"] != true || c["model"] != "t/long" || c["completion_tokens"].(float64) >= 15000 {
 		t.Errorf("the stopped chat's access line = %v; want cancelled, model t/long, fewer than 15000 tokens", c)
