@@ -275,6 +275,14 @@ func TestRunOnce(t *testing.T) {
 		t.Errorf("chat access lines %v", c)
 	}
 	checkDaemonLog(t, logPath)
+	// Input that is not a terminal is the prompt: one answer, then exit.
+	piped := exec.Command(os.Args[0], "-test.run=^$", "--", "run", "t/chat")
+	piped.Env = append(os.Environ(), "MODELD_TEST_MAIN=1", "MODELD_HOME="+home)
+	piped.Stdin = strings.NewReader("Hello from a pipe\n")
+	if b, err := piped.Output(); err != nil || strings.TrimSpace(string(b)) == "" {
+		t.Fatalf("echo ... | modeld run t/chat: %v %q", err, b)
+	}
+	waitAccess(t, logPath, "/v1/chat/completions", 2)
 	out, err = runCLI(t, env, "run", "t/embed", "first text")
 	var vec []float64
 	if err != nil || json.Unmarshal([]byte(out), &vec) != nil || len(vec) == 0 {
