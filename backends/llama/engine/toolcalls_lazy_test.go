@@ -316,3 +316,52 @@ func TestLazyTriggerAfterReasoning(t *testing.T) {
 		_ = m.Close()
 	}
 }
+
+// TestLazyTriggerFamilies: the watch fires on each family's marker (or
+// start) as the real template's vocabulary splits it, after text, and not
+// before the marker is complete: the grammar takes the marker as the
+// start of its calls.
+func TestLazyTriggerFamilies(t *testing.T) {
+	initLib(t)
+	starts := map[string][]string{ // text before the marker, then the marker (and what follows it in the same go)
+		"meta-llama-Llama-3.1-8B-Instruct":              {"", `{"name"`, "Searching. ", "<|python_tag|>"},
+		"mistralai-Mistral-Nemo-Instruct-2407":          {"Sure. ", "[TOOL_CALLS]"},
+		"Mistral-Small-3.2-24B-Instruct-2506":           {"Sure. ", "[TOOL_CALLS]"},
+		"deepseek-ai-DeepSeek-V3.1":                     {"Sure. ", "<｜tool▁calls▁begin｜>"},
+		"meetkai-functionary-medium-v3.1":               {"Sure. ", "<function="},
+		"meetkai-functionary-medium-v3.2":               {"", "add\n{", "all\nSure.", ">>>"},
+		"CohereForAI-c4ai-command-r-plus-tool_use":      {"Sure.\n", "Action:"},
+		"CohereForAI-c4ai-command-r7b-12-2024-tool_use": {"Sure. ", "<|START_ACTION|>"},
+		"ibm-granite-granite-3.3-2B-Instruct":           {"Sure. ", "<|tool_call|>"},
+	}
+	g := callGrammarOf(t, grammarTools)
+	for _, fc := range familyCases {
+		pairs, ok := starts[fc.template]
+		if !ok {
+			continue
+		}
+		m, err := Open(testenv.LlamaChatModel(t, fc.vocab, fc.template), Options{ContextSize: 2048, Slots: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < len(pairs); i += 2 {
+			label := fmt.Sprintf("%s %q+%q", fc.template, pairs[i], pairs[i+1])
+			req := Request{Tools: grammarTools, ToolChoice: backends.ToolChoice{Mode: backends.ToolChoiceAuto, Grammar: g}}
+			c, err := m.constraint(&req)
+			if err != nil || c.trig == nil {
+				t.Fatalf("%s: constraint %+v, %v", label, c, err)
+			}
+			d := &llamaDecoder{m: m}
+			c = d.lazyStart(0, c)
+			toks := textTokens(t, m, pairs[i]+pairs[i+1])
+			for k, tok := range toks {
+				d.lazyAccept(0, tok)
+				if last := k == len(toks)-1; d.lazy.seq(0).fired != last {
+					t.Fatalf("%s: fired %v after token %d of %d", label, d.lazy.seq(0).fired, k+1, len(toks))
+				}
+			}
+			yz.SamplerFree(c.stage)
+		}
+		_ = m.Close()
+	}
+}
