@@ -70,6 +70,7 @@ type Config struct {
 
 	// The responses /v1/responses keeps for previous_response_id.
 	ResponsesStoreSize     int64 // bytes; 0: keep none
+	ResponsesStoreEntries  int   // most responses kept
 	ResponsesStoreLifetime time.Duration
 
 	HFEndpoint string
@@ -266,7 +267,7 @@ var settings = []setting{
 	{name: "shutdown-grace", help: "on SIGTERM, how long live streams may finish before they are ended with an error event",
 		def: static("2s"), apply: func(c *Config, v string) error { return parseDuration(&c.ShutdownGrace, v, false) },
 		show: func(c *Config) any { return durationText(c.ShutdownGrace) }},
-	{name: "responses-store-size", help: fmt.Sprintf("memory for the responses that /v1/responses keeps for previous_response_id and GET /v1/responses/{id} (e.g. 64MiB; 0 = keep none; at most %d responses, the oldest dropped first)", api.DefaultResponseStoreEntries),
+	{name: "responses-store-size", help: "memory for the responses that /v1/responses keeps for previous_response_id and GET /v1/responses/{id} (e.g. 64MiB; 0 = keep none; the oldest dropped first)",
 		def: static(fmt.Sprintf("%dMiB", api.DefaultResponseStoreBytes>>20)), apply: func(c *Config, v string) error {
 			if strings.EqualFold(strings.TrimSpace(v), "auto") {
 				return errors.New("give a size such as 64MiB (0 keeps no response)")
@@ -274,6 +275,9 @@ var settings = []setting{
 			return parseSize(&c.ResponsesStoreSize, v)
 		},
 		show: func(c *Config) any { return c.ResponsesStoreSize }},
+	{name: "responses-store-entries", help: "most responses that /v1/responses keeps, whatever their size (the oldest dropped first)",
+		def: static(strconv.Itoa(api.DefaultResponseStoreEntries)), apply: func(c *Config, v string) error { return parseInt(&c.ResponsesStoreEntries, v, 1) },
+		show: func(c *Config) any { return c.ResponsesStoreEntries }},
 	{name: "responses-store-lifetime", help: "how long a stored response may be continued (previous_response_id) or fetched",
 		def: static(durationText(api.DefaultResponseStoreLifetime)), apply: func(c *Config, v string) error { return parsePositiveDuration(&c.ResponsesStoreLifetime, v) },
 		show: func(c *Config) any { return durationText(c.ResponsesStoreLifetime) }},

@@ -13,7 +13,7 @@ var settingTypes = map[string]string{
 	"batch-threads": "int", "batch-tokens": "int", "pipeline-lanes": "int",
 	"ram-budget": "size", "vram-budget": "size", "max-download": "size",
 	"gpu-tasks": "list", "origins": "list", "allowed-hosts": "list", "extensions": "list",
-	"responses-store-size": "size", "responses-store-lifetime": "duration",
+	"responses-store-size": "size", "responses-store-entries": "int", "responses-store-lifetime": "duration",
 }
 
 // flagType is the type serve --help shows for the setting's flag.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -178,25 +179,52 @@ func compileSchema(t *testing.T, schema string) *jsonschema.Schema {
 	return v
 }
 
-// TestResponsesStoreSettings: the store's size and lifetime are settings
-// (flag, environment, file); a size of 0 keeps none, "auto" is refused (a
-// store has no machine-derived size), and so is a lifetime of 0.
+// TestResponsesStoreSettings: the store's size, entry count and lifetime
+// are settings (flag, environment, file); a size of 0 keeps none, "auto" is
+// refused (a store has no machine-derived size), and so are an entry count
+// and a lifetime of 0. A daemon started with --responses-store-entries 1
+// keeps only the newest response.
 func TestResponsesStoreSettings(t *testing.T) {
 	load := func(env map[string]string) (Config, error) {
 		env["MODELD_HOME"] = t.TempDir()
 		return loadConfig(flags(t), envOf(env))
 	}
 	cfg, err := load(map[string]string{})
-	if err != nil || cfg.ResponsesStoreSize != 64<<20 || cfg.ResponsesStoreLifetime.String() != "1h0m0s" {
-		t.Fatalf("defaults: %d %v %v", cfg.ResponsesStoreSize, cfg.ResponsesStoreLifetime, err)
+	if err != nil || cfg.ResponsesStoreSize != 64<<20 || cfg.ResponsesStoreEntries != 1024 || cfg.ResponsesStoreLifetime.String() != "1h0m0s" {
+		t.Fatalf("defaults: %d %d %v %v", cfg.ResponsesStoreSize, cfg.ResponsesStoreEntries, cfg.ResponsesStoreLifetime, err)
 	}
-	cfg, err = load(map[string]string{"MODELD_RESPONSES_STORE_SIZE": "0", "MODELD_RESPONSES_STORE_LIFETIME": "10m"})
-	if err != nil || cfg.ResponsesStoreSize != 0 || cfg.ResponsesStoreLifetime.String() != "10m0s" {
-		t.Fatalf("0 and 10m: %d %v %v", cfg.ResponsesStoreSize, cfg.ResponsesStoreLifetime, err)
+	cfg, err = load(map[string]string{"MODELD_RESPONSES_STORE_SIZE": "0", "MODELD_RESPONSES_STORE_ENTRIES": "2", "MODELD_RESPONSES_STORE_LIFETIME": "10m"})
+	if err != nil || cfg.ResponsesStoreSize != 0 || cfg.ResponsesStoreEntries != 2 || cfg.ResponsesStoreLifetime.String() != "10m0s" {
+		t.Fatalf("0, 2 and 10m: %d %d %v %v", cfg.ResponsesStoreSize, cfg.ResponsesStoreEntries, cfg.ResponsesStoreLifetime, err)
 	}
-	for k, v := range map[string]string{"MODELD_RESPONSES_STORE_SIZE": "auto", "MODELD_RESPONSES_STORE_LIFETIME": "0"} {
+	for k, v := range map[string]string{"MODELD_RESPONSES_STORE_SIZE": "auto", "MODELD_RESPONSES_STORE_LIFETIME": "0",
+		"MODELD_RESPONSES_STORE_ENTRIES": "0"} {
 		if _, err := load(map[string]string{k: v}); err == nil || !strings.Contains(err.Error(), strings.ToLower(strings.ReplaceAll(strings.TrimPrefix(k, "MODELD_"), "_", "-"))) {
 			t.Errorf("%s=%s: %v, want an error naming the setting", k, v, err)
+		}
+	}
+
+	home := t.TempDir()
+	if out, err := runCLI(t, map[string]string{"MODELD_HOME": home}, "import", testenv.LlamaChatModel(t, "qwen2", "Qwen-Qwen2.5-7B-Instruct"), "--name", "t/qwen"); err != nil {
+		t.Fatalf("import: %v\n%s", err, out)
+	}
+	_, base, logs := startDaemon(t, home, "--context-size", "512", "--responses-store-entries", "1")
+	var ids []string
+	for range 2 {
+		var r struct {
+			ID string `json:"id"`
+		}
+		post(t, base, "/v1/responses", map[string]any{"model": "t/qwen", "input": "hi", "max_output_tokens": 1}, 200, &r)
+		ids = append(ids, r.ID)
+	}
+	for i, want := range []int{404, 200} {
+		res, err := http.Get(base + "/v1/responses/" + ids[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != want {
+			t.Errorf("GET response %d of 2 = %d, want %d (one entry kept)\n%s", i+1, res.StatusCode, want, logs)
 		}
 	}
 }

@@ -108,7 +108,7 @@ func (a *app) serve(ctx context.Context) error {
 		Collectors: metrics.collectors(),
 		ContextCap: cfg.ContextSize,
 		// The responses store: a size of 0 keeps none.
-		Responses: api.ResponseStoreConfig{MaxBytes: cmp.Or(cfg.ResponsesStoreSize, -1), Lifetime: cfg.ResponsesStoreLifetime},
+		Responses: api.ResponseStoreConfig{MaxEntries: cfg.ResponsesStoreEntries, MaxBytes: cmp.Or(cfg.ResponsesStoreSize, -1), Lifetime: cfg.ResponsesStoreLifetime},
 
 		// Who may talk to the daemon (api/access.go).
 		AllowedHosts: cfg.AllowedHosts,
