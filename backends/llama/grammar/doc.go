@@ -2,7 +2,9 @@
 // of llama.cpp's grammar sampler, so that constrained generation can only
 // produce JSON the schema accepts. ToolCall builds one grammar from several
 // tools' parameters schemas: a call object {"name", "arguments"} of any of
-// them, each tool's rules its own.
+// them, each tool's rules its own, its parts (each tool's name and
+// arguments, the object's keys) named rules, so that the llama backend can
+// write a template family's call syntax around them.
 //
 // It owns the translation only: it does not load models, build samplers or
 // read requests. The api turns its *UnsupportedError into a 400 that names
