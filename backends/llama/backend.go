@@ -76,7 +76,7 @@ func load(ctx context.Context, spec backends.LoadSpec) (backends.Model, error) {
 		BatchThreads: spec.BatchThreads,
 		MaxWaiting:   spec.QueueLimit,
 	}
-	var env []string
+	env := cpuOnlyEnv() // a GPU load gets the placement's instead
 	if spec.UseGPU {
 		opts.GPULayers = spec.GPULayers
 		env = spec.Env

@@ -2,6 +2,12 @@ package llama
 
 import "strings"
 
+// cpuOnlyEnv is the environment of a runner whose model runs on the CPU: it
+// hides every CUDA and Vulkan device, so that the ggml GPU backends in the
+// library dir open none (a device context costs VRAM nobody accounts for),
+// whatever the daemon's own environment says.
+func cpuOnlyEnv() []string { return []string{"CUDA_VISIBLE_DEVICES=", "GGML_VK_VISIBLE_DEVICES="} }
+
 // runnerEnviron returns environ without the secrets a runner never needs: a
 // runner parses model files and runs native code, so a hostile model or a
 // bug there must not find the hub token or the daemon's API key in its

@@ -255,7 +255,10 @@ func (p *Planner) gpuPlan(plan Plan, g probe.GPU, e Estimate, layers int, why st
 }
 
 // deviceEnv is the environment that shows a runner only GPU g, so that
-// llama.cpp neither splits a model over other GPUs nor opens them.
+// llama.cpp neither splits a model over other GPUs nor opens them. The other
+// kind's devices are hidden too: with both ggml GPU backends installed, one
+// NVIDIA GPU is a CUDA and a Vulkan device at once, and llama.cpp would
+// split the model over the two.
 func deviceEnv(g probe.GPU) []string {
 	switch g.Kind {
 	case probe.CUDA:
@@ -263,9 +266,9 @@ func deviceEnv(g probe.GPU) []string {
 		if id == "" {
 			id = strconv.Itoa(g.NativeIndex)
 		}
-		return []string{"CUDA_DEVICE_ORDER=PCI_BUS_ID", "CUDA_VISIBLE_DEVICES=" + id}
+		return []string{"CUDA_DEVICE_ORDER=PCI_BUS_ID", "CUDA_VISIBLE_DEVICES=" + id, "GGML_VK_VISIBLE_DEVICES="}
 	case probe.Vulkan:
-		return []string{"GGML_VK_VISIBLE_DEVICES=" + strconv.Itoa(g.NativeIndex)}
+		return []string{"GGML_VK_VISIBLE_DEVICES=" + strconv.Itoa(g.NativeIndex), "CUDA_VISIBLE_DEVICES="}
 	}
 	return nil
 }

@@ -187,7 +187,7 @@ func TestPlaceVulkanWithoutFreeReading(t *testing.T) {
 	v := probe.GPU{Kind: probe.Vulkan, Name: "Radeon", TotalBytes: 16 << 30, NativeIndex: 2, Type: "discrete"}
 	f := fakeGPUs{used: map[string]int64{"vulkan:0": full}}
 	plan := place(t, f.planner(machine(v), map[string]int64{"vulkan:0": 2 * full}), m)
-	if plan.Device != "vulkan:0" || plan.GPULayers != -1 || !slices.Equal(plan.Env, []string{"GGML_VK_VISIBLE_DEVICES=2"}) {
+	if plan.Device != "vulkan:0" || plan.GPULayers != -1 || !slices.Equal(plan.Env, []string{"GGML_VK_VISIBLE_DEVICES=2", "CUDA_VISIBLE_DEVICES="}) {
 		t.Fatalf("plan %s layers %d env %v", plan.Device, plan.GPULayers, plan.Env)
 	}
 	f.used["vulkan:0"] = full + 1

@@ -92,11 +92,17 @@ type vkDaemon struct {
 
 func startVKDaemon(t *testing.T, home, libRoot string, args ...string) *vkDaemon {
 	t.Helper()
+	return startVKDaemonEnv(t, nil, home, libRoot, args...)
+}
+
+// startVKDaemonEnv is startVKDaemon with env added to the daemon's environment.
+func startVKDaemonEnv(t *testing.T, env []string, home, libRoot string, args ...string) *vkDaemon {
+	t.Helper()
 	argv := append([]string{"-test.run=^$", "--", "serve", "--listen", "127.0.0.1:0", "--lib-dir", libRoot,
 		"--log-level", "debug", "--keep-alive", "-1"}, args...)
 	d := &vkDaemon{t: t, home: home, changed: make(chan struct{}), exited: make(chan struct{})}
 	d.cmd = exec.Command(os.Args[0], argv...)
-	d.cmd.Env = append(os.Environ(), "MODELD_TEST_MAIN=1", "MODELD_HOME="+home, "MODELD_LOG_FORMAT=json")
+	d.cmd.Env = append(append(os.Environ(), env...), "MODELD_TEST_MAIN=1", "MODELD_HOME="+home, "MODELD_LOG_FORMAT=json")
 	stderr, err := d.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -578,8 +584,10 @@ func TestSoftwareVulkanOffload(t *testing.T) {
 	})
 
 	// Chat off the GPU allowlist: the CPU, while the device stays usable.
+	// The daemon's own environment names the device (as a user's might);
+	// the CPU runner is shown no device all the same.
 	t.Run("off the allowlist", func(t *testing.T) {
-		d := startVKDaemon(t, home, gpuRoot, "--allow-software-gpu", "--gpu-tasks", "embed")
+		d := startVKDaemonEnv(t, []string{"GGML_VK_VISIBLE_DEVICES=0"}, home, gpuRoot, "--allow-software-gpu", "--gpu-tasks", "embed")
 		if got := d.chat(vkChatModel); got != cpuChat {
 			t.Errorf("greedy output %+v, the CPU run gave %+v", got, cpuChat)
 		}
@@ -591,6 +599,12 @@ func TestSoftwareVulkanOffload(t *testing.T) {
 			t.Errorf("chat off the allowlist runs on %q", m.Device)
 		}
 		d.waitLog(regexp.MustCompile(`"msg":"model placed".*"model":"` + regexp.QuoteMeta(vkChatModel) + `".*"reason":"task chat is not on the GPU allowlist"`))
+		// The runner's stderr arrives in order: its model-loader line comes
+		// after whatever ggml-vulkan said about the devices it opened.
+		d.waitLog(regexp.MustCompile(`llama_model_loader: loaded meta data.*"model":"` + regexp.QuoteMeta(vkChatModel) + `"`))
+		if m := regexp.MustCompile(`ggml_vulkan: [0-9]+ = [^"\\]*`).FindString(d.log()); m != "" {
+			t.Errorf("the CPU runner opened a Vulkan device: %q", m)
+		}
 		d.stop()
 	})
 }
