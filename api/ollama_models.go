@@ -165,60 +165,6 @@ func (h *ollama) get(c *gin.Context) (*models.Manifest, string, bool) {
 	return m, name, true
 }
 
-func (h *ollama) show(c *gin.Context) {
-	m, _, ok := h.get(c)
-	if !ok {
-		return
-	}
-	info := map[string]any{}
-	var caps []string
-	if g := m.GGUF; g != nil {
-		arch := g.Architecture
-		info["general.architecture"] = arch
-		info["general.parameter_count"] = g.Parameters
-		if g.Name != "" {
-			info["general.name"] = g.Name
-		}
-		ctx := backends.EffectiveContext(int(min(g.ContextLength, math.MaxInt32)), h.s.contextCap())
-		info[arch+".context_length"] = ctx
-		if g.EmbeddingLength > 0 {
-			info[arch+".embedding_length"] = g.EmbeddingLength
-		}
-		if g.BlockCount > 0 {
-			info[arch+".block_count"] = g.BlockCount
-		}
-		if g.Tokenizer != "" {
-			info["tokenizer.ggml.model"] = g.Tokenizer
-		}
-	}
-	if o := m.ONNX; o != nil {
-		info["general.architecture"] = o.ModelType
-		if o.MaxLength > 0 {
-			info[o.ModelType+".context_length"] = o.MaxLength
-		}
-	}
-	for _, t := range m.Tasks {
-		switch string(t) {
-		case backends.TaskChat:
-			caps = append(caps, "completion")
-			if m.GGUF != nil && m.GGUF.ChatTemplate {
-				caps = append(caps, "tools")
-			}
-		case backends.TaskEmbed:
-			caps = append(caps, "embedding")
-		}
-	}
-	c.JSON(http.StatusOK, gin.H{
-		"modelfile":    "# modeld serves " + m.ID + " from its store; it uses no Modelfile\n",
-		"parameters":   "",
-		"template":     "",
-		"details":      ollamaDetails(m),
-		"model_info":   info,
-		"capabilities": caps,
-		"modified_at":  m.Modified,
-	})
-}
-
 func (h *ollama) ps(c *gin.Context) {
 	out := []OllamaModel{}
 	if h.s.opt.Cache == nil {

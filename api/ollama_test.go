@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +16,8 @@ import (
 
 	"github.com/modeld/modeld/backends"
 	"github.com/modeld/modeld/cache"
+	"github.com/modeld/modeld/internal/ggufgen"
+	"github.com/modeld/modeld/internal/testenv"
 	"github.com/modeld/modeld/models"
 	"github.com/modeld/modeld/models/hub"
 )
@@ -790,4 +793,88 @@ func TestOllamaWrongTask(t *testing.T) {
 		ollamaErr(t, env.call(t, "POST", tc.path, tc.body), 400, tc.want)
 	}
 	ollamaErr(t, env.call(t, "POST", "/api/chat", cases[0].body), 400, cases[0].want)
+}
+
+// docs/api.md "Show Model Information": the template is the GGUF's chat
+// template, model_info holds the header's scalar keys (arrays empty, as
+// Ollama writes them without verbose) with the context modeld serves, and
+// the capabilities follow the template and the vocabulary, all read from
+// the store without loading the model.
+func TestOllamaShow(t *testing.T) {
+	e := ollamaServer(t, "")
+	imp := func(path, name string) {
+		if _, err := e.store.Import(context.Background(), path, models.ImportOptions{Name: name}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	imp(testenv.LlamaChatModel(t, "starcoder", "Qwen-Qwen2.5-7B-Instruct"), "t/coder")
+	imp(testenv.LlamaChatModel(t, "qwen2", "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B"), "t/r1")
+	qwenTmpl, err := os.ReadFile(testenv.LlamaTemplate(t, "Qwen-Qwen2.5-7B-Instruct"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	type shown struct {
+		Template     string         `json:"template"`
+		Details      OllamaDetails  `json:"details"`
+		ModelInfo    map[string]any `json:"model_info"`
+		Capabilities []string       `json:"capabilities"`
+	}
+	show := func(name string) shown {
+		t.Helper()
+		w := e.call(t, "POST", "/api/show", `{"model":"`+name+`"}`)
+		var s shown
+		if err := json.Unmarshal(w.Body.Bytes(), &s); err != nil || w.Code != 200 {
+			t.Fatalf("show %s: %d %s", name, w.Code, w.Body)
+		}
+		return s
+	}
+	for _, tc := range []struct {
+		name, template string
+		caps           []string
+	}{
+		{"org/chat", ggufgen.ChatMLTemplate, []string{"completion"}},
+		{"t/coder:latest", string(qwenTmpl), []string{"completion", "tools", "insert"}},
+		{"t/r1", "", []string{"completion", "thinking"}},
+		{"org/embed", "", []string{"embedding"}},
+	} {
+		s := show(tc.name)
+		if tc.template != "" && s.Template != tc.template {
+			t.Errorf("%s: template %.80q…, want the GGUF's", tc.name, s.Template)
+		}
+		if !slices.Equal(s.Capabilities, tc.caps) {
+			t.Errorf("%s: capabilities %v, want %v", tc.name, s.Capabilities, tc.caps)
+		}
+	}
+	if s := show("t/r1"); !strings.Contains(s.Template, "<think>") {
+		t.Errorf("t/r1: template %.80q… is not DeepSeek R1's", s.Template)
+	}
+
+	s := show("org/chat")
+	mi := s.ModelInfo
+	for k, want := range map[string]any{
+		"general.architecture": "llama", "general.name": "modeld-test-spm", "llama.context_length": 2048.0,
+		"llama.embedding_length": 64.0, "llama.block_count": 2.0, "llama.attention.head_count": 4.0,
+		"llama.attention.layer_norm_rms_epsilon": 1e-05, "tokenizer.ggml.model": "llama", "tokenizer.ggml.add_bos_token": true,
+	} {
+		if mi[k] != want {
+			t.Errorf("model_info[%s] = %#v, want %#v", k, mi[k], want)
+		}
+	}
+	if p, _ := mi["general.parameter_count"].(float64); p <= 0 {
+		t.Errorf("general.parameter_count = %v", mi["general.parameter_count"])
+	}
+	for _, k := range []string{"tokenizer.ggml.tokens", "tokenizer.ggml.token_type"} {
+		if a, ok := mi[k].([]any); !ok || len(a) != 0 {
+			t.Errorf("model_info[%s] = %v, want []", k, mi[k])
+		}
+	}
+	if _, ok := mi["tokenizer.chat_template"]; ok {
+		t.Error("model_info repeats the chat template")
+	}
+	if d := s.Details; d.Format != "gguf" || d.Family != "llama" || d.ParameterSize == "" || d.QuantizationLevel != "F32" {
+		t.Errorf("details %+v", d)
+	}
+	if l := e.cache.Snapshot().Models; len(l) != 0 {
+		t.Errorf("show loaded %+v", l)
+	}
 }

@@ -1,5 +1,6 @@
 // Drives modeld's Ollama API with the official ollama npm client
-// (cmd/modeld/ollama_e2e_test.go runs it): list, show, chat and generate
+// (cmd/modeld/ollama_e2e_test.go runs it): list, show (template, model_info,
+// capabilities), chat and generate
 // streamed and not (greedy, so the same text), think, format with a JSON
 // Schema (the output parses and validates), a tool call (valid whenever the
 // model makes one: Ollama has no tool_choice to force it) and a tool-result
@@ -28,6 +29,12 @@ run(async () => {
 
   const shown = await client.show({ model });
   check(shown.details.format === "gguf" && shown.capabilities.includes("completion"), "show", shown);
+  // The GGUF's chat template (Qwen2.5's renders tools) and its metadata; the
+  // coder's vocabulary has fill-in-the-middle tokens, so suffix works on it.
+  check(shown.template.includes("<|im_start|>") && shown.capabilities.includes("tools") && !shown.capabilities.includes("insert") &&
+    shown.model_info["general.architecture"] === "llama" && shown.model_info["llama.context_length"] > 0, "show template and model_info", shown.capabilities);
+  const coderShown = await client.show({ model: coderModel });
+  check(coderShown.capabilities.includes("insert"), "show: the coder model can insert", coderShown.capabilities);
 
   // chat, streamed and not: greedy, so the same text and counts.
   const hello = { model, messages: [{ role: "user", content: "Hello" }], options: { temperature: 0, num_predict: 8 } };
