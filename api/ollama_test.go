@@ -878,3 +878,33 @@ func TestOllamaShow(t *testing.T) {
 		t.Errorf("show loaded %+v", l)
 	}
 }
+
+// A GGUF that no longer reads (truncated on disk after the import) still
+// shows what the store recorded, without a template or the header's keys.
+func TestOllamaShowUnreadableHeader(t *testing.T) {
+	e := ollamaServer(t, "")
+	m, err := e.store.Get("org/chat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := e.store.FilePath(m, m.GGUF.File)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(p, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(p, 100); err != nil {
+		t.Fatal(err)
+	}
+	w := e.call(t, "POST", "/api/show", `{"model":"org/chat"}`)
+	var s struct {
+		Template     string         `json:"template"`
+		ModelInfo    map[string]any `json:"model_info"`
+		Capabilities []string       `json:"capabilities"`
+	}
+	if err := json.Unmarshal(w.Body.Bytes(), &s); err != nil || w.Code != 200 || s.Template != "" ||
+		s.ModelInfo["general.architecture"] != "llama" || s.ModelInfo["llama.attention.head_count"] != nil || !slices.Equal(s.Capabilities, []string{"completion"}) {
+		t.Fatalf("show of a truncated GGUF: %d %s", w.Code, w.Body)
+	}
+}
