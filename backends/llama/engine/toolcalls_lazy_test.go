@@ -9,6 +9,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/modeld/modeld/backends"
+	"github.com/modeld/modeld/backends/llama/grammar"
 	"github.com/modeld/modeld/backends/toolcall"
 	"github.com/modeld/modeld/internal/testenv"
 )
@@ -363,5 +364,40 @@ func TestLazyTriggerFamilies(t *testing.T) {
 			yz.SamplerFree(c.stage)
 		}
 		_ = m.Close()
+	}
+}
+
+// BenchmarkLazyAccept measures the trigger watch's cost per token of text
+// that holds no marker (Hermes' <tool_call>), the cost a tool_choice auto
+// generation adds to each token before its first call.
+func BenchmarkLazyAccept(b *testing.B) {
+	initLib(b)
+	m, err := Open(testenv.LlamaChatModel(b, "qwen2", "Qwen-Qwen2.5-7B-Instruct"), Options{ContextSize: 2048, Slots: 1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = m.Close() }()
+	g, err := grammar.ToolCall([]grammar.Tool{{Name: "f"}}, grammar.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	c, err := m.constraint(&Request{Tools: []Tool{{Name: "f"}}, ToolChoice: backends.ToolChoice{Mode: backends.ToolChoiceAuto, Grammar: g}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	d := &llamaDecoder{m: m}
+	c = d.lazyStart(0, c)
+	defer yz.SamplerFree(c.stage)
+	ids, err := m.Tokenize("The weather in Paris is mild today, <tool said> with a chance of rain in the evening. ", false, false)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, id := range ids {
+		d.lazyAccept(0, yz.Token(id))
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		d.lazyAccept(0, yz.Token(ids[i%len(ids)]))
 	}
 }

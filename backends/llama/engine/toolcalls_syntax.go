@@ -20,8 +20,8 @@ import (
 //
 //   - Hermes: <tool_call>\n{"name", "arguments"}</tool_call> blocks, "\n"
 //     between.
-//   - Llama3: {"name", "parameters"} objects, "; " between; under lazy
-//     after an optional <|python_tag|>.
+//   - Llama3: one {"name", "parameters"} object (the format has no
+//     parallel calls); under lazy after an optional <|python_tag|>.
 //   - Mistral: [TOOL_CALLS] and a JSON array of {"name", "arguments"}
 //     (Nemo); [TOOL_CALLS]name[ARGS]{...} per call when the template
 //     writes [ARGS] (Small 3.2, Devstral, Ministral 3).
@@ -67,7 +67,7 @@ func callSyntax(fam toolcall.Family, tmpl string, n int, single, lazy bool) (str
 	case toolcall.Generic:
 		return `"{" space "\"tool_calls\"" space ":" space "[" space ` + array + ` "]" space "}" space`, nil, true
 	case toolcall.Llama3:
-		body := rep("tool-call", `";" space`)
+		body := "tool-call" // one call an answer: the format has no parallel calls
 		if lazy {
 			body = `"<|python_tag|>"? ` + body
 		}
