@@ -13,13 +13,14 @@ import (
 // constraint returns the grammar req samples under, checked by llama.cpp's
 // parser. With tools and the daemon's call grammar: under tool_choice
 // required or a named function the whole output is one or more calls
-// (exactly one when ToolChoice.Single) in the template family's syntax,
-// whatever response_format says; under auto, with a free-text response
-// format, the output is free until the family's call marker and valid
-// calls from there to the end (a lazy grammar, toolcalls_lazy.go).
-// Families without a call syntax here (see callGrammar) and auto with a
-// structured response format leave the calls unconstrained; the response
-// format's grammar, if any, applies then.
+// (exactly one when ToolChoice.Single, or in Llama 3's format) in the
+// template family's syntax, after a reasoning block where the template
+// thinks (thinkGrammar), whatever response_format says; under auto, with
+// a free-text response format, the output is free until the family's call
+// marker and valid calls from there to the end (a lazy grammar,
+// toolcalls_lazy.go). Families without a call syntax here (see
+// callGrammar) and auto with a structured response format leave the calls
+// unconstrained; the response format's grammar, if any, applies then.
 func (m *Model) constraint(req *Request) (constraint, error) {
 	tc := req.ToolChoice
 	forced := tc.Mode == backends.ToolChoiceRequired || tc.Mode == backends.ToolChoiceFunction
@@ -86,12 +87,9 @@ func callGrammar(fam toolcall.Family, tmpl, call, think string, single, lazy boo
 	return c, true
 }
 
-// thinkBytes bounds the reasoning block before a constrained call.
-const thinkBytes = 1024
-
-// thinkRules define think-text, a reasoning block's text (up to
-// thinkBytes characters, no "</"), and think-ws, the whitespace after its
-// end.
+// thinkRules define think-text, a reasoning block's text before a
+// constrained call (up to 1,024 characters, no "</"), and think-ws, the
+// whitespace after its end.
 const thinkRules = "think-text ::= think-char{0,1024}\n" +
 	`think-char ::= [^<] | "<" [^/]` + "\n" +
 	`think-ws ::= [ \t\r\n]{0,4}` + "\n"
