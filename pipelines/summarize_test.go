@@ -119,8 +119,8 @@ func TestSummarizeMatchesTransformersJS(t *testing.T) {
 	}
 	opts := testOptions(t)
 	for _, variant := range []struct {
-		name string
-		dir  string
+		name  string
+		dir   string
 		cache bool
 	}{
 		{"merged decoder with KV cache", modelDir(t, "summarize"), true},
