@@ -54,7 +54,8 @@ type llamaDecoder struct {
 	shaped []float32
 	nCtx   int
 	seqIDs [][]yz.SeqId
-	lazy   lazyWatch // lazy grammars' triggers (toolcalls_lazy.go)
+	lazy   lazyWatch       // lazy grammars' triggers (toolcalls_lazy.go)
+	pools  []yz.Threadpool // the context's CPU thread pools (threads.go), freed after it
 }
 
 var _ decoder = (*llamaDecoder)(nil)
@@ -82,13 +83,15 @@ func newLlamaDecoder(m *Model, o Options, nBatch, ctxSize int) (*llamaDecoder, e
 		_ = yz.Free(lctx)
 		return nil, fmt.Errorf("llama: context gives %d tokens per sequence, want %d", got, ctxSize)
 	}
+	pools := attachThreadpools(lctx, o.Threads, o.BatchThreads)
 	mem, err := yz.GetMemory(lctx)
 	if err != nil {
 		_ = yz.Free(lctx)
+		freeThreadpools(pools)
 		return nil, fmt.Errorf("llama: context memory: %w", err)
 	}
 	d := &llamaDecoder{m: m, lctx: lctx, mem: mem, batch: yz.BatchInit(int32(nBatch), 0, 1),
-		smpl: make([]yz.Sampler, o.Slots), lp: make([]lpSeq, o.Slots), nCtx: ctxSize}
+		smpl: make([]yz.Sampler, o.Slots), lp: make([]lpSeq, o.Slots), nCtx: ctxSize, pools: pools}
 	for i := 0; i < o.Slots; i++ {
 		d.seqIDs = append(d.seqIDs, []yz.SeqId{yz.SeqId(i)})
 	}
@@ -146,4 +149,5 @@ func (d *llamaDecoder) close() {
 	}
 	_ = yz.BatchFree(d.batch)
 	_ = yz.Free(d.lctx)
+	freeThreadpools(d.pools)
 }
