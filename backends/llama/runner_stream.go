@@ -3,6 +3,7 @@ package llama
 import (
 	"github.com/modeld/modeld/backends/llama/wire"
 
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -99,16 +100,16 @@ func (r *Runner) relay(ctx context.Context, body io.ReadCloser, promptTokens, ch
 	defer close(out)
 	defer body.Close()
 	defer r.live.end()
-	dec := json.NewDecoder(body)
+	lines := bufio.NewReaderSize(body, 16<<10)
+	var long []byte // a line longer than the reader's buffer
 	received := 0
 	for {
-		var we wire.Event
-		if err := dec.Decode(&we); err != nil {
+		ev, err := readEvent(lines, &long)
+		if err != nil {
 			out <- r.brokenStream(ctx, err, Usage{PromptTokens: promptTokens, CompletionTokens: received})
 			return
 		}
 		r.live.progress()
-		ev := we.ToEvent()
 		if !ev.Done {
 			received++
 		}
@@ -117,6 +118,40 @@ func (r *Runner) relay(ctx context.Context, body io.ReadCloser, promptTokens, ch
 			if choices--; choices == 0 {
 				return
 			}
+		}
+	}
+}
+
+// readEvent reads the next event line of a /generate stream (blank lines
+// are skipped; a last line without its newline still counts). long holds
+// the pieces of a line longer than rd's buffer.
+func readEvent(rd *bufio.Reader, long *[]byte) (Event, error) {
+	for {
+		line, err := rd.ReadSlice('\n')
+		if err == bufio.ErrBufferFull {
+			*long = append((*long)[:0], line...)
+			for err == bufio.ErrBufferFull {
+				line, err = rd.ReadSlice('\n')
+				*long = append(*long, line...)
+			}
+			line = *long
+		}
+		if len(bytes.TrimSpace(line)) > 0 {
+			switch err {
+			case nil:
+				return wire.ParseEventLine(line)
+			case io.EOF: // the runner went away, perhaps mid-line
+				ev, perr := wire.ParseEventLine(line)
+				if perr != nil {
+					return Event{}, io.ErrUnexpectedEOF
+				}
+				return ev, nil
+			default:
+				return Event{}, err
+			}
+		}
+		if err != nil {
+			return Event{}, err
 		}
 	}
 }

@@ -297,15 +297,15 @@ func (s *runnerServer) generate(w http.ResponseWriter, r *http.Request) {
 	// The headers go out now: the client's Generate returns once the
 	// request is queued, not when its first token comes.
 	broken := rc.Flush() != nil
-	var line bytes.Buffer
+	line := make([]byte, 0, 512) // reused: a token's event costs no allocation
 	for ev := range ch {
 		if broken {
 			continue
 		}
-		line.Reset()
-		err := wire.EncodeLine(&line, wire.FromEvent(ev))
+		var err error
+		line, err = wire.AppendEventLine(line[:0], ev)
 		if err == nil {
-			_, err = w.Write(line.Bytes())
+			_, err = w.Write(line)
 		}
 		if err == nil {
 			err = rc.Flush()
