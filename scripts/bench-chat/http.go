@@ -21,6 +21,15 @@ type httpParams struct {
 	tokens  int
 	runs    int
 	streams int
+	// wide is a second, wider aggregate measurement (0: none).
+	wide int
+	// agentTurns is the agent-loop measurement's turns (0: none): a
+	// conversation of agentRepeat copies of the prompt that grows by a turn
+	// each request, so that each turn's prompt but its tail is cached.
+	agentTurns, agentRepeat int
+	// noPromptCache sends cache_prompt: false (llama-server's switch for
+	// its prompt cache), except in the agent loop, which measures the cache.
+	noPromptCache bool
 }
 
 type httpResult struct {
@@ -31,6 +40,14 @@ type httpResult struct {
 	TTFTMs       []float64 `json:"ttftMs"`
 	CachedTokens []int     `json:"cachedTokens"`
 	Aggregate    []float64 `json:"aggregate"`
+	WideStreams  int       `json:"wideStreams,omitempty"`
+	Wide         []float64 `json:"wide,omitempty"`
+	// AgentTTFTMs are the agent loop's per-turn times to first token, of
+	// turns whose prompt was AgentPromptTokens long with AgentCached of
+	// them reused.
+	AgentTTFTMs       []float64 `json:"agentTtftMs,omitempty"`
+	AgentPromptTokens int       `json:"agentPromptTokens,omitempty"`
+	AgentCached       int       `json:"agentCached,omitempty"`
 	// ChunksPerRun is the SSE chunks with text of each decode run: fewer
 	// than Tokens means some tokens released no text of their own.
 	ChunksPerRun []int `json:"chunksPerRun"`
@@ -56,6 +73,10 @@ func runHTTP(args []string) error {
 	fs.IntVar(&p.tokens, "tokens", 256, "max_tokens of each request")
 	fs.IntVar(&p.runs, "runs", 5, "runs per measurement")
 	fs.IntVar(&p.streams, "streams", 4, "concurrent streams of the aggregate measurement")
+	fs.IntVar(&p.wide, "wide", 0, "concurrent streams of a second aggregate measurement (0: none)")
+	fs.IntVar(&p.agentTurns, "agent-turns", 0, "turns of the agent-loop measurement (0: none)")
+	fs.IntVar(&p.agentRepeat, "agent-repeat", 40, "copies of the prompt in the agent loop's conversation")
+	fs.BoolVar(&p.noPromptCache, "no-prompt-cache", false, "send cache_prompt: false (llama-server) outside the agent loop")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -84,10 +105,14 @@ type sseStream struct {
 // end. Tokens are counted by the usage chunk (a token may release no text);
 // first and last are the first and last chunks with text.
 func completionStream(ctx context.Context, c *http.Client, p httpParams, prompt string, maxTokens int) (*sseStream, error) {
-	body, err := json.Marshal(map[string]any{
+	fields := map[string]any{
 		"model": p.name, "prompt": prompt, "max_tokens": maxTokens, "temperature": 0,
 		"stream": true, "stream_options": map[string]any{"include_usage": true},
-	})
+	}
+	if p.noPromptCache {
+		fields["cache_prompt"] = false
+	}
+	body, err := json.Marshal(fields)
 	if err != nil {
 		return nil, err
 	}
@@ -231,5 +256,48 @@ func measureHTTP(ctx context.Context, c *http.Client, p httpParams) (res httpRes
 		}
 		res.Aggregate = append(res.Aggregate, agg)
 	}
+	for i := 0; i < p.runs && p.wide > 0; i++ {
+		res.WideStreams = p.wide
+		agg, err := aggregate(p.wide, func(k int) (streamTiming, error) {
+			s, err := completionStream(ctx, c, p, variant(p.prompt, i*p.wide+k+2), p.tokens)
+			if err != nil {
+				return streamTiming{}, err
+			}
+			return s.streamTiming, nil
+		})
+		if err != nil {
+			return res, err
+		}
+		res.Wide = append(res.Wide, agg)
+	}
+	if p.agentTurns > 0 {
+		if err := measureAgent(ctx, c, p, &res); err != nil {
+			return res, fmt.Errorf("agent loop: %w", err)
+		}
+	}
 	return res, nil
+}
+
+// measureAgent is an agent's loop: a long conversation (agentRepeat copies
+// of the prompt) that grows by a short turn per request, each request
+// reusing the cached prompt of the one before. The first turn fills the
+// cache and is not timed.
+func measureAgent(ctx context.Context, c *http.Client, p httpParams, res *httpResult) error {
+	cp := p
+	cp.noPromptCache = false
+	conv := strings.Repeat(p.prompt+" ", p.agentRepeat)
+	for turn := 0; turn <= p.agentTurns; turn++ {
+		conv += fmt.Sprintf("\nTool result %d: ok.\n", turn)
+		s, err := completionStream(ctx, c, cp, conv, 2)
+		if err != nil {
+			return err
+		}
+		if turn == 0 {
+			continue
+		}
+		res.AgentTTFTMs = append(res.AgentTTFTMs, ms(s.first.Sub(s.start)))
+		res.AgentPromptTokens, res.AgentCached = s.promptTokens, s.cached
+		conv += s.text.String()
+	}
+	return nil
 }

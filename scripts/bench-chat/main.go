@@ -13,6 +13,9 @@
 //	bench-chat summary -peer P.json -engine E.json -http H.json [-md OUT]
 //	    medians over every file given, the ratios against the targets, and
 //	    the Markdown section of docs/PERFORMANCE.md
+//	bench-chat peers -side modeld=H1.json,H2.json -side llama-server=... [-doc F]
+//	    servers measured by `bench-chat http` in the same rounds, side by
+//	    side, with the ratios against the first and the greedy-text check
 //
 // Decode speed is (tokens - 1) / (time of the last token - time of the
 // first): prompt processing is not in it. Time to first token runs from the
@@ -29,7 +32,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: bench-chat engine|http|summary [flags]")
+		fmt.Fprintln(os.Stderr, "usage: bench-chat engine|http|summary|peers [flags]")
 		os.Exit(2)
 	}
 	var err error
@@ -40,8 +43,10 @@ func main() {
 		err = runHTTP(os.Args[2:])
 	case "summary":
 		err = runSummary(os.Args[2:], os.Stdout)
+	case "peers":
+		err = runPeers(os.Args[2:], os.Stdout)
 	default:
-		err = fmt.Errorf("unknown subcommand %q (want engine, http or summary)", os.Args[1])
+		err = fmt.Errorf("unknown subcommand %q (want engine, http, summary or peers)", os.Args[1])
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench-chat:", err)
