@@ -1,10 +1,6 @@
 package main
 
-import (
-	"testing"
-
-	"github.com/modeld/modeld/internal/testenv"
-)
+import "testing"
 
 // TestAgentClientsAgainstDaemon drives a real daemon with the agent paths of
 // the official Node clients, on a random-weight model with Qwen2.5's real
@@ -17,17 +13,7 @@ import (
 // SDK: generateText with toolChoice required and a named tool,
 // generateObject.
 func TestAgentClientsAgainstDaemon(t *testing.T) {
-	home := t.TempDir()
-	env := map[string]string{"MODELD_HOME": home}
-	if out, err := runCLI(t, env, "import", testenv.LlamaChatModel(t, "qwen2", "Qwen-Qwen2.5-7B-Instruct"), "--name", "t/qwen"); err != nil {
-		t.Fatalf("import: %v\n%s", err, out)
-	}
-	_, base, logs := startDaemon(t, home, "--context-size", "2048")
-	defer func() {
-		if t.Failed() {
-			t.Logf("daemon log:\n%s", logs)
-		}
-	}()
+	_, base := realDaemon(t, []realModel{qwenModel}, "--context-size", "2048")
 	for _, script := range []string{"openai-chat.mjs", "langchain.mjs", "aisdk.mjs"} {
 		t.Run(script, func(t *testing.T) {
 			out := runClient(t, base, script, map[string]string{"MODEL": "t/qwen"})

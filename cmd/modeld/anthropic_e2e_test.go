@@ -6,8 +6,6 @@ import (
 	"testing"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
-
-	"github.com/modeld/modeld/internal/testenv"
 )
 
 // TestAnthropicSDKAgainstDaemon: the official @anthropic-ai/sdk
@@ -30,20 +28,7 @@ import (
 // sends it (?beta=true, max_tokens 32000 over a smaller context, fields
 // modeld does not read) is answered.
 func TestAnthropicSDKAgainstDaemon(t *testing.T) {
-	home := t.TempDir()
-	env := map[string]string{"MODELD_HOME": home}
-	if out, err := runCLI(t, env, "import", testenv.LlamaChatModel(t, "qwen2", "Qwen-Qwen2.5-7B-Instruct"), "--name", "t/qwen"); err != nil {
-		t.Fatalf("import: %v\n%s", err, out)
-	}
-	if out, err := runCLI(t, env, "import", testenv.LlamaChatModel(t, "qwen2", "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B"), "--name", "t/r1"); err != nil {
-		t.Fatalf("import: %v\n%s", err, out)
-	}
-	_, base, logs := startDaemon(t, home, "--context-size", "2048")
-	defer func() {
-		if t.Failed() {
-			t.Logf("daemon log:\n%s", logs)
-		}
-	}()
+	_, base := realDaemon(t, []realModel{qwenModel, r1Model}, "--context-size", "2048")
 	type usage struct {
 		InputTokens          int `json:"input_tokens"`
 		OutputTokens         int `json:"output_tokens"`

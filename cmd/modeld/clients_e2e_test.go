@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/modeld/modeld/internal/testenv"
 )
 
 // clientsDir holds the pinned official API clients (clients/package.json and
@@ -49,4 +51,41 @@ func runClient(t *testing.T, base, script string, env map[string]string) string 
 		t.Fatalf("node %s: %v\nstdout:\n%s\nstderr:\n%s", script, err, stdout.String(), stderr.String())
 	}
 	return strings.TrimSpace(stdout.String())
+}
+
+// realModel is a tiny random-weight GGUF with a real vocabulary and chat
+// template (internal/testenv.LlamaChatModel: the vocabulary's architecture
+// and the template's name) and the id it is imported as.
+type realModel struct{ id, arch, template string }
+
+var (
+	qwenModel = realModel{"t/qwen", "qwen2", "Qwen-Qwen2.5-7B-Instruct"}
+	r1Model   = realModel{"t/r1", "qwen2", "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B"}
+)
+
+// importReal imports each model into home.
+func importReal(t *testing.T, home string, ms ...realModel) {
+	t.Helper()
+	env := map[string]string{"MODELD_HOME": home}
+	for _, m := range ms {
+		if out, err := runCLI(t, env, "import", testenv.LlamaChatModel(t, m.arch, m.template), "--name", m.id); err != nil {
+			t.Fatalf("import %s: %v\n%s", m.id, err, out)
+		}
+	}
+}
+
+// realDaemon imports ms into a new home and starts a daemon on it with
+// args; the daemon's log is printed when the test fails. It returns the
+// home and the daemon's base URL.
+func realDaemon(t *testing.T, ms []realModel, args ...string) (home, base string) {
+	t.Helper()
+	home = t.TempDir()
+	importReal(t, home, ms...)
+	_, base, logs := startDaemon(t, home, args...)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("daemon log:\n%s", logs)
+		}
+	})
+	return home, base
 }

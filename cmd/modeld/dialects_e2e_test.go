@@ -3,8 +3,6 @@ package main
 import (
 	"strings"
 	"testing"
-
-	"github.com/modeld/modeld/internal/testenv"
 )
 
 // TestDialectsAgree sends one conversation (a system prompt and a user
@@ -14,17 +12,7 @@ import (
 // dialects are translations onto one request model, so the text, the prompt
 // tokens and the completion tokens are the same in all four.
 func TestDialectsAgree(t *testing.T) {
-	home := t.TempDir()
-	env := map[string]string{"MODELD_HOME": home}
-	if out, err := runCLI(t, env, "import", testenv.LlamaChatModel(t, "qwen2", "Qwen-Qwen2.5-7B-Instruct"), "--name", "t/qwen"); err != nil {
-		t.Fatalf("import: %v\n%s", err, out)
-	}
-	_, base, logs := startDaemon(t, home, "--context-size", "1024")
-	defer func() {
-		if t.Failed() {
-			t.Logf("daemon log:\n%s", logs)
-		}
-	}()
+	_, base := realDaemon(t, []realModel{qwenModel}, "--context-size", "1024")
 	const system, user, n = "You are terse.", "Name three rivers of Europe.", 12
 	type answer struct {
 		text               string

@@ -11,8 +11,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/modeld/modeld/internal/testenv"
 )
 
 // ollamaHub serves one GGUF file as org/tiny the way the hub does (revision,
@@ -52,12 +50,7 @@ func ollamaHub(t *testing.T, data []byte) *httptest.Server {
 func TestOllamaClientAgainstDaemon(t *testing.T) {
 	home := t.TempDir()
 	env := map[string]string{"MODELD_HOME": home}
-	if out, err := runCLI(t, env, "import", testenv.LlamaChatModel(t, "qwen2", "Qwen-Qwen2.5-7B-Instruct"), "--name", "t/qwen"); err != nil {
-		t.Fatalf("import: %v\n%s", err, out)
-	}
-	if out, err := runCLI(t, env, "import", testenv.LlamaChatModel(t, "starcoder", "Qwen-Qwen2.5-7B-Instruct"), "--name", "t/coder"); err != nil {
-		t.Fatalf("import: %v\n%s", err, out)
-	}
+	importReal(t, home, qwenModel, realModel{"t/coder", "starcoder", "Qwen-Qwen2.5-7B-Instruct"})
 	if out, err := runCLI(t, env, "import", fixtureDir("embed-mean"), "--name", "t/embed"); err != nil {
 		t.Fatalf("import: %v\n%s", err, out)
 	}

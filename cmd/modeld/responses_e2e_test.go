@@ -8,8 +8,6 @@ import (
 	"testing"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
-
-	"github.com/modeld/modeld/internal/testenv"
 )
 
 // TestResponsesSDKAgainstDaemon: the official openai npm SDK's Responses
@@ -32,20 +30,7 @@ import (
 // client_metadata, store false, reasoning) streams to its end (the script
 // checks it).
 func TestResponsesSDKAgainstDaemon(t *testing.T) {
-	home := t.TempDir()
-	env := map[string]string{"MODELD_HOME": home}
-	if out, err := runCLI(t, env, "import", testenv.LlamaChatModel(t, "qwen2", "Qwen-Qwen2.5-7B-Instruct"), "--name", "t/qwen"); err != nil {
-		t.Fatalf("import: %v\n%s", err, out)
-	}
-	if out, err := runCLI(t, env, "import", testenv.LlamaChatModel(t, "qwen2", "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B"), "--name", "t/r1"); err != nil {
-		t.Fatalf("import: %v\n%s", err, out)
-	}
-	_, base, logs := startDaemon(t, home, "--context-size", "2048")
-	defer func() {
-		if t.Failed() {
-			t.Logf("daemon log:\n%s", logs)
-		}
-	}()
+	_, base := realDaemon(t, []realModel{qwenModel, r1Model}, "--context-size", "2048")
 	type usage struct {
 		InputTokens  int `json:"input_tokens"`
 		OutputTokens int `json:"output_tokens"`
@@ -205,9 +190,7 @@ func TestResponsesStoreSettings(t *testing.T) {
 	}
 
 	home := t.TempDir()
-	if out, err := runCLI(t, map[string]string{"MODELD_HOME": home}, "import", testenv.LlamaChatModel(t, "qwen2", "Qwen-Qwen2.5-7B-Instruct"), "--name", "t/qwen"); err != nil {
-		t.Fatalf("import: %v\n%s", err, out)
-	}
+	importReal(t, home, qwenModel)
 	_, base, logs := startDaemon(t, home, "--context-size", "512", "--responses-store-entries", "1")
 	var ids []string
 	for range 2 {

@@ -5,8 +5,6 @@ import (
 	"testing"
 
 	"github.com/openai/openai-go/v3"
-
-	"github.com/modeld/modeld/internal/testenv"
 )
 
 // TestToolsAgainstDaemon: a chat request with tools and a conversation
@@ -16,17 +14,7 @@ import (
 // longer than with tool_choice none, which renders none), the prompt is
 // the one /v1/tokenize counts, and streaming with tools ends cleanly.
 func TestToolsAgainstDaemon(t *testing.T) {
-	home := t.TempDir()
-	env := map[string]string{"MODELD_HOME": home}
-	if out, err := runCLI(t, env, "import", testenv.LlamaChatModel(t, "qwen2", "Qwen-Qwen2.5-7B-Instruct"), "--name", "t/qwen"); err != nil {
-		t.Fatalf("import: %v\n%s", err, out)
-	}
-	_, base, logs := startDaemon(t, home, "--context-size", "2048")
-	defer func() {
-		if t.Failed() {
-			t.Logf("daemon log:\n%s", logs)
-		}
-	}()
+	_, base := realDaemon(t, []realModel{qwenModel}, "--context-size", "2048")
 	tools := []map[string]any{{"type": "function", "function": map[string]any{"name": "get_weather", "description": "Weather of a city",
 		"parameters": map[string]any{"type": "object", "properties": map[string]any{"city": map[string]any{"type": "string"}}}}}}
 	msgs := []map[string]any{
