@@ -74,7 +74,7 @@ var registerFake = sync.OnceValue(func() chan backends.Request {
 // backendServer is a Server whose every model is a chat model of the
 // backend registered as name, loaded through the registry by the real cache
 // as the daemon does; the cache is returned for inspection.
-func backendServer(t *testing.T, name string) (*Server, *cache.Cache) {
+func backendServer(t testing.TB, name string) (*Server, *cache.Cache) {
 	t.Helper()
 	resolve := func(_ context.Context, id string) (cache.Spec, error) {
 		return cache.Spec{ID: id, Task: "chat", Backend: name}, nil
@@ -91,7 +91,7 @@ func backendServer(t *testing.T, name string) (*Server, *cache.Cache) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Close(context.Background()) })
-	return New(Options{Version: "test", Libs: backendsLibs(t), Cache: c}), c
+	return New(Options{Version: "test", Libs: backends.Libs{Root: t.TempDir()}, Cache: c}), c
 }
 
 // TestFakeBackendEndToEnd: a backend is one registration. A fake backend

@@ -12,7 +12,6 @@ import (
 	"testing"
 
 	"github.com/modeld/modeld/backends"
-	"github.com/modeld/modeld/cache"
 )
 
 // streamModel streams n one-token events as fast as they are read: the cost
@@ -58,22 +57,8 @@ var registerStreamBench = sync.OnceFunc(func() {
 // (backends/llama/engine) come on top.
 func BenchmarkStreamPerToken(b *testing.B) {
 	registerStreamBench()
-	resolve := func(_ context.Context, id string) (cache.Spec, error) {
-		return cache.Spec{ID: id, Task: "chat", Backend: "bench-stream"}, nil
-	}
-	load := func(ctx context.Context, spec cache.Spec) (cache.Instance, error) {
-		m, err := backends.Load(ctx, spec.Backend, backends.LoadSpec{ID: spec.ID, Task: spec.Task})
-		if err != nil {
-			return nil, err
-		}
-		return held{m}, nil
-	}
-	c, err := cache.New(cache.DefaultConfig(), resolve, load)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer func() { _ = c.Close(context.Background()) }()
-	ts := httptest.NewServer(New(Options{Version: "bench", Libs: backends.Libs{Root: b.TempDir()}, Cache: c}).Handler())
+	srv, _ := backendServer(b, "bench-stream")
+	ts := httptest.NewServer(srv.Handler())
 	defer ts.Close()
 	body := []byte(`{"model":"b/stream","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
 	run := func() int {
