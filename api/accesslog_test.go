@@ -120,6 +120,10 @@ func TestAccessLog(t *testing.T) {
 	if w := post(t, s, "/v1/embeddings", `{"model":"embed","input":["x","y"]}`); w.Code != 200 {
 		t.Fatalf("embeddings: %d %s", w.Code, w.Body)
 	}
+	s.RegisterOllama(ModelsOptions{})
+	if w := post(t, s, "/api/embed", `{"model":"embed","input":["x","y"]}`); w.Code != 200 {
+		t.Fatalf("ollama embed: %d %s", w.Code, w.Body)
+	}
 	if w := post(t, s, "/v1/chat/completions", `{"model":"m","messages":"hi"}`); w.Code != 400 {
 		t.Fatalf("bad body: %d %s", w.Code, w.Body)
 	}
@@ -138,14 +142,15 @@ func TestAccessLog(t *testing.T) {
 	<-done
 
 	recs := accessRecords(t, logs.String())
-	if len(recs) != 6 {
-		t.Fatalf("%d access lines for 6 requests:\n%s", len(recs), logs)
+	if len(recs) != 7 {
+		t.Fatalf("%d access lines for 7 requests:\n%s", len(recs), logs)
 	}
 	for i, want := range []map[string]any{
 		{"level": "INFO", "method": "POST", "route": "/v1/chat/completions", "model": "m", "status": 200.0,
 			"prompt_tokens": float64(len("<user>hi")), "completion_tokens": 3.0, "cancelled": false},
 		{"route": "/v1/chat/completions", "model": "m", "status": 200.0, "completion_tokens": 3.0, "cancelled": false},
 		{"route": "/v1/embeddings", "model": "embed", "status": 200.0, "prompt_tokens": 6.0, "completion_tokens": 0.0},
+		{"route": "/api/embed", "model": "embed", "status": 200.0, "prompt_tokens": 6.0, "completion_tokens": 0.0},
 		{"route": "/v1/chat/completions", "status": 400.0, "cancelled": false},
 		{"level": "INFO", "route": "/v1/nothing", "status": 404.0, "reason": "no route for POST /v1/nothing"},
 		{"route": "/v1/chat/completions", "model": "slow", "cancelled": true},
@@ -162,7 +167,7 @@ func TestAccessLog(t *testing.T) {
 			t.Errorf("access line %d: a reason only on an error answer: %v", i, recs[i])
 		}
 	}
-	if r, _ := recs[3]["reason"].(string); !strings.Contains(r, "messages") {
+	if r, _ := recs[4]["reason"].(string); !strings.Contains(r, "messages") {
 		t.Errorf("the 400's reason %q does not name the field", r)
 	}
 }

@@ -58,6 +58,7 @@ func (h *ollama) runEmbed(c *gin.Context, model string, ka KeepAlive, texts []st
 		}
 	}
 	setTruncated(c, res.Truncated)
+	noteTokens(c, res.Tokens, 0)
 	return res, load, nil
 }
 
