@@ -19,6 +19,8 @@ var familyCases = []struct {
 	family          toolcall.Family
 	vocab, template string
 }{
+	{toolcall.Hermes, "llama-bpe", "NousResearch-Hermes-2-Pro-Llama-3-8B-tool_use"},
+	{toolcall.Hermes, "llama-bpe", "NousResearch-Hermes-3-Llama-3.1-8B-tool_use"},
 	{toolcall.Llama3, "llama-bpe", "meta-llama-Llama-3.1-8B-Instruct"},
 	{toolcall.Llama3, "llama-bpe", "meta-llama-Llama-3.2-3B-Instruct"},
 	{toolcall.Llama3, "llama-bpe", "meta-llama-Llama-3.3-70B-Instruct"},
