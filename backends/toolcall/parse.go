@@ -42,9 +42,10 @@ type snapshot struct {
 	content string
 	calls   []pcall
 	err     error
-	// next, when set, is a later checkpoint; contentAt is how much of
+	// next, when hasNext, is a later checkpoint; contentAt is how much of
 	// content lies before it.
-	next      *checkpoint
+	next      checkpoint
+	hasNext   bool
 	contentAt int
 }
 
@@ -84,12 +85,13 @@ func (sc *scanner) cur() *pcall { return &sc.calls[len(sc.calls)-1] }
 func scan(f *spec, s string, final bool, cp *checkpoint) snapshot {
 	sc := &scanner{f: f, s: s, final: final}
 	var content strings.Builder
-	var ws string  // whitespace held: emitted before later content, dropped before a section
-	after := false // the last thing read was a section
-	var next *checkpoint
+	var ws string       // whitespace held: emitted before later content, dropped before a section
+	after := false      // the last thing read was a section
+	var next checkpoint // a value: a pointer would cost an allocation a Feed
+	hasNext := false
 	contentAt := 0
 	mark := func(i int) {
-		next = &checkpoint{i: i, ws: ws, after: after, ncalls: len(sc.calls)}
+		next, hasNext = checkpoint{i: i, ws: ws, after: after, ncalls: len(sc.calls)}, true
 		if cp != nil {
 			next.ncalls += cp.ncalls
 		}
@@ -116,7 +118,7 @@ func scan(f *spec, s string, final bool, cp *checkpoint) snapshot {
 		if final && !after && err == nil {
 			content.WriteString(ws)
 		}
-		return snapshot{content: content.String(), calls: sc.calls, err: err, next: next, contentAt: contentAt}
+		return snapshot{content: content.String(), calls: sc.calls, err: err, next: next, hasNext: hasNext, contentAt: contentAt}
 	}
 	i := 0
 	if cp != nil {
@@ -263,9 +265,10 @@ type Stream struct {
 	f     *spec
 	id    IDFunc
 	buf   strings.Builder
-	cp    *checkpoint // where the next scan resumes (nil: the start)
-	sent  string      // content emitted since cp
-	calls []pcall     // names and arguments emitted, by index
+	cp    checkpoint // where the next scan resumes, when hasCP (else the start)
+	hasCP bool
+	sent  string  // content emitted since cp
+	calls []pcall // names and arguments emitted, by index
 	err   error
 	close bool
 }
@@ -305,14 +308,18 @@ func (st *Stream) Close() (string, []backends.ToolCallDelta, error) {
 }
 
 func (st *Stream) step(final bool) (string, []backends.ToolCallDelta, error) {
-	sn := scan(st.f, st.buf.String(), final, st.cp)
+	var cp *checkpoint
+	if st.hasCP {
+		cp = &st.cp
+	}
+	sn := scan(st.f, st.buf.String(), final, cp)
 	content := ""
 	if strings.HasPrefix(sn.content, st.sent) {
 		content = sn.content[len(st.sent):]
 		st.sent = sn.content
 	}
 	base := 0
-	if st.cp != nil {
+	if st.hasCP {
 		base = st.cp.ncalls
 	}
 	var deltas []backends.ToolCallDelta
@@ -335,9 +342,9 @@ func (st *Stream) step(final bool) (string, []backends.ToolCallDelta, error) {
 			deltas = append(deltas, d)
 		}
 	}
-	if sn.next != nil && sn.contentAt <= len(st.sent) {
+	if sn.hasNext && sn.contentAt <= len(st.sent) {
 		st.sent = st.sent[sn.contentAt:]
-		st.cp = sn.next
+		st.cp, st.hasCP = sn.next, true
 	}
 	if sn.err != nil {
 		st.err = sn.err
