@@ -228,15 +228,20 @@ func benchTable(path string) (string, error) {
 	return b.String(), sc.Err()
 }
 
-// rewriteDoc replaces the section (up to the next heading of its level or
-// above) with body, or adds it at the end of the Chat part.
+// endMarker ends the figures -doc writes; what follows it up to the next
+// heading (the reading of the figures, written by hand) is kept.
+const endMarker = "<!-- end of bench-tokencost figures -->"
+
+// rewriteDoc replaces the section (up to endMarker, else up to the next
+// heading of its level or above) with body, or adds it at the end of the
+// Chat part.
 func rewriteDoc(path, body string) error {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return err
 	}
 	doc := string(b)
-	text := section + "\n" + body + "\n_Measured " + time.Now().UTC().Format("2006-01-02") + "._\n\n"
+	text := section + "\n" + body + "\n_Measured " + time.Now().UTC().Format("2006-01-02") + "._\n" + endMarker + "\n"
 	if i := strings.Index(doc, "\n"+section+"\n"); i >= 0 {
 		rest := doc[i+1+len(section)+1:]
 		end := len(rest)
@@ -245,13 +250,17 @@ func rewriteDoc(path, body string) error {
 				end = j
 			}
 		}
-		doc = doc[:i+1] + text + strings.TrimLeft(rest[end:], "\n")
+		if j := strings.Index(rest[:end], endMarker); j >= 0 {
+			doc = doc[:i+1] + text + strings.TrimPrefix(rest[j+len(endMarker):], "\n")
+		} else {
+			doc = doc[:i+1] + text + "\n" + strings.TrimLeft(rest[end:], "\n")
+		}
 	} else {
 		i := strings.Index(doc, "\n## Task pipelines")
 		if i < 0 {
 			return fmt.Errorf("%s: no %q section and no \"## Task pipelines\" to put it before", path, section)
 		}
-		doc = doc[:i+1] + text + doc[i+1:]
+		doc = doc[:i+1] + text + "\n" + doc[i+1:]
 	}
 	return os.WriteFile(path, []byte(doc), 0o644)
 }

@@ -19,12 +19,25 @@ func TestRewriteDoc(t *testing.T) {
 		if err := rewriteDoc(path, body); err != nil {
 			t.Fatal(err)
 		}
+		if body[1] == 'f' { // the reading written by hand after the figures stays
+			b, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			doc := strings.Replace(string(b), endMarker+"\n", endMarker+"\n\nhand-written reading\n", 1)
+			if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	got := string(b)
+	if !strings.Contains(got, endMarker+"\n\nhand-written reading\n\n## Task pipelines") {
+		t.Errorf("the hand-written part is not kept after the figures:\n%s", got)
+	}
 	if strings.Count(got, section) != 1 || strings.Contains(got, "first figures") || !strings.Contains(got, "second figures") {
 		t.Fatalf("doc after two rewrites:\n%s", got)
 	}
