@@ -81,9 +81,14 @@ func (sc *scanner) cur() *pcall { return &sc.calls[len(sc.calls)-1] }
 // (stNo) is content; one followed by a malformed call is an error.
 //
 // A scan from checkpoint cp (nil: from the start) gives what a scan from
-// the start gives after cp.
-func scan(f *spec, s string, final bool, cp *checkpoint) snapshot {
-	sc := &scanner{f: f, s: s, final: final}
+// the start gives after cp. sc, when not nil, is a scanner to reuse (its
+// calls are overwritten: the snapshot's calls are valid until the next
+// scan with it).
+func scan(f *spec, s string, final bool, cp *checkpoint, sc *scanner) snapshot {
+	if sc == nil {
+		sc = &scanner{}
+	}
+	*sc = scanner{f: f, s: s, final: final, calls: sc.calls[:0]}
 	var content strings.Builder
 	var ws string       // whitespace held: emitted before later content, dropped before a section
 	after := false      // the last thing read was a section
@@ -243,7 +248,7 @@ func Parse(f Family, text string, id IDFunc) (string, []backends.ToolCall, error
 	if id == nil {
 		id = f.DefaultID()
 	}
-	sn := scan(sp, text, true, nil)
+	sn := scan(sp, text, true, nil, nil)
 	var calls []backends.ToolCall
 	for i, c := range sn.calls {
 		if !c.named {
@@ -267,6 +272,7 @@ type Stream struct {
 	buf   strings.Builder
 	cp    checkpoint // where the next scan resumes, when hasCP (else the start)
 	hasCP bool
+	sc    scanner // reused by every scan
 	sent  string  // content emitted since cp
 	calls []pcall // names and arguments emitted, by index
 	err   error
@@ -312,7 +318,7 @@ func (st *Stream) step(final bool) (string, []backends.ToolCallDelta, error) {
 	if st.hasCP {
 		cp = &st.cp
 	}
-	sn := scan(st.f, st.buf.String(), final, cp)
+	sn := scan(st.f, st.buf.String(), final, cp, &st.sc)
 	content := ""
 	if strings.HasPrefix(sn.content, st.sent) {
 		content = sn.content[len(st.sent):]
