@@ -83,7 +83,10 @@ func runHTTP(args []string) error {
 	if p.url == "" || p.name == "" || p.prompt == "" {
 		return errors.New("http: -url, -name and -prompt are required")
 	}
-	res, err := measureHTTP(context.Background(), http.DefaultClient, p)
+	// A new connection per request: llama-server closes idle keep-alive
+	// connections, and a POST on one it just closed fails with EOF.
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	res, err := measureHTTP(context.Background(), client, p)
 	if err != nil {
 		return err
 	}
