@@ -8,7 +8,9 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	yz "github.com/hybridgroup/yzma/pkg/llama"
@@ -20,6 +22,7 @@ import (
 type localParams struct {
 	model, libRoot, modeld, prompt string
 	threads, ctx, tokens, runs     int
+	layers                         string
 }
 
 // runLocal measures, in turn for each run, llama.cpp through yzma with
@@ -36,6 +39,7 @@ func runLocal(args []string) error {
 	fs.IntVar(&p.ctx, "ctx", 1024, "context size of one sequence")
 	fs.IntVar(&p.tokens, "tokens", 256, "tokens to generate per run")
 	fs.IntVar(&p.runs, "runs", 5, "runs of each layer, interleaved")
+	fs.StringVar(&p.layers, "layers", "direct,engine,runner", "the layers to measure, in this process (each has llama.cpp threads of its own)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -47,18 +51,24 @@ func runLocal(args []string) error {
 		return err
 	}
 	opts := llama.Options{Slots: 4, Threads: p.threads, BatchThreads: engine.DefaultBatchThreads(), ContextSize: p.ctx}
-	d, err := openDirect(p, opts.BatchThreads)
-	if err != nil {
-		return fmt.Errorf("direct: %w", err)
+	want := func(name string) bool { return slices.Contains(strings.Split(p.layers, ","), name) }
+	var err error
+	var d *direct
+	if want("direct") {
+		if d, err = openDirect(p, opts.BatchThreads); err != nil {
+			return fmt.Errorf("direct: %w", err)
+		}
+		defer d.close()
 	}
-	defer d.close()
-	m, err := engine.Open(p.model, opts)
-	if err != nil {
-		return err
+	var m *engine.Model
+	if want("engine") {
+		if m, err = engine.Open(p.model, opts); err != nil {
+			return err
+		}
+		defer m.Close()
 	}
-	defer m.Close()
 	var rn *llama.Runner
-	if p.modeld != "" {
+	if p.modeld != "" && want("runner") {
 		rn, err = llama.StartRunner(context.Background(), llama.RunnerOptions{
 			ModelPath: p.model, LibRoot: p.libRoot, Options: opts,
 			Command: []string{p.modeld, "runner"}, LogLevel: slog.LevelWarn,
@@ -74,22 +84,28 @@ func runLocal(args []string) error {
 	runner := layer{Name: "engine in a runner", Procs: []string{"runner", "client"}}
 	self := newMeter([]string{"self"}, []int{p.threads})
 	for i := 0; i <= p.runs; i++ { // run 0 warms up and is dropped
-		r, err := d.decode(self)
-		if err != nil {
-			return fmt.Errorf("direct: %w", err)
+		if d != nil {
+			r, err := d.decode(self)
+			if err != nil {
+				return fmt.Errorf("direct: %w", err)
+			}
+			if i > 0 {
+				direct.Runs = append(direct.Runs, r)
+			}
 		}
-		if i > 0 {
-			direct.Runs = append(direct.Runs, r)
-		}
-		if r, err = streamEngine(m, p, self); err != nil {
-			return fmt.Errorf("engine: %w", err)
-		}
-		if i > 0 {
-			inproc.Runs = append(inproc.Runs, r)
+		if m != nil {
+			r, err := streamEngine(m, p, self)
+			if err != nil {
+				return fmt.Errorf("engine: %w", err)
+			}
+			if i > 0 {
+				inproc.Runs = append(inproc.Runs, r)
+			}
 		}
 		if rn != nil {
 			mt := newMeter([]string{strconv.Itoa(rn.PID()), "self"}, []int{p.threads, 0})
-			if r, err = streamEngine(rn, p, mt); err != nil {
+			r, err := streamEngine(rn, p, mt)
+			if err != nil {
 				return fmt.Errorf("runner: %w", err)
 			}
 			if i > 0 {
@@ -97,7 +113,12 @@ func runLocal(args []string) error {
 			}
 		}
 	}
-	res.Layers = []layer{direct, inproc}
+	if d != nil {
+		res.Layers = append(res.Layers, direct)
+	}
+	if m != nil {
+		res.Layers = append(res.Layers, inproc)
+	}
 	if rn != nil {
 		res.Layers = append(res.Layers, runner)
 	}
