@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
@@ -84,6 +85,60 @@ type runSession struct {
 	messages []map[string]any
 	opts     map[string]any // sampling options sent with every request
 	labels   []string       // candidate labels (zero-shot)
+	// interrupted is set by a Ctrl-C at the prompt, with whether the line
+	// held text then (onKey).
+	interrupted, hadText bool
+}
+
+// ctrlCKey stands for Ctrl-C in the prompt's input. term.Terminal ends
+// ReadLine at a Ctrl-C whatever the line holds; ctrlCReader turns the key
+// into this rune and Enter, so that the terminal hands the rune and the
+// line to onKey, which clears the line and notes whether it held text: a
+// Ctrl-C with text typed drops it and prompts again, one at an empty prompt
+// leaves, as Ctrl-D does.
+const ctrlCKey = '\ue000'
+
+// ctrlCReader is the terminal's input with each Ctrl-C byte replaced by
+// ctrlCKey and Enter.
+type ctrlCReader struct {
+	r       io.Reader
+	pending []byte
+	err     error
+}
+
+func (c *ctrlCReader) Read(p []byte) (int, error) {
+	if len(c.pending) == 0 {
+		if c.err != nil {
+			return 0, c.err
+		}
+		buf := make([]byte, max(1, len(p)/4))
+		n, err := c.r.Read(buf)
+		for _, b := range buf[:n] {
+			if b == 3 {
+				c.pending = utf8.AppendRune(c.pending, ctrlCKey)
+				c.pending = append(c.pending, '\r')
+			} else {
+				c.pending = append(c.pending, b)
+			}
+		}
+		c.err = err
+		if n == 0 {
+			return 0, err
+		}
+	}
+	n := copy(p, c.pending)
+	c.pending = c.pending[n:]
+	return n, nil
+}
+
+// onKey is the terminal's key callback: it takes ctrlCKey (see there) and
+// leaves every other key to the terminal.
+func (s *runSession) onKey(line string, _ int, key rune) (string, int, bool) {
+	if key != ctrlCKey {
+		return "", 0, false
+	}
+	s.interrupted, s.hadText = true, line != ""
+	return "", 0, true
 }
 
 // runOptions are the names /set takes, and the request field and kind of each.
@@ -147,7 +202,8 @@ func (s *runSession) interactive(ctx context.Context, in *os.File) error {
 	t := term.NewTerminal(struct {
 		io.Reader
 		io.Writer
-	}{in, s.out}, ">>> ")
+	}{&ctrlCReader{r: in}, s.out}, ">>> ")
+	t.AutoCompleteCallback = s.onKey
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, os.Interrupt)
 	defer signal.Stop(sigs)
@@ -213,6 +269,13 @@ func (s *runSession) readPrompt(fd int, t *term.Terminal) (string, error) {
 		line, err := t.ReadLine()
 		if err != nil {
 			return "", err
+		}
+		if s.interrupted {
+			s.interrupted = false
+			if !s.hadText && len(lines) == 0 {
+				return "", io.EOF // Ctrl-C at an empty prompt leaves
+			}
+			return "", nil // what was typed is dropped; a new prompt
 		}
 		switch {
 		case block:

@@ -223,6 +223,25 @@ func TestRunInTerminal(t *testing.T) {
 		t.Errorf("%d chat requests after the stopped one and two multi-line prompts, want 3", n)
 	}
 
+	// Ctrl-C with a line half typed, or inside a """ block, drops what was
+	// typed and prompts again: no question is sent, the session goes on.
+	if _, err := io.WriteString(tty, "never sent"); err != nil {
+		t.Fatal(err)
+	}
+	at = out.waitFor(t, at, "never sent")
+	if _, err := tty.Write([]byte{3}); err != nil {
+		t.Fatal(err)
+	}
+	at = out.waitFor(t, at, ">>> ")
+	typeLine(`"""`)
+	at = out.waitFor(t, at, "... ")
+	typeLine("a block never sent")
+	at = out.waitFor(t, at, "... ")
+	if _, err := tty.Write([]byte{3}); err != nil {
+		t.Fatal(err)
+	}
+	at = out.waitFor(t, at, ">>> ")
+
 	typeLine("/set system You are terse.")
 	at = out.waitFor(t, at, "system prompt set")
 	typeLine("/set warmth 3")
@@ -238,6 +257,9 @@ func TestRunInTerminal(t *testing.T) {
 	at = out.waitFor(t, at, "/bye")
 	typeLine("/bye")
 	waitExit(t, exited, out, "/bye")
+	if n := len(waitAccess(t, logPath, "/v1/chat/completions", 3)); n != 3 {
+		t.Errorf("%d chat requests, want 3: a Ctrl-C'd line was sent", n)
+	}
 }
 
 // Ctrl-D, or Ctrl-C, at an empty prompt ends the session too.
