@@ -32,9 +32,9 @@ func newRunCommand(a *app) *cobra.Command {
 		Short: "Chat with a model in the terminal (or embed, classify, summarize a text)",
 		Long: `Chat with MODEL through the daemon serving this home. The answer streams as it
 is generated; Ctrl-C stops an answer (the daemon stops generating it), drops
-a line being typed, and at an empty prompt, like Ctrl-D, ends the session. A
-line ending with \
-continues on the next line, and """ starts and ends a block of several lines.
+a line being typed, and at an empty prompt, like Ctrl-D, ends the session.
+A line ending with \ continues on the next line, and """ starts and ends a
+block of several lines.
 Type /? for the commands (/set, /show, /clear, /bye).
 
 With PROMPT, or with input that is not a terminal, it answers once and exits.
