@@ -2,7 +2,6 @@ package api
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -10,7 +9,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -246,7 +244,7 @@ func TestAnthropicRefusals(t *testing.T) {
 func TestAnthropicAgentFields(t *testing.T) {
 	m := &anthropicFake{script: []backends.Event{atext("ok"), adone(backends.FinishStop, 2)}, got: make(chan backends.Request, 1),
 		vars: make(chan map[string]any, 1)}
-	var logs anthropicLogs
+	var logs syncBuffer
 	s := anthropicServerWith(t, m, Options{Log: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	w := postAnthropic(t, s, "/v1/messages?beta=true", `{"model":"claude-test","max_tokens":32000,
 		"system":[{"type":"text","text":"You are Claude Code.","cache_control":{"type":"ephemeral"}},{"type":"text","text":"Be brief."}],
@@ -652,24 +650,6 @@ func TestAnthropicStreamPings(t *testing.T) {
 	if pings != 3 || strings.Join(rest, " ") != want {
 		t.Errorf("%d pings, then %v; want 3 pings, then %s", pings, rest, want)
 	}
-}
-
-// anthropicLogs is a bytes.Buffer that a logger and a test share.
-type anthropicLogs struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *anthropicLogs) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *anthropicLogs) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }
 
 // TestAnthropicStructuredOutput: output_config.format (and the older
