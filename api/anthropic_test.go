@@ -28,6 +28,7 @@ import (
 // final event gets the prompt's length as its usage); it tokenizes bytes
 // and renders "<role>content" per message, tool calls included.
 type anthropicFake struct {
+	byteTokenizer
 	script []backends.Event
 	cached int
 	got    chan backends.Request
@@ -38,20 +39,6 @@ func (f *anthropicFake) Close() error        { return nil }
 func (f *anthropicFake) Size() int64         { return 1 }
 func (f *anthropicFake) Slots() int          { return 2 }
 func (f *anthropicFake) Info() backends.Info { return backends.Info{ContextSize: 4096} }
-func (f *anthropicFake) TokenizeContext(_ context.Context, text string, _, _ bool) ([]int32, error) {
-	out := make([]int32, len(text))
-	for i := range text {
-		out[i] = int32(text[i])
-	}
-	return out, nil
-}
-func (f *anthropicFake) DetokenizeContext(_ context.Context, ids []int32, _ bool) (string, error) {
-	b := make([]byte, len(ids))
-	for i, id := range ids {
-		b[i] = byte(id)
-	}
-	return string(b), nil
-}
 func (f *anthropicFake) ApplyChatTemplateContext(ctx context.Context, msgs []backends.Message, _ bool) (string, error) {
 	if f.vars != nil {
 		f.vars <- backends.TemplateVars(ctx)

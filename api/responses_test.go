@@ -21,6 +21,7 @@ import (
 // a byte tokenizer, whose answer reply scripts from the request. It records
 // each request and the template variables its prompt was rendered with.
 type respModel struct {
+	byteTokenizer
 	reply func(req backends.Request) []backends.Event
 	// generate, when set, answers instead of reply.
 	generate func(ctx context.Context, req backends.Request) <-chan backends.Event
@@ -33,16 +34,6 @@ func (m *respModel) Close() error        { return nil }
 func (m *respModel) Size() int64         { return 1 }
 func (m *respModel) Slots() int          { return 4 }
 func (m *respModel) Info() backends.Info { return backends.Info{ContextSize: 4096} }
-func (m *respModel) TokenizeContext(_ context.Context, text string, _, _ bool) ([]int32, error) {
-	out := make([]int32, len(text))
-	for i := range text {
-		out[i] = int32(text[i])
-	}
-	return out, nil
-}
-func (m *respModel) DetokenizeContext(_ context.Context, ids []int32, _ bool) (string, error) {
-	return "", nil
-}
 func (m *respModel) ApplyChatTemplateContext(ctx context.Context, msgs []backends.Message, _ bool) (string, error) {
 	m.mu.Lock()
 	m.vars = append(m.vars, backends.TemplateVars(ctx))
