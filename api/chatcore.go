@@ -3,7 +3,6 @@ package api
 import (
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/gin-gonic/gin"
 
@@ -210,28 +209,13 @@ type chatResult struct {
 // client left).
 var errCut = errors.New("generation cut short")
 
-// collect reads a generation to its end.
+// collect reads a generation of one choice to its end (collectChoices).
 func collect(events <-chan backends.Event) (chatResult, error) {
-	var text, reasoning strings.Builder
-	var calls []wireToolCall
-	var last backends.Event
-	for ev := range events {
-		text.WriteString(ev.Text)
-		reasoning.WriteString(ev.Reasoning)
-		calls = addToolDeltas(calls, ev.ToolCalls)
-		last = ev
+	rs, _, err := collectChoices(events, 1)
+	if err != nil {
+		return chatResult{}, err
 	}
-	if last.Finish == backends.FinishError || last.Err != nil {
-		return chatResult{}, fmt.Errorf("generation failed: %w", last.Err)
-	}
-	if last.Finish == backends.FinishCancelled {
-		return chatResult{}, errCut
-	}
-	r := chatResult{Text: text.String(), Reasoning: reasoning.String(), Finish: last.Finish, Usage: last.Usage}
-	for _, tc := range calls {
-		r.ToolCalls = append(r.ToolCalls, backends.ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
-	}
-	return r, nil
+	return rs[0].chatResult, nil
 }
 
 // generationError is the error a stream's final event carries, or nil.
