@@ -45,10 +45,8 @@ func newChatPlan(gen backends.Request, msgs []backends.Message, contextCap int) 
 	}
 	p := &chatPlan{gen: gen, msgs: msgs}
 	for _, m := range msgs {
+		// Content is the text parts joined: the parts' text is not counted again.
 		p.bytes += len(m.Role) + len(m.Content) + len(m.Name) + len(m.ToolCallID)
-		for _, part := range m.Parts {
-			p.bytes += len(part.Text)
-		}
 		for _, tc := range m.ToolCalls {
 			p.bytes += len(tc.ID) + len(tc.Name) + len(tc.Arguments)
 		}
