@@ -81,22 +81,27 @@ func runPeers(args []string, w io.Writer) error {
 	return os.WriteFile(*doc, []byte(perfdoc.UpdateSection(string(old), *heading, body)), 0o644)
 }
 
-// measure is one row of the comparison: its values pooled over every run
-// of every round, the median, and whether more is better.
+// measure is one row of the comparison: its name (from the base side's
+// first round), its unit, and its values in one round's results.
 type measure struct {
-	name   string
+	name   func(r httpResult) string
 	unit   string
-	higher bool
 	values func(r httpResult) []float64
 }
 
+func fixed(name string) func(httpResult) string { return func(httpResult) string { return name } }
+
 var peerMeasures = []measure{
-	{"decode, one stream", "tok/s", true, func(r httpResult) []float64 { return r.Decode }},
-	{"time to first token", "ms", false, func(r httpResult) []float64 { return r.TTFTMs }},
-	{"concurrent streams, aggregate", "tok/s", true, func(r httpResult) []float64 { return r.Aggregate }},
-	{"wide concurrency, aggregate", "tok/s", true, func(r httpResult) []float64 { return r.Wide }},
-	{"agent loop, per-turn time to first token", "ms", false, func(r httpResult) []float64 { return r.AgentTTFTMs }},
-	{"inter-chunk gap, median", "ms", false, func(r httpResult) []float64 { return []float64{r.GapP50Ms} }},
+	{fixed("decode, one stream"), "tok/s", func(r httpResult) []float64 { return r.Decode }},
+	{fixed("time to first token"), "ms", func(r httpResult) []float64 { return r.TTFTMs }},
+	{func(r httpResult) string { return fmt.Sprintf("%d concurrent streams, aggregate", r.Streams) }, "tok/s",
+		func(r httpResult) []float64 { return r.Aggregate }},
+	{func(r httpResult) string { return fmt.Sprintf("%d concurrent streams, aggregate", r.WideStreams) }, "tok/s",
+		func(r httpResult) []float64 { return r.Wide }},
+	{func(r httpResult) string {
+		return fmt.Sprintf("agent loop, per-turn time to first token (%d-token prompt)", r.AgentPromptTokens)
+	}, "ms", func(r httpResult) []float64 { return r.AgentTTFTMs }},
+	{fixed("inter-chunk gap, median"), "ms", func(r httpResult) []float64 { return []float64{r.GapP50Ms} }},
 }
 
 func pool(s side, m measure) []float64 {
@@ -135,17 +140,7 @@ func peersMarkdown(heading string, all []side, b int, command, machine string, l
 		if len(baseVals) == 0 || median(baseVals) == 0 {
 			continue
 		}
-		label := m.name
-		if m.name == "concurrent streams, aggregate" && all[b].runs[0].Streams > 0 {
-			label = fmt.Sprintf("%d concurrent streams, aggregate", all[b].runs[0].Streams)
-		}
-		if m.name == "wide concurrency, aggregate" && all[b].runs[0].WideStreams > 0 {
-			label = fmt.Sprintf("%d concurrent streams, aggregate", all[b].runs[0].WideStreams)
-		}
-		if m.name == "agent loop, per-turn time to first token" && all[b].runs[0].AgentPromptTokens > 0 {
-			label = fmt.Sprintf("agent loop, per-turn time to first token (%d-token prompt)", all[b].runs[0].AgentPromptTokens)
-		}
-		row := fmt.Sprintf("| %s (%s) |", label, m.unit)
+		row := fmt.Sprintf("| %s (%s) |", m.name(all[b].runs[0]), m.unit)
 		bm := median(baseVals)
 		for i, s := range all {
 			v := median(pool(s, m))
