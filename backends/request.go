@@ -12,6 +12,10 @@ type Message struct {
 	// Content is the message's text: its text parts joined, for backends
 	// that read text only.
 	Content string `json:"content"`
+	// Reasoning is a past assistant turn's reasoning (OpenAI-compatible
+	// servers' reasoning_content); chat templates decide whether to render
+	// it, wrap it or drop it.
+	Reasoning string `json:"reasoning_content,omitempty"`
 	// Parts are the typed content parts as the client sent them (nil when
 	// it sent a plain string). A backend that cannot read a part's type
 	// refuses the request with a *BadRequestError.

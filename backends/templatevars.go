@@ -22,3 +22,22 @@ func TemplateVars(ctx context.Context) map[string]any {
 	v, _ := ctx.Value(templateVarsKey{}).(map[string]any)
 	return v
 }
+
+// WithThinking returns ctx asking the chat template for reasoning on or
+// off: the template variables enable_thinking and thinking (the two names
+// reasoning templates read) are set to on, unless the request's
+// chat_template_kwargs set them already. A dialect whose request says
+// nothing about reasoning does not call it, and the template's own
+// default holds.
+func WithThinking(ctx context.Context, on bool) context.Context {
+	vars := make(map[string]any, len(TemplateVars(ctx))+2)
+	for k, v := range TemplateVars(ctx) {
+		vars[k] = v
+	}
+	for _, k := range []string{"enable_thinking", "thinking"} {
+		if _, set := vars[k]; !set {
+			vars[k] = on
+		}
+	}
+	return context.WithValue(ctx, templateVarsKey{}, vars)
+}

@@ -3,7 +3,6 @@ package engine
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"sort"
 	"strconv"
@@ -13,6 +12,7 @@ import (
 	yz "github.com/hybridgroup/yzma/pkg/llama"
 
 	"github.com/modeld/modeld/backends"
+	"github.com/modeld/modeld/internal/jinja"
 )
 
 // Tool is a function the model may call (the tools variable of a template).
@@ -48,7 +48,7 @@ func (m *Model) ChatPrompt(msgs []Message, tools []Tool, addAssistant bool) ([]i
 }
 
 // chatPrompt is ChatPrompt with extra template variables (vars, the
-// request's chat_template_kwargs): with any, the Jinja renderer renders.
+// request's chat_template_kwargs).
 func (m *Model) chatPrompt(msgs []Message, tools []Tool, addAssistant bool, vars map[string]any) ([]int32, error) {
 	if m.info.ChatTemplate == "" {
 		return nil, ErrNoChatTemplate
@@ -256,8 +256,8 @@ type placeholderSet struct {
 	prefix string // every sentinel is prefix + index + "z"
 }
 
-// placeholders replaces every non-empty text of msgs (content, name, tool
-// call id; a tool call's id, name and arguments) by a sentinel; texts[i] is
+// placeholders replaces every non-empty text of msgs (content, reasoning,
+// name, tool call id; a tool call's id, name and arguments) by a sentinel; texts[i] is
 // what sentinel i stands for.
 func placeholders(msgs []Message) (placeholderSet, []string) {
 	prefix := newPrefix(msgs)
@@ -274,6 +274,7 @@ func placeholders(msgs []Message) (placeholderSet, []string) {
 		c := msg
 		c.Parts = nil
 		c.Content = put(msg.Content)
+		c.Reasoning = put(msg.Reasoning)
 		c.Name = put(msg.Name)
 		c.ToolCallID = put(msg.ToolCallID)
 		if len(msg.ToolCalls) > 0 {
@@ -292,41 +293,46 @@ func placeholders(msgs []Message) (placeholderSet, []string) {
 // value becomes a sentinel standing for its JSON-escaped text, so the
 // rendered object is valid JSON; other arguments are one sentinel.
 func putArguments(args string, put func(string) string) string {
-	var obj map[string]any
-	if json.Unmarshal([]byte(args), &obj) != nil || obj == nil {
+	obj, err := jinja.FromJSON([]byte(args))
+	if _, isObj := obj.(*jinja.Map); err != nil || !isObj {
 		return put(args)
+	}
+	// A string's sentinel stands for its text as tojson writes it.
+	quote := func(s string) string {
+		q, _ := jinja.ToJSON(s, nil, false)
+		return q[1 : len(q)-1]
 	}
 	var walk func(v any) any
 	walk = func(v any) any {
 		switch v := v.(type) {
 		case string:
-			var b strings.Builder
-			enc := json.NewEncoder(&b)
-			enc.SetEscapeHTML(false) // "<" stays "<", as tojson has it
-			_ = enc.Encode(v)
-			q := strings.TrimSuffix(b.String(), "\n")
-			if s := q[1 : len(q)-1]; s != "" {
-				return put(s)
+			if q := quote(v); q != "" {
+				return put(q)
 			}
 			return v
 		case []any:
 			for i := range v {
 				v[i] = walk(v[i])
 			}
-		case map[string]any:
-			out := make(map[string]any, len(v))
-			for k, x := range v {
-				out[walk(k).(string)] = walk(x)
+		case *jinja.Map:
+			out := jinja.NewMap()
+			for _, k := range v.Keys() {
+				x, _ := v.Get(k)
+				key := k
+				if q := quote(k); q != "" {
+					key = put(q)
+				}
+				out.Set(key, walk(x))
 			}
 			return out
 		}
 		return v
 	}
-	b, err := json.Marshal(walk(obj))
+	b, err := jinja.ToJSON(walk(obj), nil, false)
 	if err != nil {
 		return put(args)
 	}
-	return string(b)
+	return b
 }
 
 // newPrefix draws a sentinel prefix that no text of msgs holds.
@@ -338,7 +344,7 @@ func newPrefix(msgs []Message) string {
 		nonce := p[4:]
 		clash := false
 		for _, msg := range msgs {
-			all := msg.Role + msg.Content + msg.Name + msg.ToolCallID
+			all := msg.Role + msg.Content + msg.Reasoning + msg.Name + msg.ToolCallID
 			for _, tc := range msg.ToolCalls {
 				all += tc.ID + tc.Name + tc.Arguments
 			}
@@ -395,35 +401,6 @@ func (ph placeholderSet) split(out string, texts []string) ([]segment, bool) {
 		segs = append(segs, segment{text: out, markup: true})
 	}
 	return segs, true
-}
-
-// render is ApplyChatTemplate with tools and extra variables (which only
-// the Jinja renderer passes to the template).
-func (m *Model) render(msgs []Message, tools []Tool, addAssistant bool, vars map[string]any) (string, error) {
-	if len(tools) == 0 && len(vars) == 0 {
-		return m.ApplyChatTemplate(msgs, addAssistant)
-	}
-	return m.applyJinjaTools(msgs, tools, addAssistant, vars)
-}
-
-// jinjaTools are tools as a template reads them: OpenAI's shape.
-func jinjaTools(tools []Tool) ([]any, error) {
-	out := make([]any, len(tools))
-	for i, t := range tools {
-		fn := map[string]any{"name": t.Name}
-		if t.Description != "" {
-			fn["description"] = t.Description
-		}
-		if len(t.Parameters) > 0 {
-			var p any
-			if err := json.Unmarshal(t.Parameters, &p); err != nil {
-				return nil, fmt.Errorf("%w: tool %q: parameters: %w", ErrInvalidRequest, clipName(t.Name), err)
-			}
-			fn["parameters"] = p
-		}
-		out[i] = map[string]any{"type": "function", "function": fn}
-	}
-	return out, nil
 }
 
 func clipName(s string) string {

@@ -9,6 +9,7 @@ import (
 	yz "github.com/hybridgroup/yzma/pkg/llama"
 
 	"github.com/modeld/modeld/backends"
+	"github.com/modeld/modeld/internal/jinja"
 	"github.com/modeld/modeld/internal/testenv"
 )
 
@@ -188,7 +189,11 @@ func renderWith(t *testing.T, src string, extra map[string]any) string {
 	for k, v := range extra {
 		vars[k] = v
 	}
-	out, err := renderJinja(src, vars)
+	tmpl, err := jinja.Compile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := tmpl.Render(vars, jinja.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

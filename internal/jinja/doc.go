@@ -1,0 +1,25 @@
+// Package jinja is modeld's Jinja interpreter for chat templates: the
+// subset of Jinja that model chat templates use, with the semantics that
+// Python's jinja2 gives them under the settings Hugging Face's
+// apply_chat_template uses (a sandbox that refuses mutation, trim_blocks,
+// lstrip_blocks, no final newline, the loop controls, a tojson that keeps
+// key order and writes json.dumps's separators, raise_exception and
+// strftime_now).
+//
+// It owns lexing, parsing and rendering under a Budget (steps, output
+// size, call depth), so a hostile template fails fast with ErrBudget
+// instead of exhausting the process. Maps keep their insertion order
+// (Map), and FromJSON decodes request JSON into them, so tojson writes a
+// client's keys in the client's order.
+//
+// It must not know about models, tokenizers or HTTP: chat-specific
+// variables (messages, tools, special tokens) are the caller's business
+// (internal/chattmpl). It has no native dependencies.
+//
+// Why not an existing Go engine: github.com/ardanlabs/jinja (v1.1.0, then
+// modeld's renderer) sorted keys and had neither trim_blocks nor
+// lstrip_blocks; its v1.8.0 fixes those but, like
+// github.com/nikolalohinski/gonja/v2, has no render budget, so a template's
+// `range(1000000000)` or a recursive macro runs until memory or the stack
+// gives out.
+package jinja
