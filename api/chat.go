@@ -341,7 +341,7 @@ func (s *Server) chatCompletions(c *gin.Context) {
 		writeError(c, err)
 		return
 	}
-	run, err := s.startChat(c, chatCall{model: req.Model, keepAlive: req.KeepAlive, plan: plan, vars: req.ChatTemplateKwargs,
+	run, err := s.startChat(c, chatCall{model: req.Model, keepAlive: req.KeepAlive, plan: plan, vars: backends.ThinkingVars(req.ChatTemplateKwargs, true), // thinking on unless the request says otherwise, as documented
 		single: req.ParallelToolCalls != nil && !*req.ParallelToolCalls})
 	if err != nil {
 		writeError(c, err)

@@ -91,7 +91,7 @@ func (s *Server) tokenize(c *gin.Context) {
 	var ids []int32
 	if chat {
 		var rendered bool
-		ids, rendered, err = chatPromptIDs(backends.WithTemplateVars(ctx, req.ChatTemplateKwargs), model, &plan.gen, plan.msgs)
+		ids, rendered, err = chatPromptIDs(backends.WithTemplateVars(ctx, backends.ThinkingVars(req.ChatTemplateKwargs, true)), model, &plan.gen, plan.msgs)
 		if err == nil && !rendered {
 			err = badRequest("messages", "model %s renders chat messages itself; it has no prompt to count", quote(req.Model))
 		}

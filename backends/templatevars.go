@@ -24,20 +24,26 @@ func TemplateVars(ctx context.Context) map[string]any {
 }
 
 // WithThinking returns ctx asking the chat template for reasoning on or
-// off: the template variables enable_thinking and thinking (the two names
-// reasoning templates read) are set to on, unless the request's
-// chat_template_kwargs set them already. A dialect whose request says
-// nothing about reasoning does not call it, and the template's own
-// default holds.
+// off (ThinkingVars). A dialect whose request says nothing about reasoning
+// and that documents no default of its own does not call it, and the
+// template's own default holds.
 func WithThinking(ctx context.Context, on bool) context.Context {
-	vars := make(map[string]any, len(TemplateVars(ctx))+2)
-	for k, v := range TemplateVars(ctx) {
-		vars[k] = v
+	return context.WithValue(ctx, templateVarsKey{}, ThinkingVars(TemplateVars(ctx), on))
+}
+
+// ThinkingVars is a copy of vars with the template variables
+// enable_thinking and thinking (the two names reasoning templates read)
+// set to on, unless vars (the request's chat_template_kwargs) set them
+// already.
+func ThinkingVars(vars map[string]any, on bool) map[string]any {
+	out := make(map[string]any, len(vars)+2)
+	for k, v := range vars {
+		out[k] = v
 	}
 	for _, k := range []string{"enable_thinking", "thinking"} {
-		if _, set := vars[k]; !set {
-			vars[k] = on
+		if _, set := out[k]; !set {
+			out[k] = on
 		}
 	}
-	return context.WithValue(ctx, templateVarsKey{}, vars)
+	return out
 }

@@ -68,7 +68,8 @@ type Input struct {
 	Now    func() time.Time
 	Budget jinja.Budget
 
-	emptyTools bool // the polyfill: tools is [] rather than None
+	emptyTools  bool // PolyfillTools: tools is [] rather than None
+	describeAll bool // PolyfillDescriptions
 }
 
 // reserved are the variables that Kwargs cannot replace.
@@ -104,7 +105,7 @@ func (t *Template) Vars(in Input) (map[string]any, error) {
 		vars["tools"] = []any{}
 	}
 	if len(in.Tools) > 0 {
-		tools, err := toolList(in.Tools)
+		tools, err := toolList(in.Tools, in.describeAll)
 		if err != nil {
 			return nil, err
 		}
@@ -168,18 +169,21 @@ func arguments(s string) any {
 	return s
 }
 
-func toolList(tools []backends.Tool) ([]any, error) {
+func toolList(tools []backends.Tool, describeAll bool) ([]any, error) {
 	out := make([]any, len(tools))
 	for i, t := range tools {
 		fn := jinja.NewMap()
 		fn.Set("name", t.Name)
-		if t.Description != "" {
+		if t.Description != "" || describeAll {
 			fn.Set("description", t.Description)
 		}
 		if len(t.Parameters) > 0 {
 			p, err := jinja.FromJSON(t.Parameters)
 			if err != nil {
 				return nil, &InputError{fmt.Errorf("tool %q: parameters: %w", clip(t.Name), err)}
+			}
+			if describeAll {
+				describeProperties(p)
 			}
 			fn.Set("parameters", p)
 		}
@@ -189,6 +193,28 @@ func toolList(tools []backends.Tool) ([]any, error) {
 		out[i] = d
 	}
 	return out, nil
+}
+
+// describeProperties gives each property of a parameters schema without a
+// description an empty one.
+func describeProperties(schema any) {
+	m, ok := schema.(*jinja.Map)
+	if !ok {
+		return
+	}
+	props, _ := m.Get("properties")
+	pm, ok := props.(*jinja.Map)
+	if !ok {
+		return
+	}
+	for _, k := range pm.Keys() {
+		p, _ := pm.Get(k)
+		if d, ok := p.(*jinja.Map); ok {
+			if _, has := d.Get("description"); !has {
+				d.Set("description", "")
+			}
+		}
+	}
 }
 
 func clip(s string) string {
@@ -223,6 +249,10 @@ const (
 	// PolyfillTools: a tool-use template failed on a chat without tools
 	// (it iterates tools without checking); tools is an empty list.
 	PolyfillTools Polyfill = "tools given as an empty list"
+	// PolyfillDescriptions: a template failed on tools without a
+	// description (it reads one unconditionally); each tool, and each
+	// property of its parameters, without one gets an empty one.
+	PolyfillDescriptions Polyfill = "empty descriptions for undescribed tools"
 )
 
 // RenderPolyfilled is Render, then the polyfills in order when the
@@ -248,11 +278,16 @@ func (t *Template) RenderPolyfilled(in Input) (string, Polyfill, error) {
 		}
 		return "", PolyfillNone, err
 	}
+	e := in
 	if len(in.Tools) == 0 {
-		e := in
 		e.emptyTools = true
 		if out, err2 := t.Render(e); err2 == nil {
 			return out, PolyfillTools, nil
+		}
+	} else {
+		e.describeAll = true
+		if out, err2 := t.Render(e); err2 == nil {
+			return out, PolyfillDescriptions, nil
 		}
 	}
 	return "", PolyfillNone, err

@@ -37,10 +37,13 @@ func TestFidelityAgainstReference(t *testing.T) {
 				in.Messages = merged
 				cases = append(cases, OracleCase{ID: name + "/" + c.Name + "#" + string(PolyfillSystem), Template: name, Input: in})
 			}
+			in := c.Input
 			if len(c.Input.Tools) == 0 {
-				in := c.Input
 				in.emptyTools = true
 				cases = append(cases, OracleCase{ID: name + "/" + c.Name + "#" + string(PolyfillTools), Template: name, Input: in})
+			} else {
+				in.describeAll = true
+				cases = append(cases, OracleCase{ID: name + "/" + c.Name + "#" + string(PolyfillDescriptions), Template: name, Input: in})
 			}
 		}
 	}

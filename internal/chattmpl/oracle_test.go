@@ -33,6 +33,12 @@ var weatherTool = backends.Tool{
 	Parameters: json.RawMessage(`{"type": "object", "properties": {"city": {"type": "string", "description": "The city, e.g. Zürich"}, "unit": {"type": "string", "enum": ["c", "f"]}}, "required": ["city"]}`),
 }
 
+// addTool has no descriptions, as many clients send tools.
+var addTool = backends.Tool{
+	Name:       "add",
+	Parameters: json.RawMessage(`{"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}, "required": ["a", "b"]}`),
+}
+
 // Conversations are the shapes every template is rendered with.
 func Conversations() []Conversation {
 	u := func(s string) backends.Message { return backends.Message{Role: "user", Content: s} }
@@ -47,6 +53,7 @@ func Conversations() []Conversation {
 		{"mid_system", Input{Messages: []backends.Message{u("Hi"), a("Hello!"), sys("Answer in French from now on."), u("How are you?")}}},
 		{"tool_call_result", Input{Messages: []backends.Message{u("What is the weather in Paris?"), call, result}, Tools: []backends.Tool{weatherTool}}},
 		{"tools_present", Input{Messages: []backends.Message{sys("You can call tools."), u("What is the weather in Paris?")}, Tools: []backends.Tool{weatherTool}}},
+		{"tools_undescribed", Input{Messages: []backends.Message{u("Add 2 and 3.")}, Tools: []backends.Tool{addTool}}},
 		{"past_reasoning", Input{Messages: []backends.Message{u("What is 17*3?"), {Role: "assistant", Content: "51", Reasoning: "17*3 = 51, since 17*3 = 10*3 + 7*3."}, u("And 17*4?")}}},
 		{"non_ascii_html", Input{Messages: []backends.Message{sys("Réponds en français — «toujours»."), u("Grüße, 你好 🌍! Is 3 < 5 && 5 > 3? Use <b>bold</b> & \"quotes\".")}}},
 		{"no_generation_prompt", Input{Messages: []backends.Message{u("Hi"), a("Hello!")}}},

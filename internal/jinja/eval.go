@@ -479,18 +479,18 @@ func (ev *evaluator) binary(op string, a, b any) (any, error) {
 	a, b = demark(a), demark(b)
 	switch op {
 	case "~":
-		s := str(a) + str(b)
-		if err := ev.checkSize(len(s)); err != nil {
+		sa, sb := str(a), str(b)
+		if err := ev.produce(len(sa) + len(sb)); err != nil {
 			return nil, err
 		}
-		return s, ev.step(int64(len(s)/256) + 1)
+		return sa + sb, nil
 	case "+":
 		if x, ok := a.(string); ok {
 			if y, ok := b.(string); ok {
-				if err := ev.checkSize(len(x) + len(y)); err != nil {
+				if err := ev.produce(len(x) + len(y)); err != nil {
 					return nil, err
 				}
-				return x + y, ev.step(int64((len(x)+len(y))/256) + 1)
+				return x + y, nil
 			}
 		}
 		if x, ok := asSeq(a); ok {
@@ -514,7 +514,10 @@ func (ev *evaluator) binary(op string, a, b any) (any, error) {
 				if n > int64(ev.budget.Output) || len(s)*int(n) > ev.budget.Output {
 					return nil, fmt.Errorf("%w: output larger than %d bytes", ErrBudget, ev.budget.Output)
 				}
-				return strings.Repeat(s, int(n)), ev.step(n)
+				if err := ev.produce(len(s) * int(n)); err != nil {
+					return nil, err
+				}
+				return strings.Repeat(s, int(n)), nil
 			}
 		}
 		if l, ok := a.([]any); ok {

@@ -245,7 +245,7 @@ func fJoin(ev *evaluator, v any, args []any, kw *Map) (any, error) {
 			return nil, err
 		}
 	}
-	return b.String(), ev.step(int64(len(items)))
+	return b.String(), ev.produce(b.Len())
 }
 
 func fItems(ev *evaluator, v any, _ []any, _ *Map) (any, error) {
@@ -323,10 +323,10 @@ func (ev *evaluator) replace(s, old, nw string, n int) (any, error) {
 	if n >= 0 && n < count {
 		count = n
 	}
-	if err := ev.checkSize(len(s) + count*(len(nw)-len(old))); err != nil {
+	if err := ev.produce(len(s) + count*(len(nw)-len(old))); err != nil {
 		return nil, err
 	}
-	return strings.Replace(s, old, nw, n), ev.step(int64(len(s)/256) + 1)
+	return strings.Replace(s, old, nw, n), nil
 }
 
 func fIndent(ev *evaluator, v any, args []any, kw *Map) (any, error) {
@@ -345,11 +345,15 @@ func fIndent(ev *evaluator, v any, args []any, kw *Map) (any, error) {
 	blank := truthy(arg(args, kw, 2, "blank"))
 	s := str(v) + "\n"
 	lines := splitLines(s)
+	if err := ev.produce(len(s) + len(lines)*len(ind) + len(ind)); err != nil {
+		return nil, err
+	}
 	var rv string
 	if blank {
 		rv = strings.Join(lines, "\n"+ind)
 	} else {
 		var b strings.Builder
+		b.Grow(len(s) + len(lines)*len(ind))
 		b.WriteString(lines[0])
 		for _, l := range lines[1:] {
 			b.WriteString("\n")

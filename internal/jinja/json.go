@@ -288,8 +288,5 @@ func fTojson(ev *evaluator, v any, args []any, kw *Map) (any, error) {
 	if err := e.value(v, 0); err != nil {
 		return nil, err
 	}
-	if err := ev.step(int64(e.b.Len()/256) + 1); err != nil {
-		return nil, err
-	}
-	return e.b.String(), ev.checkSize(e.b.Len())
+	return e.b.String(), ev.produce(e.b.Len())
 }

@@ -236,7 +236,7 @@ func (ev *evaluator) strMethod(s, name string, args []any, kw *Map) (any, error)
 			parts[i] = p
 		}
 		out := strings.Join(parts, s)
-		return out, ev.checkSize(len(out))
+		return out, ev.produce(len(out))
 	case "format":
 		return ev.pyFormat(s, args, kw)
 	case "removeprefix":
@@ -398,5 +398,5 @@ func (ev *evaluator) pyFormat(f string, args []any, kw *Map) (any, error) {
 			return nil, err
 		}
 	}
-	return b.String(), nil
+	return b.String(), ev.produce(b.Len())
 }

@@ -144,12 +144,26 @@ func (ev *evaluator) checkSize(n int) error {
 	return nil
 }
 
+// bytesPerStep is what building a string costs: every n bytes a string
+// operation makes (concatenation, replace, join, indent, tojson, output)
+// count one step, so the step budget also bounds the bytes a rendering
+// allocates in all, not just the size of each string.
+const bytesPerStep = 16
+
+// produce accounts for a new string of n bytes.
+func (ev *evaluator) produce(n int) error {
+	if err := ev.checkSize(n); err != nil {
+		return err
+	}
+	return ev.step(int64(n/bytesPerStep) + 1)
+}
+
 func (ev *evaluator) write(out *strings.Builder, s string) error {
 	if err := ev.checkSize(out.Len() + len(s)); err != nil {
 		return err
 	}
 	out.WriteString(s)
-	return ev.step(int64(len(s)/64) + 1)
+	return ev.step(int64(len(s)/bytesPerStep) + 1)
 }
 
 func (ev *evaluator) run(nodes []node, sc *scope, out *strings.Builder) error {
@@ -368,7 +382,8 @@ func (ev *evaluator) forLoop(n *forNode, sc *scope, out *strings.Builder) error 
 			}
 		}
 		if len(items) == 0 {
-			return "", ev.run(n.els, sc, &b)
+			err := ev.run(n.els, sc, &b)
+			return b.String(), err
 		}
 		lo := &loopObj{items: items, depth: depth}
 		if n.recursive {

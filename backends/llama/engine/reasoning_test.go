@@ -215,8 +215,8 @@ func openChatModel(t *testing.T, vocab, tmpl string) *Model {
 // TestChatPromptEnableThinking: through ChatPromptContext, Qwen3's real
 // template with the qwen2 vocabulary renders a thinking generation prompt
 // by default and an empty, closed block with enable_thinking false (the
-// variable the context carries); the DeepSeek R1 distill's opens <think>
-// by default, as its renderer is expected to set enable_thinking.
+// variable the context carries); the DeepSeek R1 distill's template keeps
+// its own default (closed) until thinking is asked for.
 func TestChatPromptEnableThinking(t *testing.T) {
 	msgs := []Message{{Role: "user", Content: realUser}}
 	prompt := func(m *Model, ctx context.Context) string {
@@ -240,9 +240,23 @@ func TestChatPromptEnableThinking(t *testing.T) {
 	if !strings.HasSuffix(off, "<|im_start|>assistant\n<think>\n\n</think>\n\n") || promptOpensThink(off) {
 		t.Errorf("Qwen3 enable_thinking false prompt ends %q", off[max(0, len(off)-60):])
 	}
+	// The R1 distill's template closes the block unless enable_thinking is
+	// set: its default holds until the dialect asks (backends.WithThinking).
 	r1 := openChatModel(t, "qwen2", "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B")
-	withVars := prompt(r1, backends.WithTemplateVars(context.Background(), map[string]any{"x": 1}))
-	if !promptOpensThink(withVars) {
-		t.Errorf("R1 distill prompt ends %q, want an open <think>", withVars[max(0, len(withVars)-60):])
+	def := prompt(r1, backends.WithTemplateVars(context.Background(), map[string]any{"x": 1}))
+	if promptOpensThink(def) || !strings.HasSuffix(def, "<think>\n</think>") {
+		t.Errorf("R1 distill default prompt ends %q, want the template's closed block", def[max(0, len(def)-60):])
+	}
+	thinking := prompt(r1, backends.WithThinking(context.Background(), true))
+	if !promptOpensThink(thinking) {
+		t.Errorf("R1 distill prompt with thinking on ends %q, want an open <think>", thinking[max(0, len(thinking)-60):])
+	}
+	qwenOff := prompt(qwen, backends.WithThinking(context.Background(), false))
+	if qwenOff != off {
+		t.Errorf("Qwen3 with WithThinking(false) ends %q, want what enable_thinking false renders", qwenOff[max(0, len(qwenOff)-60):])
+	}
+	kept := prompt(qwen, backends.WithThinking(backends.WithTemplateVars(context.Background(), map[string]any{"enable_thinking": true}), false))
+	if kept != on {
+		t.Errorf("chat_template_kwargs' enable_thinking must win over the dialect's switch; prompt ends %q", kept[max(0, len(kept)-60):])
 	}
 }

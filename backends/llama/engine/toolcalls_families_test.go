@@ -130,8 +130,8 @@ func TestToolGrammarFamilies(t *testing.T) {
 
 // TestToolGrammarThinks: for templates that think, a call under tool_choice
 // required may follow a bounded reasoning block, which goes to the
-// reasoning and not the content: DeepSeek R1's distill and QwQ open the
-// block in the prompt (the grammar closes it, then the calls), Qwen3 with
+// reasoning and not the content: DeepSeek R1's distill and QwQ with
+// enable_thinking true open the block in the prompt (the grammar closes it, then the calls), Qwen3 with
 // thinking on may open one, Qwen3 with enable_thinking false has none
 // (the grammar allows no <think>). Each run's calls parse and validate.
 func TestToolGrammarThinks(t *testing.T) {
@@ -146,15 +146,14 @@ func TestToolGrammarThinks(t *testing.T) {
 		vars            map[string]any
 		opens, allowed  bool // the prompt opens the block; the grammar allows one
 	}{
-		{toolcall.DeepSeek, "qwen2", "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B", nil, true, true},
-		{toolcall.DeepSeek, "llama-bpe", "llama-cpp-deepseek-r1", nil, true, true},
-		{toolcall.Hermes, "qwen2", "Qwen-QwQ-32B", nil, true, true},
+		{toolcall.DeepSeek, "qwen2", "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B", map[string]any{"enable_thinking": true}, true, true},
+		{toolcall.Hermes, "qwen2", "Qwen-QwQ-32B", map[string]any{"enable_thinking": true}, true, true},
 		{toolcall.Hermes, "qwen2", "Qwen-Qwen3-0.6B", nil, false, true},
 		{toolcall.Hermes, "qwen2", "Qwen-Qwen3-0.6B", map[string]any{"enable_thinking": false}, false, false},
 	} {
 		name := tc.template
-		if tc.vars != nil {
-			name += " thinking off"
+		if on, set := tc.vars["enable_thinking"]; set {
+			name += fmt.Sprintf(" thinking %v", on)
 		}
 		t.Run(name, func(t *testing.T) {
 			initLib(t)
