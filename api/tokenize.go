@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"fmt"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/gin-gonic/gin"
@@ -28,6 +29,10 @@ type TokenizeRequest struct {
 	ParseSpecial *bool `json:"parse_special"`
 	// WithPieces answers each token as {id, piece}.
 	WithPieces bool `json:"with_pieces"`
+	// WithPrompt adds the prompt's text to the answer (the tokens
+	// detokenized, control tokens rendered): for messages, the chat
+	// template's rendering that the model sees.
+	WithPrompt bool `json:"with_prompt"`
 }
 
 // TokenPiece is one token of a with_pieces answer: its id and its text, a
@@ -43,6 +48,8 @@ type TokenizeResponse struct {
 	Model  string `json:"model"`
 	Tokens any    `json:"tokens"`
 	Count  int    `json:"count"`
+	// Prompt is the tokens' text, with with_prompt.
+	Prompt *string `json:"prompt,omitempty"`
 }
 
 // DetokenizeRequest is the body of POST /v1/detokenize.
@@ -103,14 +110,23 @@ func (s *Server) tokenize(c *gin.Context) {
 		return
 	}
 	resp := TokenizeResponse{Model: req.Model, Tokens: ids, Count: len(ids)}
+	if req.WithPrompt {
+		text, err := tok.DetokenizeContext(ctx, ids, true)
+		if err != nil {
+			writeError(c, err)
+			return
+		}
+		resp.Prompt = &text
+	}
 	if req.WithPieces {
+		texts, err := tokenPieces(ctx, tok, ids)
+		if err != nil {
+			writeError(c, err)
+			return
+		}
 		pieces := make([]TokenPiece, len(ids))
 		for i, id := range ids {
-			p, err := tok.DetokenizeContext(ctx, []int32{id}, true)
-			if err != nil {
-				writeError(c, err)
-				return
-			}
+			p := texts[i]
 			pieces[i] = TokenPiece{ID: id, Piece: p}
 			if !utf8.ValidString(p) {
 				b := make([]int, len(p))
@@ -123,6 +139,33 @@ func (s *Server) tokenize(c *gin.Context) {
 		resp.Tokens = pieces
 	}
 	c.JSON(200, resp)
+}
+
+// tokenPieces are the texts of ids in context, so that joining them gives
+// the detokenized text: a token's piece is what it adds after the token
+// before it (a SentencePiece word's leading space, which detokenizing the
+// token alone drops, is kept), the first token's is its own text.
+func tokenPieces(ctx context.Context, tok backends.Tokenizer, ids []int32) ([]string, error) {
+	out := make([]string, len(ids))
+	prev := ""
+	for i, id := range ids {
+		single, err := tok.DetokenizeContext(ctx, []int32{id}, true)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = single
+		if i > 0 {
+			pair, err := tok.DetokenizeContext(ctx, []int32{ids[i-1], id}, true)
+			if err != nil {
+				return nil, err
+			}
+			if rest, ok := strings.CutPrefix(pair, prev); ok {
+				out[i] = rest
+			}
+		}
+		prev = single
+	}
+	return out, nil
 }
 
 // what says what the request tokenizes: a text, or (chat) its messages.

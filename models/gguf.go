@@ -10,7 +10,9 @@ import (
 
 	gguf "github.com/gpustack/gguf-parser-go"
 
+	"github.com/modeld/modeld/internal/chattmpl"
 	"github.com/modeld/modeld/internal/ggufscan"
+	"github.com/modeld/modeld/internal/jinja"
 )
 
 // readGGUF parses the header and metadata of the GGUF file at filePath and
@@ -76,6 +78,9 @@ func readGGUF(filePath, name string) (info *GGUFInfo, err error) {
 	}
 	if _, ok := kv.Get("tokenizer.chat_template"); ok {
 		info.ChatTemplate = true
+		if err := chattmpl.Check(str("tokenizer.chat_template"), jinja.Budget{}); err != nil {
+			return nil, fmt.Errorf("%w: %s: %w", ErrInvalidModel, name, err)
+		}
 	}
 	return info, nil
 }

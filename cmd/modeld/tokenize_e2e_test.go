@@ -268,8 +268,8 @@ func checkTokenizeText(t *testing.T, base string) {
 				joined.WriteString(s)
 			}
 		}
-		if p.Count != len(ids) || !strings.Contains(joined.String(), "world") {
-			t.Errorf("%s: pieces %+v", model, p)
+		if p.Count != len(ids) || joined.String() != d.Content {
+			t.Errorf("%s: pieces %+v join to %q, want the detokenized text %q", model, p, joined.String(), d.Content)
 		}
 	}
 	e := callError(t, base, "/v1/tokenize", map[string]any{"model": "t/chat"}, 400, 400)

@@ -336,21 +336,19 @@ func Sample() Input {
 }
 
 // Check compiles src and renders it once against Sample under budget, so
-// that a template that cannot render a plain chat, or that blows the
-// budget, is refused before any model runs it. A template that refuses the
-// sample with raise_exception is accepted when the polyfill renders it.
+// that a template that does not parse, or that blows the budget on a plain
+// chat, is refused before any model runs it. A template that refuses or
+// fails on the sample otherwise passes: that is its rule about a
+// conversation (a request gets the template's own error).
 func Check(src string, budget jinja.Budget) error {
 	t, err := Compile(src)
 	if err != nil {
-		return fmt.Errorf("chat template: %w", err)
+		return fmt.Errorf("chat template does not parse: %w", err)
 	}
 	in := Sample()
 	in.Budget = budget
-	if _, _, err := t.RenderPolyfilled(in); err != nil {
-		if errors.Is(err, jinja.ErrRaised) {
-			return nil // the template's own rule about a conversation shape
-		}
-		return fmt.Errorf("chat template: sample conversation: %w", err)
+	if _, _, err := t.RenderPolyfilled(in); errors.Is(err, jinja.ErrBudget) {
+		return fmt.Errorf("chat template rendering a sample conversation: %w", err)
 	}
 	return nil
 }
