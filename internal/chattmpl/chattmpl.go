@@ -255,10 +255,32 @@ const (
 	PolyfillDescriptions Polyfill = "empty descriptions for undescribed tools"
 )
 
+// Polyfilled is in as polyfill p changes it; ok is false when p does not
+// apply to in.
+func Polyfilled(in Input, p Polyfill) (Input, bool) {
+	switch p {
+	case PolyfillSystem:
+		merged, ok := MergeSystem(in.Messages)
+		in.Messages = merged
+		return in, ok
+	case PolyfillTools:
+		in.emptyTools = true
+		return in, len(in.Tools) == 0
+	case PolyfillDescriptions:
+		in.describeAll = true
+		return in, len(in.Tools) > 0
+	}
+	return in, p == PolyfillNone
+}
+
 // RenderPolyfilled is Render, then the polyfills in order when the
 // template refuses the conversation as it is; it reports which one
 // rendered. When none does, the error is the template's own complaint
-// about the conversation as sent. A budget error is never retried.
+// about the conversation as sent. A budget error is never retried. A
+// template's raise_exception is answered only by PolyfillSystem (the
+// template's rule may be about the system role); its other failures
+// (reading what the conversation lacks) by PolyfillTools or
+// PolyfillDescriptions.
 func (t *Template) RenderPolyfilled(in Input) (string, Polyfill, error) {
 	out, err := t.Render(in)
 	if err == nil || errors.Is(err, jinja.ErrBudget) {
@@ -268,26 +290,15 @@ func (t *Template) RenderPolyfilled(in Input) (string, Polyfill, error) {
 	if errors.As(err, &bad) {
 		return "", PolyfillNone, err
 	}
+	tries := []Polyfill{PolyfillTools, PolyfillDescriptions}
 	if errors.Is(err, jinja.ErrRaised) {
-		if merged, ok := MergeSystem(in.Messages); ok {
-			m := in
-			m.Messages = merged
-			if out, err2 := t.Render(m); err2 == nil {
-				return out, PolyfillSystem, nil
-			}
-		}
-		return "", PolyfillNone, err
+		tries = []Polyfill{PolyfillSystem}
 	}
-	e := in
-	if len(in.Tools) == 0 {
-		e.emptyTools = true
-		if out, err2 := t.Render(e); err2 == nil {
-			return out, PolyfillTools, nil
-		}
-	} else {
-		e.describeAll = true
-		if out, err2 := t.Render(e); err2 == nil {
-			return out, PolyfillDescriptions, nil
+	for _, p := range tries {
+		if pin, ok := Polyfilled(in, p); ok {
+			if out, err2 := t.Render(pin); err2 == nil {
+				return out, p, nil
+			}
 		}
 	}
 	return "", PolyfillNone, err

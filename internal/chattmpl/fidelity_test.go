@@ -1,4 +1,4 @@
-package chattmpl
+package chattmpl_test
 
 import (
 	"errors"
@@ -6,6 +6,8 @@ import (
 	"sort"
 	"testing"
 
+	. "github.com/modeld/modeld/internal/chattmpl"
+	"github.com/modeld/modeld/internal/chattmpl/chattmpltest"
 	"github.com/modeld/modeld/internal/jinja"
 )
 
@@ -21,33 +23,37 @@ var allowedDifferences = map[string]string{}
 // documented polyfill exactly as the reference renders the polyfilled
 // conversation.
 func TestFidelityAgainstReference(t *testing.T) {
-	templates := RealTemplates(t)
-	convs := Conversations()
-	var cases []OracleCase
+	templates := chattmpltest.RealTemplates(t)
+	convs := chattmpltest.Conversations()
+	compiled := map[string]*Template{}
+	var cases []chattmpltest.OracleCase
+	add := func(name, id string, in Input) {
+		vars, err := compiled[name].Vars(in)
+		if err != nil {
+			t.Fatalf("%s: %v", id, err)
+		}
+		cases = append(cases, chattmpltest.OracleCase{ID: id, Template: name, Vars: vars})
+	}
 	names := make([]string, 0, len(templates))
 	for name := range templates {
 		names = append(names, name)
 	}
 	sort.Strings(names)
 	for _, name := range names {
+		compiled[name] = &Template{}
+		if c, err := Compile(templates[name]); err == nil {
+			compiled[name] = c
+		}
 		for _, c := range convs {
-			cases = append(cases, OracleCase{ID: name + "/" + c.Name, Template: name, Input: c.Input})
-			if merged, ok := MergeSystem(c.Input.Messages); ok {
-				in := c.Input
-				in.Messages = merged
-				cases = append(cases, OracleCase{ID: name + "/" + c.Name + "#" + string(PolyfillSystem), Template: name, Input: in})
-			}
-			in := c.Input
-			if len(c.Input.Tools) == 0 {
-				in.emptyTools = true
-				cases = append(cases, OracleCase{ID: name + "/" + c.Name + "#" + string(PolyfillTools), Template: name, Input: in})
-			} else {
-				in.describeAll = true
-				cases = append(cases, OracleCase{ID: name + "/" + c.Name + "#" + string(PolyfillDescriptions), Template: name, Input: in})
+			add(name, name+"/"+c.Name, c.Input)
+			for _, p := range []Polyfill{PolyfillSystem, PolyfillTools, PolyfillDescriptions} {
+				if in, ok := Polyfilled(c.Input, p); ok {
+					add(name, name+"/"+c.Name+"#"+string(p), in)
+				}
 			}
 		}
 	}
-	ref := Oracle(t, templates, cases)
+	ref := chattmpltest.Oracle(t, templates, cases)
 	var matched, refused, polyfilled, total int
 	var failures []string
 	seenAllowed := map[string]bool{}

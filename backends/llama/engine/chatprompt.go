@@ -70,9 +70,17 @@ func (m *Model) chatPrompt(msgs []Message, tools []Tool, addAssistant bool, vars
 	ph, texts := placeholders(msgs)
 	out, err := m.render(ph.msgs, tools, addAssistant, vars)
 	if err != nil {
-		return nil, err
+		// A template that checks the texts themselves (an id's length) may
+		// refuse a sentinel: the real text decides.
+		if _, rerr := m.render(msgs, tools, addAssistant, vars); rerr != nil {
+			return nil, err
+		}
+		out = ""
 	}
 	segs, ok := ph.split(out, texts)
+	if out == "" {
+		ok = false
+	}
 	if !ok {
 		// The template broke a sentinel: render the real text, safe only
 		// when no message holds control-token text.
@@ -87,22 +95,49 @@ func (m *Model) chatPrompt(msgs []Message, tools []Tool, addAssistant bool, vars
 		}
 		return m.Tokenize(real, true, true)
 	}
-	// Templates often trim content (| trim, and llama.cpp's built-in ones):
-	// when the real rendering is the sentinel one with the contents trimmed,
-	// take the trimmed contents, so the prompt is the template's own.
+	// Templates transform content: they trim it, or write it with tojson
+	// (a tool result as a JSON string). When the real rendering is the
+	// sentinel one with the contents so transformed, take them so, so the
+	// prompt is the template's own; when it is neither, and no message
+	// holds control-token text, the real rendering is tokenized.
 	if real, err := m.render(msgs, tools, addAssistant, vars); err == nil && joinSegments(segs) != real {
-		trimmed := make([]segment, len(segs))
-		for i, sg := range segs {
-			trimmed[i] = sg
-			if !sg.markup {
-				trimmed[i].text = strings.TrimSpace(sg.text)
+		matched := false
+		for _, transform := range []func(string) string{strings.TrimSpace, jsonEscaped} {
+			cand := make([]segment, len(segs))
+			for i, sg := range segs {
+				cand[i] = sg
+				if !sg.markup {
+					cand[i].text = transform(sg.text)
+				}
+			}
+			if joinSegments(cand) == real {
+				segs, matched = cand, true
+				break
 			}
 		}
-		if joinSegments(trimmed) == real {
-			segs = trimmed
+		if !matched && !holdsControlText(sp, texts) {
+			return m.Tokenize(real, true, true)
 		}
 	}
 	return m.tokenizeSegments(sp, segs)
+}
+
+// jsonEscaped is s as tojson writes it inside its quotes.
+func jsonEscaped(s string) string {
+	q, err := jinja.ToJSON(s, nil, false)
+	if err != nil || len(q) < 2 {
+		return s
+	}
+	return q[1 : len(q)-1]
+}
+
+func holdsControlText(sp *specials, texts []string) bool {
+	for _, s := range texts {
+		if _, found := sp.find(s); found {
+			return true
+		}
+	}
+	return false
 }
 
 func joinSegments(segs []segment) string {

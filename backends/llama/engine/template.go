@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"time"
 
 	yz "github.com/hybridgroup/yzma/pkg/llama"
 
@@ -27,7 +28,8 @@ type Message = backends.Message
 type templateState struct {
 	once sync.Once
 	tmpl *chattmpl.Template
-	err  error // the template does not compile: llama.cpp's matcher renders
+	err  error            // the template does not compile: llama.cpp's matcher renders
+	now  func() time.Time // strftime_now's clock; nil is time.Now (tests set it)
 
 	specialsOnce sync.Once
 	specials     *specials // the vocabulary's control tokens (ChatPrompt)
@@ -77,7 +79,7 @@ func (m *Model) render(msgs []Message, tools []Tool, addAssistant bool, vars map
 	}
 	out, _, err := m.tmpl.tmpl.RenderPolyfilled(chattmpl.Input{
 		Messages: msgs, Tools: tools, AddGenerationPrompt: addAssistant,
-		BOS: bos, EOS: eos, Kwargs: vars,
+		BOS: bos, EOS: eos, Kwargs: vars, Now: m.tmpl.now,
 	})
 	if err != nil {
 		if errors.Is(err, jinja.ErrBudget) {
