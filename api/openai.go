@@ -131,6 +131,9 @@ type ChatMessage struct {
 	Name       string          `json:"name,omitempty"`
 	ToolCalls  json.RawMessage `json:"tool_calls,omitempty"`
 	ToolCallID string          `json:"tool_call_id,omitempty"`
+	// ReasoningContent is a past assistant turn's reasoning, as this API
+	// returns it; the chat template decides how it is rendered.
+	ReasoningContent string `json:"reasoning_content,omitempty"`
 	// FunctionCall is the legacy form of one tool call.
 	FunctionCall *wireFunction `json:"function_call,omitempty"`
 }
@@ -216,6 +219,9 @@ func (m *ChatMessage) message(i int) (backends.Message, error) {
 		role = "tool"
 	}
 	bm := backends.Message{Role: role, Content: m.Content.Text, Parts: m.Content.Parts, Name: m.Name, ToolCallID: m.ToolCallID}
+	if role == "assistant" {
+		bm.Reasoning = m.ReasoningContent
+	}
 	if fc := m.FunctionCall; fc != nil && len(m.ToolCalls) == 0 {
 		bm.ToolCalls = []backends.ToolCall{{ID: fmt.Sprintf("call_%d", i), Name: fc.Name, Arguments: fc.Arguments}}
 	}

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/modeld/modeld/backends"
 	"github.com/modeld/modeld/cache"
 )
 
@@ -72,5 +73,21 @@ func TestTokenizePiecesKeepWordSpaces(t *testing.T) {
 	}
 	if p.Prompt == nil || *p.Prompt != "Hello world, Grüße" {
 		t.Errorf("prompt %v", p.Prompt)
+	}
+}
+
+// TestPastReasoningReachesTheTemplate: an assistant turn's
+// reasoning_content goes to the backend's message (the chat template then
+// keeps, wraps or drops it); a user's is not read.
+func TestPastReasoningReachesTheTemplate(t *testing.T) {
+	plain := &fakeChat{template: true, finish: "stop", gotReq: make(chan backends.Request, 1)}
+	s := chatServer(t, map[string]cache.Instance{"plain": plain})
+	w := post(t, s, "/v1/chat/completions", `{"model":"plain","messages":[{"role":"user","content":"q","reasoning_content":"no"},{"role":"assistant","content":"a","reasoning_content":"because"},{"role":"user","content":"more"}]}`)
+	if w.Code != 200 {
+		t.Fatalf("%d %s", w.Code, w.Body)
+	}
+	got := <-plain.gotReq
+	if len(got.Messages) != 3 || got.Messages[1].Reasoning != "because" || got.Messages[0].Reasoning != "" {
+		t.Errorf("messages %+v", got.Messages)
 	}
 }
