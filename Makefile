@@ -14,7 +14,7 @@ PREFIX    ?=
 BINDIR    ?= $(if $(PREFIX),$(PREFIX)/bin,$(or $(shell $(GO) env GOBIN),$(shell $(GO) env GOPATH)/bin))
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 
-.PHONY: all bootstrap test-assets test-clients build install run test check fmt vet clean
+.PHONY: all bootstrap test-assets test-clients test-oracle build install run test check fmt vet clean
 
 all: build
 
@@ -48,7 +48,11 @@ vet:
 	$(GO) vet ./...
 	GOOS=darwin CGO_ENABLED=0 $(GO) vet ./probe/...
 
-test: bootstrap test-assets test-clients fmt vet
+# The reference Jinja engine of the chat-template fidelity tests (scripts/template-oracle): Debian's python3-jinja2, what transformers renders with.
+test-oracle:
+	@python3 -c 'import jinja2' 2>/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-jinja2; }
+
+test: bootstrap test-assets test-clients test-oracle fmt vet
 	$(GO) test $(TESTFLAGS) $(PKGS)
 
 check: test
