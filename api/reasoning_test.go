@@ -128,8 +128,9 @@ func (f *varsChatTok) ChatPromptContext(ctx context.Context, _ []backends.Messag
 }
 
 // TestChatTemplateKwargs: chat_template_kwargs reach the model's chat
-// rendering as template variables (none without the field); a value that
-// is not an object is a 400.
+// rendering as template variables, with thinking on unless they say
+// otherwise (enable_thinking and thinking, set alike); a value that is not
+// an object is a 400.
 func TestChatTemplateKwargs(t *testing.T) {
 	m := &varsChatTok{fakeChat: &fakeChat{template: true, finish: backends.FinishStop, gotReq: make(chan backends.Request, 2)}, vars: make(chan map[string]any, 2)}
 	s := chatServer(t, map[string]cache.Instance{"v": m})
@@ -138,23 +139,23 @@ func TestChatTemplateKwargs(t *testing.T) {
 		t.Fatalf("status %d: %s", w.Code, w.Body)
 	}
 	<-m.gotReq
-	if v := <-m.vars; len(v) != 1 || v["enable_thinking"] != false {
-		t.Errorf("template vars %v, want enable_thinking false", v)
+	if v := <-m.vars; len(v) != 2 || v["enable_thinking"] != false || v["thinking"] != false {
+		t.Errorf("template vars %v, want enable_thinking and thinking false", v)
 	}
 	w = post(t, s, "/v1/chat/completions", `{"model":"v","messages":[{"role":"user","content":"hi"}]}`)
 	if w.Code != 200 {
 		t.Fatalf("status %d: %s", w.Code, w.Body)
 	}
 	<-m.gotReq
-	if v := <-m.vars; v != nil {
-		t.Errorf("template vars %v without chat_template_kwargs", v)
+	if v := <-m.vars; len(v) != 2 || v["enable_thinking"] != true || v["thinking"] != true {
+		t.Errorf("template vars %v without chat_template_kwargs, want thinking on", v)
 	}
 	// /v1/tokenize counts the same prompt.
 	if ids := tokenizeOK(t, s, `{"model":"v","messages":[{"role":"user","content":"hi"}],"chat_template_kwargs":{"enable_thinking":false}}`); !slices.Equal(ids, []int32{1000}) {
 		t.Errorf("tokenize: %v", ids)
 	}
-	if v := <-m.vars; len(v) != 1 || v["enable_thinking"] != false {
-		t.Errorf("tokenize template vars %v, want enable_thinking false", v)
+	if v := <-m.vars; len(v) != 2 || v["enable_thinking"] != false || v["thinking"] != false {
+		t.Errorf("tokenize template vars %v, want enable_thinking and thinking false", v)
 	}
 	if w := post(t, s, "/v1/chat/completions", `{"model":"v","messages":[{"role":"user","content":"hi"}],"chat_template_kwargs":[1]}`); w.Code != 400 {
 		t.Errorf("chat_template_kwargs [1]: status %d, want 400: %s", w.Code, w.Body)

@@ -33,16 +33,23 @@ func WithThinking(ctx context.Context, on bool) context.Context {
 
 // ThinkingVars is a copy of vars with the template variables
 // enable_thinking and thinking (the two names reasoning templates read)
-// set to on, unless vars (the request's chat_template_kwargs) set them
-// already.
+// both set: to what vars (the request's chat_template_kwargs) sets one of
+// them to, enable_thinking first, else to on.
 func ThinkingVars(vars map[string]any, on bool) map[string]any {
 	out := make(map[string]any, len(vars)+2)
 	for k, v := range vars {
 		out[k] = v
 	}
+	var val any = on
+	if v, set := vars["thinking"]; set {
+		val = v
+	}
+	if v, set := vars["enable_thinking"]; set {
+		val = v
+	}
 	for _, k := range []string{"enable_thinking", "thinking"} {
 		if _, set := out[k]; !set {
-			out[k] = on
+			out[k] = val
 		}
 	}
 	return out
