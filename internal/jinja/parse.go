@@ -667,27 +667,34 @@ func (p *parser) pow() (expr, error) {
 	return x, err
 }
 
+// unary is a unary expression with its filters and tests: as in Jinja,
+// -x|abs is (-x)|abs.
 func (p *parser) unary() (expr, error) {
+	x, err := p.unaryOperand()
+	if err != nil {
+		return nil, err
+	}
+	return p.filters(x)
+}
+
+func (p *parser) unaryOperand() (expr, error) {
 	if p.isOp("-") || p.isOp("+") {
 		op := p.next().text
 		if err := p.nest(); err != nil {
 			return nil, err
 		}
 		defer func() { p.depth-- }()
-		x, err := p.unary()
+		x, err := p.unaryOperand()
 		if err != nil {
 			return nil, err
 		}
-		return p.filters(&unaryExpr{op: op, x: x})
+		return &unaryExpr{op: op, x: x}, nil
 	}
 	x, err := p.primary()
 	if err != nil {
 		return nil, err
 	}
-	if x, err = p.postfix(x); err != nil {
-		return nil, err
-	}
-	return p.filters(x)
+	return p.postfix(x)
 }
 
 func (p *parser) filters(x expr) (expr, error) {

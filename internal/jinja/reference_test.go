@@ -50,6 +50,7 @@ var refCases = []struct{ name, src string }{
 	{"conditional expression", "{{ 'a' if true else 'b' }}{{ 'a' if false }}|{{ 1 if none is none and not false or x }}"},
 	{"generation block", "{% generation %}gen{% endgeneration %}"},
 	{"string concat of literals", "{{ 'a' 'b' }}{{ \"c\" ~ 1 ~ none }}"},
+	{"unary and filters", "{{ -3|abs }}|{{ -[1, 2]|length }}|{{ - 2 ** 2 }}|{{ not 1 in [1] }}"},
 	{"comparison chain", "{{ 1 < 2 < 3 }}{{ 1 < 2 > 3 }}{{ [1, 2] == [1, 2] }}{{ 1 == 1.0 }}"},
 	{"recursive loop", "{% for x in tree recursive %}[{{ x.n }}{% if x.c %}{{ loop(x.c) }}{% endif %}]{% endfor %}"},
 }
