@@ -11,6 +11,7 @@
 package chattmpl
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -89,7 +90,7 @@ func (t *Template) Vars(in Input) (map[string]any, error) {
 		if reserved[k] {
 			continue
 		}
-		vars[k] = v
+		vars[k] = kwargValue(v)
 	}
 	msgs := make([]any, len(in.Messages))
 	for i, m := range in.Messages {
@@ -116,6 +117,25 @@ func (t *Template) Vars(in Input) (map[string]any, error) {
 	vars["bos_token"] = in.BOS
 	vars["eos_token"] = in.EOS
 	return vars, nil
+}
+
+// kwargValue is a chat_template_kwargs value (decoded JSON) as the
+// template reads it: an integer stays an integer (JSON decoding made it a
+// float64), objects keep their keys, sorted (the decoding lost the order).
+func kwargValue(v any) any {
+	switch v.(type) {
+	case nil, bool, string:
+		return v
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return v
+	}
+	jv, err := jinja.FromJSON(b)
+	if err != nil {
+		return v
+	}
+	return jv
 }
 
 // messageMap is a message as a template reads it: role, content (a string,
