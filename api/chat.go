@@ -280,8 +280,9 @@ type chatPlan struct {
 	gen  backends.Request
 	msgs []backends.Message
 	// bytes is the text the messages give the chat template, which a
-	// rendered prompt holds at least.
-	bytes int
+	// rendered prompt holds at least; toolBytes the same of the tools
+	// (toolPromptBytes).
+	bytes, toolBytes int
 }
 
 // plan validates a chat request without a model: every field, every cap, and
@@ -317,13 +318,14 @@ func (req *ChatCompletionRequest) plan(contextCap int) (*chatPlan, error) {
 		}
 		p.msgs = append(p.msgs, bm)
 	}
-	if err := req.tooling(&gen); err != nil {
+	if err := req.tooling(&gen, contextCap); err != nil {
 		errs = append(errs, err)
 	}
 	if err := joinBadRequests(errs); err != nil {
 		return nil, err
 	}
-	if err := checkPromptBytes("messages", p.bytes, gen.MaxTokens, contextCap); err != nil {
+	p.toolBytes = toolPromptBytes(gen.Tools)
+	if err := checkChatBytes("messages", p.bytes, req.toolsParam(), p.toolBytes, gen.MaxTokens, contextCap); err != nil {
 		return nil, err
 	}
 	p.gen = gen

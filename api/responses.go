@@ -172,7 +172,7 @@ func (req *ResponsesRequest) plan(prev *storedResponse, contextCap int) (*respon
 	}
 	p.single = req.ParallelToolCalls != nil && !*req.ParallelToolCalls || req.MaxToolCalls != nil
 	gen.ToolChoice.Single = p.single
-	if err := compileTooling(&gen, "tools", "text.format"); err != nil {
+	if err := compileTooling(&gen, "tools", "text.format", contextCap); err != nil {
 		return nil, renameParam(err, "response_format", "text.format")
 	}
 	msgs := p.history
