@@ -311,10 +311,13 @@ func (req *ChatCompletionRequest) plan(contextCap int) (*chatPlan, error) {
 		if len(m.Content.NonText) > 0 {
 			errs = append(errs, badRequest(fmt.Sprintf("messages[%d].content", i), "messages[%d] has content parts of type %s; only text is supported", i, clip(strings.Join(m.Content.NonText, ", "))))
 		}
-		p.bytes += len(m.Role) + len(m.Content.Text) + len(m.Name) + len(m.ToolCallID) + len(m.ToolCalls)
+		p.bytes += len(m.Role) + len(m.Content.Text) + len(m.Name) + len(m.ToolCallID)
 		bm, err := m.message(i)
 		if err != nil {
 			errs = append(errs, err)
+		}
+		for _, tc := range bm.ToolCalls {
+			p.bytes += len(tc.ID) + len(tc.Name) + len(tc.Arguments)
 		}
 		p.msgs = append(p.msgs, bm)
 	}
@@ -324,6 +327,13 @@ func (req *ChatCompletionRequest) plan(contextCap int) (*chatPlan, error) {
 	if err := joinBadRequests(errs); err != nil {
 		return nil, err
 	}
+	// chat_template_kwargs reach the template too (documents, a system
+	// prompt of its own): their text counts with the messages'.
+	kw := templateVarBytes(req.ChatTemplateKwargs)
+	if err := checkBytes("chat_template_kwargs", "chat_template_kwargs has", kw, 0, contextCap); err != nil {
+		return nil, err
+	}
+	p.bytes += kw
 	p.toolBytes = toolPromptBytes(gen.Tools)
 	if err := checkChatBytes("messages", p.bytes, req.toolsParam(), p.toolBytes, gen.MaxTokens, contextCap); err != nil {
 		return nil, err

@@ -171,6 +171,29 @@ func toolPromptBytes(tools []backends.Tool) int {
 	return n
 }
 
+// templateVarBytes is the text of extra template variables (their string
+// values, at any depth; not the keys, which a template names rather than
+// writes): what a template that reads them renders at least.
+func templateVarBytes(v any) int {
+	switch v := v.(type) {
+	case string:
+		return len(v)
+	case map[string]any:
+		n := 0
+		for _, x := range v {
+			n += templateVarBytes(x)
+		}
+		return n
+	case []any:
+		n := 0
+		for _, x := range v {
+			n += templateVarBytes(x)
+		}
+		return n
+	}
+	return 0
+}
+
 // jsonTextBytes counts the bytes inside the string literals of the JSON
 // text b (keys and values), an escape sequence as one byte: no more than
 // the decoded strings hold. It does not validate b (the request decoder

@@ -239,3 +239,27 @@ func TestToolPromptBytes(t *testing.T) {
 		t.Errorf("counted %d bytes, more than the %d of the compact JSON", got, len(compact))
 	}
 }
+
+// TestTemplateKwargsCounted: chat_template_kwargs reach the template (a
+// template's documents), so their text counts in the early bound: 15 MiB
+// of documents are refused on chat_template_kwargs before any model is
+// loaded, and a small one passes.
+func TestTemplateKwargsCounted(t *testing.T) {
+	chat := &renderCounter{ctxSize: 2048}
+	s, loads := limitServer(t, map[string]cache.Instance{"chat": chat}, Options{Limits: Limits{MaxBody: 64 << 20}})
+	docs := make([]any, 120)
+	for i := range docs {
+		docs[i] = map[string]any{"title": fmt.Sprint(i), "text": strings.Repeat("t", 128<<10)}
+	}
+	body := jsonOf(map[string]any{"model": "chat", "messages": []any{map[string]string{"role": "user", "content": "hi"}},
+		"chat_template_kwargs": map[string]any{"documents": docs}})
+	wantError(t, post(t, s, "/v1/chat/completions", body), http.StatusBadRequest, "chat_template_kwargs", "context of 8192 tokens")
+	if n := loads.Load(); n != 0 || chat.renders.Load() != 0 {
+		t.Errorf("%d loads, %d renders", n, chat.renders.Load())
+	}
+	body = jsonOf(map[string]any{"model": "chat", "messages": []any{map[string]string{"role": "user", "content": "hi"}},
+		"chat_template_kwargs": map[string]any{"enable_thinking": false, "documents": docs[:2]}})
+	if w := post(t, s, "/v1/chat/completions", body); w.Code != http.StatusOK {
+		t.Errorf("small kwargs: %d %s", w.Code, clip(w.Body.String()))
+	}
+}
