@@ -164,9 +164,7 @@ func (req *ResponsesRequest) plan(prev *storedResponse, contextCap int) (*respon
 			add(badRequest("reasoning.effort", "reasoning.effort %s is not one of none, minimal, low, medium, high, xhigh", quote(*r.Effort)))
 		}
 	}
-	if len(req.Metadata) > 16 {
-		add(tooMany("metadata", len(req.Metadata), 16, "keys"))
-	}
+	add(checkMetadata(req.Metadata))
 	if err := joinBadRequests(errs); err != nil {
 		return nil, err
 	}
