@@ -130,21 +130,23 @@ func errorText(t *testing.T, w interface{ Bytes() []byte }) (msg, param string, 
 
 var toolDialects = []string{"/v1/chat/completions", "/v1/messages", "/v1/responses", "/api/chat"}
 
-// TestHugeToolsRefusedBeforeRendering: 15 MiB of tool definitions (under
-// the body bound) offered to a model of 2048 tokens are refused in every
-// dialect as context_length_exceeded on tools, with the least prompt and
-// the context, before the model is loaded or anything is rendered or
+// TestHugeToolsRefusedBeforeRendering: megabytes of tool definitions
+// (under the body bound) offered to a model of 2048 tokens are refused in
+// every dialect as context_length_exceeded on tools, with the least prompt
+// and the context, before the model is loaded or anything is rendered or
 // tokenized; tools that fit the daemon's context but not the loaded
 // model's are refused before rendering too. Before, the runner rendered and
-// tokenized the whole list first (3.7–19 s and up to +575 MiB a request).
+// tokenized the whole list first (3.7–19 s and up to +575 MiB a request
+// for 11–16 MB).
 func TestHugeToolsRefusedBeforeRendering(t *testing.T) {
-	chat := &renderCounter{ctxSize: 2048}
-	s, loads := limitServer(t, map[string]cache.Instance{"chat": chat}, Options{Limits: Limits{MaxBody: 64 << 20}})
+	// A daemon of 2048 tokens: its body bound is 7 MiB.
+	small := &renderCounter{ctxSize: 2048}
+	s, loads := limitServer(t, map[string]cache.Instance{"chat": small}, Options{ContextCap: 2048})
 	s.RegisterOllama(ModelsOptions{})
-	huge := makeTools(MaxTools, 120<<10) // 15 MiB of names, descriptions and schema text
+	huge := makeTools(24, 128<<10) // 3 MiB of names, descriptions and schema text
 	for _, path := range toolDialects {
 		body := toolsBody(path, huge, "hi")
-		if len(body) < 15<<20 || int64(len(body)) > promptBodyBound(s.contextCap()) {
+		if len(body) < 3<<20 || int64(len(body)) > promptBodyBound(s.contextCap()) {
 			t.Fatalf("%s: body of %d bytes", path, len(body))
 		}
 		w := post(t, s, path, body)
@@ -152,19 +154,23 @@ func TestHugeToolsRefusedBeforeRendering(t *testing.T) {
 			t.Fatalf("%s: status %d: %s", path, w.Code, clip(w.Body.String()))
 		}
 		msg, param, nPrompt, nCtx := errorText(t, w.Body)
-		if !strings.Contains(msg, "tools") || !strings.Contains(msg, "context of 8192 tokens") {
-			t.Errorf("%s: %s", path, msg)
+		if !strings.Contains(msg, "tools") || !strings.Contains(msg, "context of 2048 tokens") {
+			t.Errorf("%s: %s", path, clip(msg))
 		}
 		if path == "/v1/chat/completions" || path == "/v1/responses" {
-			if want := minPromptTokens(toolPromptBytes(backendTools(huge))); param != "tools" || nPrompt != want || nCtx != 8192 {
-				t.Errorf("%s: param %q n_prompt_tokens %d n_ctx %d, want tools, %d, 8192", path, param, nPrompt, nCtx, want)
+			if want := minPromptTokens(toolPromptBytes(backendTools(huge))); param != "tools" || nPrompt != want || nCtx != 2048 {
+				t.Errorf("%s: param %q n_prompt_tokens %d n_ctx %d, want tools, %d, 2048", path, param, nPrompt, nCtx, want)
 			}
 		}
 	}
-	if n := loads.Load(); n != 0 {
-		t.Errorf("%d loads for tools that fit no context", n)
+	if n := loads.Load(); n != 0 || small.renders.Load() != 0 {
+		t.Errorf("%d loads, %d renders for tools that fit no context", n, small.renders.Load())
 	}
 
+	// The default daemon (8192 tokens) with a model of 2048.
+	chat := &renderCounter{ctxSize: 2048}
+	s, _ = limitServer(t, map[string]cache.Instance{"chat": chat}, Options{})
+	s.RegisterOllama(ModelsOptions{})
 	// 1 MiB of tools: at least 4096 tokens, more than the model's 2048.
 	big := makeTools(8, 128<<10)
 	for _, path := range toolDialects {
