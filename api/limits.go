@@ -154,15 +154,16 @@ func checkChatBytes(msgParam string, msgBytes int, toolsParam string, toolBytes,
 	return checkBytes(msgParam, fmt.Sprintf("the messages (%d bytes) and the tools (%d bytes) have", msgBytes, toolBytes), msgBytes+toolBytes, maxTokens, ctx)
 }
 
-// toolPromptBytes is the least a chat template that offers tools renders
-// of them, counted without rendering or decoding them: each tool's name and
-// description, and the text of its parameters schema — every object key
-// and string value, an escape sequence counted as one byte — but none of
-// the JSON's punctuation, numbers or literals. Templates write the schema
-// as JSON (58 of the 61 reference templates that render tools) or in a
-// form of their own that keeps its names, descriptions, types and enum
-// values (Functionary, Gemma 4), so the count stays under what a prompt
-// that offers the tools holds; docs/SECURITY.md says where it can exceed it.
+// toolPromptBytes is what the early bound counts of tools, without
+// rendering or decoding them: each tool's name and description, and the
+// text of its parameters schema — every object key and string value, an
+// escape sequence counted as one byte — but none of the JSON's
+// punctuation, numbers or literals. A template that writes the schema as
+// JSON renders more than this; one with a form of its own (Apertus,
+// Functionary, Gemma 4) drops some keywords, and renders at least about
+// two thirds of it (TestToolBytesUnderEveryTemplate: at least a quarter,
+// and never fewer tokens than the bound takes the count for, on every
+// reference template that shows tools). docs/SECURITY.md names the cases.
 func toolPromptBytes(tools []backends.Tool) int {
 	n := 0
 	for _, t := range tools {
