@@ -67,7 +67,7 @@ func newChatPlan(gen backends.Request, msgs []backends.Message, contextCap int) 
 // dialect's fields).
 func compileTooling(gen *backends.Request, toolsParam, formatParam string, contextCap int) error {
 	if gen.ToolChoice.Mode != backends.ToolChoiceNone {
-		if err := checkBytes(toolsParam, "the tools' names, descriptions and schema text have", toolPromptBytes(gen.Tools), 0, contextCap); err != nil {
+		if err := checkToolBytes(toolsParam, gen.Tools, contextCap); err != nil {
 			return err
 		}
 	}

@@ -140,12 +140,21 @@ func checkBytes(param, what string, n, maxTokens, ctx int) error {
 	return e
 }
 
+// toolBytesWhat is how a refusal of the tools' size names what it counted.
+const toolBytesWhat = "the tools' names, descriptions and schema text have"
+
+// checkToolBytes refuses, before anything reads them, tools whose text
+// alone (toolPromptBytes) leaves no room for a completion in ctx tokens.
+func checkToolBytes(param string, tools []backends.Tool, ctx int) error {
+	return checkBytes(param, toolBytesWhat, toolPromptBytes(tools), 0, ctx)
+}
+
 // checkChatBytes refuses, before anything is rendered, a chat whose
 // messages (msgBytes) and tools (toolBytes, toolPromptBytes) cannot fit
 // with a completion of maxTokens in ctx tokens: on toolsParam when the
 // tools alone leave no room for a completion, else on msgParam.
 func checkChatBytes(msgParam string, msgBytes int, toolsParam string, toolBytes, maxTokens, ctx int) error {
-	if err := checkBytes(toolsParam, "the tools' names, descriptions and schema text have", toolBytes, 0, ctx); err != nil {
+	if err := checkBytes(toolsParam, toolBytesWhat, toolBytes, 0, ctx); err != nil {
 		return err
 	}
 	if toolBytes == 0 {

@@ -248,7 +248,6 @@ func (req *ChatCompletionRequest) toolsParam() string {
 // tooling reads tools, tool_choice and response_format into gen. They are
 // checked for shape and size (against contextCap) here; whether the model
 // can honour them is the backend's to say.
-
 func (req *ChatCompletionRequest) tooling(gen *backends.Request, contextCap int) error {
 	var errs []error
 	if given(req.Tools) && given(req.Functions) {
@@ -336,7 +335,7 @@ func (req *ChatCompletionRequest) tooling(gen *backends.Request, contextCap int)
 	if len(errs) == 0 {
 		// Tools too long for any context are refused before the grammar
 		// reads them (a completion budget is checked with the messages).
-		if err := checkBytes(req.toolsParam(), "the tools' names, descriptions and schema text have", toolPromptBytes(gen.Tools), 0, contextCap); err != nil {
+		if err := checkToolBytes(req.toolsParam(), gen.Tools, contextCap); err != nil {
 			return err
 		}
 		// The calls' grammar, before any model is acquired: a parameters
