@@ -198,7 +198,7 @@ func (req *AnthropicRequest) plan(contextCap int, count bool) (*anthropicPlan, e
 	if err := joinBadRequests(errs); err != nil {
 		return nil, err
 	}
-	if err := compileTooling(&gen, "tools", formatParam); err != nil {
+	if err := compileTooling(&gen, "tools", formatParam, contextCap); err != nil {
 		return nil, anthropicWording(err, formatParam)
 	}
 	gen.MaxTokens = 0 // the prompt alone must fit; max_tokens bounds what is left

@@ -14,10 +14,11 @@ func init() { backends.RegisterToolCompiler(CompileToolChoice) }
 // CompileToolChoice writes to r.ToolChoice.Grammar the GBNF grammar of one
 // call object of the tools r.ToolChoice allows (all of them; under a named
 // function that one), each tool's arguments under its parameters schema;
-// the engine wraps it in the template family's call syntax. Under required
-// or a named function a schema the converter refuses is a
-// *backends.BadRequestError on tools naming the tool and the keyword;
-// under auto the calls are then left unconstrained (no grammar).
+// the engine wraps it in the template family's call syntax. A schema the
+// converter refuses is a *backends.BadRequestError on tools naming the tool
+// and the keyword at its path, under every tool choice that offers tools:
+// under auto too, since the schema would still be in the prompt with the
+// calls unconstrained.
 func CompileToolChoice(r *backends.Request) error {
 	var tools []grammar.Tool
 	for _, t := range r.Tools {
@@ -28,10 +29,6 @@ func CompileToolChoice(r *backends.Request) error {
 	}
 	g, err := grammar.ToolCall(tools, grammar.Options{})
 	if err != nil {
-		if r.ToolChoice.Mode == "" || r.ToolChoice.Mode == backends.ToolChoiceAuto {
-			r.ToolChoice.Grammar = ""
-			return nil
-		}
 		return toolSchemaError(err)
 	}
 	r.ToolChoice.Grammar = g

@@ -11,8 +11,8 @@ import (
 
 // TestCompileToolChoice: required gets a grammar with every tool, a named
 // function one with that tool only, none and no tools none; a schema that
-// cannot be enforced is a 400 on tools naming the tool and the keyword
-// under required, and an unconstrained auto.
+// cannot be enforced is a 400 on tools naming the tool and the keyword,
+// under required and under auto alike.
 func TestCompileToolChoice(t *testing.T) {
 	tools := []backends.Tool{
 		{Name: "get_weather", Parameters: json.RawMessage(`{"type":"object","properties":{"city":{"type":"string"}}}`)},
@@ -43,8 +43,11 @@ func TestCompileToolChoice(t *testing.T) {
 	if !errors.As(err, &br) || br.Param != "tools" || !strings.Contains(br.Message, `"scan"`) || !strings.Contains(br.Message, "patternProperties") {
 		t.Fatalf("unsupported keyword under required: %v", err)
 	}
-	r.ToolChoice = backends.ToolChoice{Mode: backends.ToolChoiceAuto}
-	if err := backends.CompileToolChoice(&r); err != nil || r.ToolChoice.Grammar != "" {
-		t.Fatalf("unsupported keyword under auto: %v %q", err, r.ToolChoice.Grammar)
+	for _, mode := range []backends.ToolChoiceMode{backends.ToolChoiceAuto, ""} {
+		r.ToolChoice = backends.ToolChoice{Mode: mode}
+		err = backends.CompileToolChoice(&r)
+		if !errors.As(err, &br) || br.Param != "tools" || !strings.Contains(br.Message, `"scan"`) || !strings.Contains(br.Message, "patternProperties") {
+			t.Fatalf("unsupported keyword under tool_choice %q: %v", mode, err)
+		}
 	}
 }
