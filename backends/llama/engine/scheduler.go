@@ -33,6 +33,9 @@ type scheduler struct {
 	slots   []*slot
 	hooks   Hooks
 	clock   uint64 // loop goroutine only
+	// floor is the value of the last cached prefix a request evicted
+	// (slot.go's GreedyDual-Size); loop goroutine only.
+	floor uint64
 
 	mu         sync.Mutex // guards waiting and closed
 	waiting    []*request
