@@ -73,16 +73,21 @@ func commonPrefix(a, b []yz.Token) int {
 // this order:
 //
 //  1. the idle slot whose reusable prefix with its prompt is substantial —
-//     at least half the tokens that slot caches — the longest such prefix,
-//     among equals the one losing the fewest cached tokens, then the least
-//     recently used;
-//  2. else an empty slot (one that caches nothing);
+//     at least half of that slot's reusable cache — the longest such
+//     prefix, among equals the one losing the fewest reusable tokens, then
+//     the least recently used;
+//  2. else an empty slot (one that caches nothing reusable);
 //  3. else it evicts the cached prefix of least value. A prefix's value is
-//     its length in tokens (what rebuilding it costs) plus the value the
-//     last evicted prefix had when this one was last used (GreedyDual-Size,
-//     with each slot one unit of size): a long prefix outlives many short
-//     ones, and a prefix unused for long loses to ones used since. Among
-//     equals the least recently used goes.
+//     its reusable length in tokens (what rebuilding it costs) plus the
+//     value the last evicted prefix had when this one was last used
+//     (GreedyDual-Size, with each slot one unit of size): a long prefix
+//     outlives many short ones, and a prefix unused for long loses to ones
+//     used since. Among equals the least recently used goes.
+//
+// A slot's reusable cache is its exact prefix (slot.exact): the prompt
+// tokens of its last request, not the answer's, whose KV a prompt
+// evaluation would not give. So a conversation's next turn, which repeats
+// the last prompt, always reuses its slot however long the answer was.
 //
 // So a short side request never evicts a long prefix while a slot is empty,
 // and a burst of them evicts each other before an agent's prompt.
@@ -94,21 +99,22 @@ func (sl *slot) reusable(prompt []yz.Token) int {
 }
 
 // value is sl's cached prefix's worth against eviction (see above).
-func (sl *slot) value() uint64 { return sl.base + uint64(len(sl.cache)) }
+func (sl *slot) value() uint64 { return sl.base + uint64(sl.exact) }
 
 // substantialReuse reports whether reusing n of sl's cached tokens is worth
-// taking sl over an empty slot: it keeps at least half of what sl caches.
+// taking sl over an empty slot: it keeps at least half of what sl caches
+// that could be reused.
 func substantialReuse(n int, sl *slot) bool {
-	return n > 0 && 2*n >= len(sl.cache)
+	return n > 0 && 2*n >= sl.exact
 }
 
 // betterReuse reports whether reusing an tokens of a beats bn of b: more
-// tokens, then fewer cached tokens lost, then the least recently used.
+// tokens, then fewer reusable tokens lost, then the least recently used.
 func betterReuse(a *slot, an int, b *slot, bn int) bool {
 	if an != bn {
 		return an > bn
 	}
-	if la, lb := len(a.cache)-an, len(b.cache)-bn; la != lb {
+	if la, lb := a.exact-an, b.exact-bn; la != lb {
 		return la < lb
 	}
 	return a.used < b.used
@@ -123,7 +129,7 @@ func chooseSlot(slots []*slot, prompt []yz.Token) *slot {
 		if !sl.idle() {
 			continue
 		}
-		if len(sl.cache) == 0 {
+		if sl.exact == 0 {
 			if empty == nil {
 				empty = sl
 			}
@@ -150,7 +156,7 @@ func chooseSlot(slots []*slot, prompt []yz.Token) *slot {
 // nil when no slot is idle.
 func (s *scheduler) pickSlot(prompt []yz.Token) *slot {
 	sl := chooseSlot(s.slots, prompt)
-	if sl != nil && len(sl.cache) > 0 && !substantialReuse(sl.reusable(prompt), sl) {
+	if sl != nil && sl.exact > 0 && !substantialReuse(sl.reusable(prompt), sl) {
 		s.floor = max(s.floor, sl.value())
 	}
 	return sl
@@ -184,6 +190,8 @@ func (s *scheduler) start(sl *slot, r *request) {
 	s.startSampler(sl, r)
 	sl.text = newTextAssembler(r.stops)
 	sl.usage = Usage{PromptTokens: len(r.prompt), CachedTokens: common}
+	s.prefixQueried.Add(uint64(len(r.prompt)))
+	s.prefixHit.Add(uint64(common))
 	s.active.Add(1)
 }
 
