@@ -285,6 +285,12 @@ func systemText(param string, raw json.RawMessage, keepBillingHeader bool) (stri
 	return strings.Join(parts, "\n\n"), nil
 }
 
+// emptyContent reports whether content is an empty string or has no text.
+func emptyContent(raw json.RawMessage) bool {
+	text, err := systemText("", raw, true)
+	return err == nil && text == ""
+}
+
 // billingHeader starts the line Claude Code puts first in its system
 // prompt: "x-anthropic-billing-header: cc_version=2.1.328.<3 hex digits of
 // the session's first prompt>; cc_entrypoint=…". It is attribution for
@@ -326,6 +332,9 @@ func (m *anthropicMessage) translate(i int, keepBillingHeader bool) ([]backends.
 		text, err := systemText(param+".content", m.Content, keepBillingHeader)
 		if err != nil {
 			return nil, err
+		}
+		if text == "" && !emptyContent(m.Content) {
+			return nil, nil // it held the attribution line alone
 		}
 		return []backends.Message{{Role: "system", Content: text}}, nil
 	default:
