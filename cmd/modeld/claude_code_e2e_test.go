@@ -265,3 +265,26 @@ func TestClaudeCodeShapedAgainstDaemon(t *testing.T) {
 	t.Logf("turn 2: %d of %d cached; new session: %d of %d cached", two.usage.CacheReadInputTokens, two.prompt(),
 		fresh.usage.CacheReadInputTokens, fresh.prompt())
 }
+
+// TestClaudeCodeKeepBillingHeader: with --keep-billing-header the
+// attribution line stays first in the prompt, so a new session of Claude
+// Code (another line, the same everything else) reuses almost nothing of
+// the last one's cache: the reuse the default's dropping of it gives.
+func TestClaudeCodeKeepBillingHeader(t *testing.T) {
+	home := t.TempDir()
+	qwen3Model(t, home, "t/qwen3", 4096)
+	_, base, logs := startDaemon(t, home, "--context-size", "4096", "--keep-billing-header")
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("daemon log:\n%s", logs)
+		}
+	})
+	first := claudeTurn("say hi")
+	a := streamClaude(t, base, claudeRequest("t/qwen3", "a3f", 8, first))
+	b := streamClaude(t, base, claudeRequest("t/qwen3", "09c", 8, first))
+	if b.prompt() < a.prompt()-2 || b.prompt() > a.prompt()+2 || b.usage.CacheReadInputTokens*20 > b.prompt() {
+		t.Errorf("kept: session a3f %d prompt tokens, a new session %d with %d read from the cache; want about the same length and under 5 %% reused",
+			a.prompt(), b.prompt(), b.usage.CacheReadInputTokens)
+	}
+	t.Logf("kept: a new session read %d of %d prompt tokens from the cache", b.usage.CacheReadInputTokens, b.prompt())
+}
