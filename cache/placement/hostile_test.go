@@ -1,0 +1,78 @@
+package placement
+
+import (
+	"context"
+	"errors"
+	"math"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/modeld/modeld/internal/ggufgen"
+	"github.com/modeld/modeld/internal/ggufscan"
+)
+
+// A store written by an older modeld may hold a model whose header the scan
+// now refuses: the 4-byte edit llama.block_count = 2^32-1 made the metadata
+// parser allocate until the daemon died ("fatal error: out of memory").
+// Placement scans first, so every such file is an *InvalidModelError (422,
+// naming the bound), the parser never sees it, and the refusal is cached by
+// digest.
+func TestPlaceRefusesHostileHeaderBeforeParsing(t *testing.T) {
+	good := testModel(t, 2)
+	data, err := os.ReadFile(good.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := (&fakeGPUs{}).planner(machine(), nil)
+	if _, err := p.Place(context.Background(), good); err != nil {
+		t.Fatalf("the unedited model: %v", err)
+	}
+	for _, v := range []uint32{1 << 20, math.MaxUint32} {
+		bad, err := ggufgen.EditU32(data, "llama.block_count", v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := good
+		m.Path = filepath.Join(t.TempDir(), "edited.gguf")
+		m.Digest = "sha256:edited" + string(rune('a'+v%26))
+		if err := os.WriteFile(m.Path, bad, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		for range 2 { // the second answer comes from the cache
+			_, err = p.Place(context.Background(), m)
+			var ie *InvalidModelError
+			if !errors.As(err, &ie) || !errors.Is(err, ggufscan.ErrInvalid) {
+				t.Fatalf("block_count %d: Place = %v, want an *InvalidModelError", v, err)
+			}
+			if ie.HTTPStatus() != http.StatusUnprocessableEntity || ie.ErrorCode() != "invalid_model" {
+				t.Fatalf("status %d, code %q", ie.HTTPStatus(), ie.ErrorCode())
+			}
+			for _, want := range []string{"llama.block_count", "limit of 512", "modeld rm", m.Path} {
+				if !strings.Contains(err.Error(), want) {
+					t.Fatalf("error %q does not say %q", err, want)
+				}
+			}
+		}
+	}
+}
+
+// Every file of the hostile table is refused by placement with an error, and
+// the planner goes on placing good models.
+func TestPlaceRefusesHostileTable(t *testing.T) {
+	p := (&fakeGPUs{}).planner(machine(), nil)
+	dir := t.TempDir()
+	for _, h := range ggufgen.HostileFiles() {
+		path := filepath.Join(dir, "h.gguf")
+		if err := os.WriteFile(path, h.Data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		m := Model{ID: "h", Task: "chat", Format: GGUF, Path: path, ContextSize: 512, Slots: 1, BatchSize: 32}
+		if _, err := p.Place(context.Background(), m); err == nil {
+			t.Errorf("%s: placed", h.Name)
+		}
+	}
+	place(t, p, testModel(t, 2))
+}
