@@ -162,7 +162,34 @@ func TestScanSkipsLargeValues(t *testing.T) {
 	}
 }
 
+// realSeeds are the fuzz seeds made of the llama.cpp test assets: the
+// metadata of the 19 real vocabularies and a tiny file per real template.
+// A missing asset dir fails the test.
+func realSeeds(tb testing.TB) [][]byte {
+	tb.Helper()
+	seeds, err := ggufgen.Seeds(testenv.LlamaAssets(tb))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if len(seeds) < 19+68 {
+		tb.Fatalf("%d seeds from the assets, want at least 87", len(seeds))
+	}
+	return seeds
+}
+
+// The seeds keep the real files' metadata and pass the scan.
+func TestScanAcceptsRealSeeds(t *testing.T) {
+	for i, b := range realSeeds(t) {
+		if _, err := scanBytes(b, DefaultLimits()); err != nil {
+			t.Errorf("seed %d: %v", i, err)
+		}
+	}
+}
+
 func FuzzScan(f *testing.F) {
+	for _, b := range realSeeds(f) {
+		f.Add(b)
+	}
 	f.Add(ggufgen.ValidTiny())
 	f.Add(tinyModel(f, ggufgen.SPM)[:4096])
 	f.Add(ggufgen.NestedArrays(3))
