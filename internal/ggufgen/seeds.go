@@ -137,7 +137,7 @@ func (r *seedReader) value(out *Raw, t uint32) {
 // Seeds returns fuzz seeds for GGUF readers from the llama.cpp test assets in
 // dir (internal/testenv.LlamaAssets): the metadata of every vocabulary file
 // vocab/ggml-vocab-*.gguf (Reduce), and for every chat template
-// templates/*.jinja a ValidTiny with that template as its
+// templates/*.jinja a ValidTiny with that template (its first 4 KiB) as its
 // tokenizer.chat_template. It fails when either set is empty.
 func Seeds(dir string) ([][]byte, error) {
 	vocabs, err := filepath.Glob(filepath.Join(dir, "vocab", "ggml-vocab-*.gguf"))
@@ -166,7 +166,9 @@ func Seeds(dir string) ([][]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		seeds = append(seeds, WithTemplate(string(tmpl)))
+		// Cut like Reduce's strings: a GGUF reader skips the template's
+		// bytes, and a large seed makes the fuzzer spend its time minimizing.
+		seeds = append(seeds, WithTemplate(string(tmpl[:min(len(tmpl), seedMaxString)])))
 	}
 	return seeds, nil
 }
