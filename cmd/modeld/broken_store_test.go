@@ -66,8 +66,8 @@ func plantBlockCountEdit(t *testing.T, home, id string) {
 // A store that already holds the 4-byte-edited model must not kill a
 // restarted daemon: chat, tokenize, a load-only generate and the Anthropic
 // route each answer 422 in their dialect's error shape, naming the bound
-// that failed; the daemon stays alive and serves; `modeld rm` removes the
-// model. Before the header scan ran in placement, the first of these
+// that failed; /v1/models and `modeld ls` mark the model broken; the daemon
+// stays alive and serves; `modeld rm` removes the model. Before the header scan ran in placement, the first of these
 // requests ended the daemon with "fatal error: out of memory".
 func TestDaemonSurvivesStoredBlockCountEdit(t *testing.T) {
 	home := t.TempDir()
@@ -90,6 +90,24 @@ func TestDaemonSurvivesStoredBlockCountEdit(t *testing.T) {
 			}
 		}
 	}
+	// The listings say so, from the manifest alone.
+	res, err := http.Get(base + "/v1/models")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var list struct {
+		Data []struct{ ID, Broken string }
+	}
+	err = json.NewDecoder(res.Body).Decode(&list)
+	res.Body.Close()
+	if err != nil || len(list.Data) != 1 || !strings.Contains(list.Data[0].Broken, "llama.block_count is 4294967295") {
+		t.Fatalf("/v1/models = %+v, %v", list, err)
+	}
+	out, err := runCLI(t, map[string]string{"MODELD_HOME": home}, "ls", "--json")
+	if err != nil || !strings.Contains(out, `"broken": "llama.block_count is 4294967295`) {
+		t.Fatalf("ls --json: %v\n%s", err, out)
+	}
+
 	chat := map[string]any{"model": id, "messages": []map[string]any{{"role": "user", "content": "hi"}}, "max_tokens": 4}
 	for _, path := range []string{"/v1/chat/completions", "/v1/tokenize"} {
 		body := chat
@@ -130,7 +148,7 @@ func TestDaemonSurvivesStoredBlockCountEdit(t *testing.T) {
 	if cmd.ProcessState != nil {
 		t.Fatalf("the daemon exited: %v", cmd.ProcessState)
 	}
-	res, err := http.Get(base + "/health")
+	res, err = http.Get(base + "/health")
 	if err != nil {
 		t.Fatalf("/health after the requests: %v", err)
 	}
