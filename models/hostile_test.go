@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/modeld/modeld/internal/ggufgen"
+	"github.com/modeld/modeld/internal/ggufscan"
 	"github.com/modeld/modeld/internal/testenv"
 )
 
@@ -98,6 +99,12 @@ func FuzzReadGGUF(f *testing.F) {
 		}
 		if info.Architecture == "" {
 			t.Fatal("accepted without an architecture")
+		}
+		// What the manifest records of an accepted file is within the
+		// scan's bounds (a block count of 2^32-1 once went through).
+		if info.BlockCount > ggufscan.DefaultMaxBlockCount || info.ContextLength > ggufscan.DefaultMaxContext ||
+			info.EmbeddingLength > ggufscan.DefaultMaxEmbedding {
+			t.Fatalf("accepted %+v", info)
 		}
 	})
 }

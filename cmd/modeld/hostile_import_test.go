@@ -100,3 +100,47 @@ func TestImportCommandRefusesBlockCountEdit(t *testing.T) {
 		t.Errorf("blobs after the refused import: %v", blobs)
 	}
 }
+
+// `modeld import` of an ONNX folder whose external-data file is a symlink to
+// a file elsewhere (which imported with exit 0, and that file's bytes came
+// back as the embedding) fails naming the link, and adds nothing.
+func TestImportCommandRefusesSymlinkOutOfFolder(t *testing.T) {
+	home := t.TempDir()
+	env := map[string]string{"MODELD_HOME": home, "MODELD_LISTEN": freeAddr(t)}
+	dir := t.TempDir()
+	err := filepath.WalkDir(fixtureDir("embed-mean"), func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, err := filepath.Rel(fixtureDir("embed-mean"), p)
+		if err != nil {
+			return err
+		}
+		if err := os.MkdirAll(filepath.Join(dir, filepath.Dir(rel)), 0o755); err != nil {
+			return err
+		}
+		copyFile(t, p, filepath.Join(dir, rel))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret := filepath.Join(t.TempDir(), "id_ed25519")
+	if err := os.WriteFile(secret, []byte("CANARY private key bytes"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(secret, filepath.Join(dir, "onnx", "model.onnx_data")); err != nil {
+		t.Fatal(err)
+	}
+	out, err := runCLI(t, env, "import", dir, "--name", "evil/symlink")
+	if err == nil || !strings.Contains(err.Error(), "onnx/model.onnx_data is a symlink to "+secret+", outside the folder") {
+		t.Fatalf("import = %v\n%s", err, out)
+	}
+	if ls, err := runCLI(t, env, "ls", "--json"); err != nil || strings.TrimSpace(ls) != "[]" {
+		t.Fatalf("ls after the refused import: %v\n%s", err, ls)
+	}
+	blobs, _ := filepath.Glob(filepath.Join(home, "models", "blobs", "sha256-*"))
+	if len(blobs) != 0 {
+		t.Fatalf("blobs after the refused import: %v", blobs)
+	}
+}
