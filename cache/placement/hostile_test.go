@@ -59,6 +59,30 @@ func TestPlaceRefusesHostileHeaderBeforeParsing(t *testing.T) {
 	}
 }
 
+// A broken file is refused for what is wrong with it even when the context
+// its manifest recorded (2^32-1, unusable) leaves the caller with none.
+func TestPlaceNamesTheFileFaultFirst(t *testing.T) {
+	good := testModel(t, 2)
+	data, err := os.ReadFile(good.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad, err := ggufgen.EditU32(data, "llama.context_length", math.MaxUint32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := good
+	m.Path, m.ContextSize = filepath.Join(t.TempDir(), "ctx.gguf"), 0
+	if err := os.WriteFile(m.Path, bad, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = (&fakeGPUs{}).planner(machine(), nil).Place(context.Background(), m)
+	var ie *InvalidModelError
+	if !errors.As(err, &ie) || !strings.Contains(err.Error(), `"llama.context_length" is 4294967295, more than the limit of 67108864`) {
+		t.Fatalf("Place = %v", err)
+	}
+}
+
 // Every file of the hostile table is refused by placement with an error, and
 // the planner goes on placing good models.
 func TestPlaceRefusesHostileTable(t *testing.T) {
