@@ -73,8 +73,15 @@ type ggufEntry struct {
 	err error // the scan's refusal
 }
 
-// maxCachedFiles bounds the header cache; a header is tens of KB.
-const maxCachedFiles = 64
+// maxCachedFiles bounds the header cache; a header is tens of KB once its
+// long strings are dropped (a file may have up to 65,536 tensor infos, about
+// 11 MiB, in the worst case).
+const maxCachedFiles = 16
+
+// maxKeptString is the longest metadata string a cached header keeps: the
+// estimate reads numbers and short names, never a chat template or a
+// description, which may be megabytes.
+const maxKeptString = 1 << 10
 
 func (c *ggufFiles) get(path, digest string) (gf *gguf.GGUFFile, err error) {
 	c.mu.Lock()
@@ -118,6 +125,11 @@ func parseGGUF(path string) (gf *gguf.GGUFFile, err error) {
 	gf, err = gguf.ParseGGUFFile(path, gguf.SkipLargeMetadata())
 	if err != nil {
 		return nil, fmt.Errorf("read GGUF metadata of %s: %w", path, err)
+	}
+	for i, kv := range gf.Header.MetadataKV {
+		if v, ok := kv.Value.(string); ok && len(v) > maxKeptString {
+			gf.Header.MetadataKV[i].Value = ""
+		}
 	}
 	return gf, nil
 }

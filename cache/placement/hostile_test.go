@@ -100,3 +100,31 @@ func TestPlaceRefusesHostileTable(t *testing.T) {
 	}
 	place(t, p, testModel(t, 2))
 }
+
+// The header cache keeps no long strings: a model's chat template (or a
+// hostile file's megabytes of description) is not held once per cached file.
+func TestHeaderCacheDropsLongStrings(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tmpl.gguf")
+	tmpl := strings.Repeat("{{ messages }}", 1<<17) // 1.75 MiB
+	if err := ggufgen.WriteFile(path, ggufgen.Options{Embd: 64, Layers: 2, Heads: 4, HeadsKV: 2, Context: 512, Template: tmpl}); err != nil {
+		t.Fatal(err)
+	}
+	var files ggufFiles
+	gf, err := files.get(path, "sha256:tmpl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, kv := range gf.Header.MetadataKV {
+		if v, ok := kv.Value.(string); ok && len(v) > maxKeptString {
+			t.Fatalf("%s kept %d bytes", kv.Key, len(v))
+		}
+		found = found || kv.Key == "tokenizer.chat_template"
+	}
+	if !found {
+		t.Fatal("the template's key is gone")
+	}
+	if _, err := newGGUFShape(gf, 512, 1, 32); err != nil {
+		t.Fatal(err)
+	}
+}

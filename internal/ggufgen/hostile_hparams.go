@@ -94,6 +94,9 @@ func hparamHostiles() []Hostile {
 		{"per-layer array of floats", "its elements must be integers", one(func(r *Raw) {
 			r.Str("llama.feed_forward_length").U32(typeArray).U32(typeFloat32).U64(1).U32(0)
 		})},
+		{"sliding-window pattern of strings", "its elements must be integers", one(func(r *Raw) {
+			r.Str("gemma4.attention.sliding_window_pattern").U32(typeArray).U32(typeString).U64(2).Str("x").Str(string(make([]byte, 1<<15)))
+		})},
 		{"per-layer array longer than the blocks", "has 3 per-layer values but llama.block_count is 2", two(func(r *Raw) {
 			r.KVU32("llama.block_count", 2)
 			u32Array(r, "llama.attention.head_count_kv", 8, 8, 8)

@@ -76,6 +76,8 @@ var countRules = []countRule{
 	{".expert_used_count", func(l Limits) uint64 { return l.MaxExperts }, true},
 	{".expert_shared_count", func(l Limits) uint64 { return l.MaxExperts }, false},
 	{".vocab_size", func(l Limits) uint64 { return l.MaxVocab }, false},
+	// A period, or one bool per block; the parser reads the array in.
+	{".attention.sliding_window_pattern", func(l Limits) uint64 { return l.MaxContext }, true},
 }
 
 // ruleFor returns the count rule of key, if any. Keys of the general. and

@@ -95,10 +95,6 @@ func typeName(t uint32) string {
 // defaultAlignment is GGUF's alignment when general.alignment is absent.
 const defaultAlignment = 32
 
-// layerArraySuffixes name the arrays the metadata parser reads into memory
-// besides those with a count rule (hparams.go), which bounds them itself.
-var layerArraySuffixes = []string{".attention.sliding_window_pattern"}
-
 // ScanFile scans the GGUF file at path with DefaultLimits.
 func ScanFile(path string) (*Header, error) {
 	f, err := os.Open(path)
@@ -423,9 +419,6 @@ func (s *scanner) value(key string, vt uint32, strLimit uint64, top func(elem ui
 			return s.fail(at, "metadata key %q: arrays nested deeper than %d (llama.cpp loads no arrays of arrays)", clip(key), s.lim.MaxDepth)
 		}
 		limit := s.lim.MaxArrayLen
-		if depth == 1 && hasAnySuffix(key, layerArraySuffixes) {
-			limit = s.lim.MaxBlockCount
-		}
 		if n > limit {
 			return s.fail(at, "metadata key %q: array of %d elements (limit %d)", clip(key), n, limit)
 		}
@@ -571,15 +564,6 @@ func (s *scanner) tensors(h *Header) error {
 			last.index, clip(string(last.name)), last.bytes, last.offset, lastEnd, held)
 	}
 	return nil
-}
-
-func hasAnySuffix(s string, suffixes []string) bool {
-	for _, x := range suffixes {
-		if strings.HasSuffix(s, x) {
-			return true
-		}
-	}
-	return false
 }
 
 // clip shortens a name from the file for an error message.
