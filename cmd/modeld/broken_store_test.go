@@ -4,10 +4,13 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"math"
 	"net/http"
 	"os"
 	"path/filepath"
+	goruntime "runtime"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -158,6 +161,22 @@ func TestDaemonSurvivesStoredBlockCountEdit(t *testing.T) {
 	}
 	if strings.Contains(logs.String(), "fatal error") {
 		t.Fatal("the daemon logged a fatal error")
+	}
+	if goruntime.GOOS == "linux" { // the daemon's peak memory stayed small
+		status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", cmd.Process.Pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var peakKiB int64
+		for _, line := range strings.Split(string(status), "\n") {
+			if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+				peakKiB, _ = strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			}
+		}
+		if peakKiB <= 0 || peakKiB > 1<<20 {
+			t.Fatalf("daemon peak RSS %d KiB (want under 1 GiB)", peakKiB)
+		}
+		t.Logf("daemon peak RSS %d MiB", peakKiB>>10)
 	}
 
 	// rm works, through the running daemon.
