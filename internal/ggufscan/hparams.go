@@ -1,8 +1,10 @@
 package ggufscan
 
 import (
+	"cmp"
 	"encoding/binary"
 	"math/bits"
+	"slices"
 	"strings"
 )
 
@@ -319,7 +321,14 @@ func (s *scanner) crossCheck(f *facts) error {
 			return s.fail(a.fact.at, "%s holds %d entries but %s holds %d: the vocabulary arrays disagree", a.key, a.fact.n, keyTokens, tok.n)
 		}
 	}
-	for prefix, used := range f.expertsUsed {
+	// In file order, so that the same file always names the same fault.
+	prefixes := make([]string, 0, len(f.expertsUsed))
+	for prefix := range f.expertsUsed {
+		prefixes = append(prefixes, prefix)
+	}
+	slices.SortFunc(prefixes, func(a, b string) int { return cmp.Compare(f.expertsUsed[a].at, f.expertsUsed[b].at) })
+	for _, prefix := range prefixes {
+		used := f.expertsUsed[prefix]
 		if n := f.experts[prefix]; used.v > n {
 			return s.fail(used.at, "%s.expert_used_count is %d, more than %s.expert_count (%d)", clip(prefix), used.v, clip(prefix), n)
 		}
