@@ -45,10 +45,21 @@ type RunnerOptions struct {
 	StopGrace time.Duration
 	// CallTimeout bounds a call other than Generate (default 60s).
 	CallTimeout time.Duration
-	// StallTimeout: a runner that makes no progress this long while it has
-	// work in flight is killed (see runner_watch.go; default 60s, negative:
+	// StallTimeout: a runner that answers nothing this long while it has
+	// work in flight is killed (see runner_watch.go; default 20s, negative:
 	// never).
 	StallTimeout time.Duration
+	// StepTimeout: a runner that answers but makes no decode step this long
+	// while it holds requests is killed (default: three stall timeouts).
+	StepTimeout time.Duration
+	// Name names the model in crash reports' file names (default: the
+	// model file's name).
+	Name string
+	// CrashDir receives the Go runtime's dump of a runner that crashed
+	// (panic, fatal error, signal), one private file per crash, the newest
+	// maxCrashReports kept; "" keeps none (the dump is dropped, the cause
+	// still reported).
+	CrashDir string
 	// LogLevel is the runner's own log level.
 	LogLevel slog.Level
 	// Logger receives the runner's output, one record per line at debug
@@ -93,6 +104,12 @@ func (o RunnerOptions) withDefaults() (RunnerOptions, error) {
 	if o.StallTimeout == 0 {
 		o.StallTimeout = DefaultStallTimeout
 	}
+	if o.StepTimeout <= 0 {
+		o.StepTimeout = stepTimeoutFactor * o.StallTimeout
+	}
+	if o.Name == "" {
+		o.Name = filepath.Base(o.ModelPath)
+	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -114,6 +131,7 @@ type Runner struct {
 	client *http.Client
 	info   Info
 	live   *liveness
+	health health
 
 	unwatch   chan struct{} // closed by Close: the watchdog ends
 	closing   atomic.Bool
@@ -145,7 +163,7 @@ func StartRunner(ctx context.Context, opts RunnerOptions) (*Runner, error) {
 	}
 	argv := append(append([]string(nil), opts.Command...), cfg.Args()...)
 	log := opts.Logger.With("model_path", opts.ModelPath) // the logger names the model id
-	proc, err := startProcess(argv, opts.Env, log, func() { _ = os.RemoveAll(dir) })
+	proc, err := startProcess(argv, opts.Env, log, crashReports{dir: opts.CrashDir, name: opts.Name}, func() { _ = os.RemoveAll(dir) })
 	if err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, err
@@ -163,7 +181,7 @@ func StartRunner(ctx context.Context, opts RunnerOptions) (*Runner, error) {
 		return nil, fmt.Errorf("llama: runner for %s: %w", opts.ModelPath, err)
 	}
 	r.info = info
-	log.Info("llama: runner started", "pid", proc.pid, "socket", cfg.Socket, "stall_timeout", opts.StallTimeout)
+	log.Info("llama: runner started", "pid", proc.pid, "socket", cfg.Socket, "stall_timeout", opts.StallTimeout, "step_timeout", opts.StepTimeout)
 	return r, nil
 }
 
@@ -265,8 +283,8 @@ func (r *Runner) Err() error {
 
 // RSS is the runner process's resident memory in bytes.
 func (r *Runner) RSS() (uint64, error) {
-	if err := r.alive(); err != nil {
-		return 0, err
+	if r.proc.exited() {
+		return 0, r.proc.exitErr
 	}
 	p, err := psprocess.NewProcess(int32(r.proc.pid))
 	if err != nil {
@@ -303,7 +321,7 @@ func (r *Runner) alive() error {
 	if r.proc.exited() {
 		return r.proc.exitErr
 	}
-	return nil
+	return r.health.current()
 }
 
 // brokenCall explains a call that failed in transport: the caller's

@@ -33,7 +33,7 @@ func TestReadEvent(t *testing.T) {
 		var buf []byte
 		var got []Event
 		for {
-			ev, err := readEvent(rd, &buf)
+			ev, err := readEvent(rd, &buf, maxEventLine)
 			if err != nil {
 				return got, err
 			}
