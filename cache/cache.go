@@ -208,6 +208,7 @@ type entry struct {
 	stop     chan struct{} // closed on retire: stops the death watcher
 	gone     chan struct{} // closed once Close returned and the budget is back
 	died     error
+	ailing   error // set while the instance reports it does not answer (Ailing)
 	requests prometheus.Counter
 }
 
@@ -279,6 +280,7 @@ func (h *Handle) Release() {
 
 // Acquire returns a handle on the instance of model id, loading it if needed.
 // Errors: *CooldownError, *BusyError (wrapping ErrBusy), *TooLargeError, ErrClosed,
+// an error wrapping ErrUnresponsive and the instance's own (Ailing),
 // models.ErrInvalidID, the Resolver's and the Loader's errors (wrapped), and ctx's
 // error. The Resolver is called with the canonical id.
 func (c *Cache) Acquire(ctx context.Context, id string, opts AcquireOptions) (*Handle, error) {
@@ -295,6 +297,11 @@ func (c *Cache) Acquire(ctx context.Context, id string, opts AcquireOptions) (*H
 		e := c.entries[id]
 		if e != nil && c.diedLocked(e) {
 			e = nil // retired: this request loads it again
+		}
+		if e != nil && e.ailing != nil {
+			err := e.ailing
+			c.mu.Unlock()
+			return nil, err
 		}
 		if e == nil {
 			if err := c.cooldownLocked(id); err != nil {

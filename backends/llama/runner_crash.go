@@ -190,7 +190,7 @@ type crashReports struct {
 	name string
 }
 
-var unsafeName = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
+var unsafeName = regexp.MustCompile(`[^A-Za-z0-9-]+`)
 
 // write saves one crash's dump with a header naming the model, the process
 // and how it ended, and the log lines before it; it returns the file's path.

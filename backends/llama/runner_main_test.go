@@ -38,6 +38,10 @@ const (
 	// envHoldText "1": a /tokenize or /template request, once read, waits
 	// until its client goes away, saying so on stderr (textHeld, textGone).
 	envHoldText = "MODELD_TEST_RUNNER_HOLD_TEXT"
+	// envPanicAt N: the runner's decode loop panics after its N-th token (a
+	// bug in the runner: the Go runtime prints the panic and a goroutine
+	// dump, and the process exits 2).
+	envPanicAt = "MODELD_TEST_RUNNER_PANIC_AT"
 	// envParentModel, envParentLibs: what the parent stand-in loads.
 	envParentModel = "MODELD_TEST_PARENT_MODEL"
 	envParentLibs  = "MODELD_TEST_PARENT_LIBS"
@@ -103,6 +107,17 @@ func testRunnerMain() int {
 			}
 		}
 	}
+	if n, err := strconv.Atoi(os.Getenv(envPanicAt)); err == nil && n > 0 {
+		next := sm.Hooks.AfterToken
+		sm.Hooks.AfterToken = func(slot, got int) {
+			if got == n {
+				panic(testPanic)
+			}
+			if next != nil {
+				next(slot, got)
+			}
+		}
+	}
 	if d, err := time.ParseDuration(os.Getenv(envTokenDelay)); err == nil && d > 0 {
 		next := sm.Hooks.AfterToken
 		sm.Hooks.AfterToken = func(slot, got int) {
@@ -134,6 +149,9 @@ func testParentMain() int {
 	_, _ = io.Copy(io.Discard, os.Stdin) // until killed (or the test closes stdin)
 	return 0
 }
+
+// testPanic is the value a runner with envPanicAt panics with.
+const testPanic = "test runner: simulated bug"
 
 // What a runner with envHoldText writes to stderr.
 const (
