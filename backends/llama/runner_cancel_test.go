@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -101,5 +102,87 @@ func TestRunnerTextCallsHonourContext(t *testing.T) {
 	// The runner still serves.
 	if st, err := r.StatsContext(context.Background()); err != nil || st.Active != 0 {
 		t.Errorf("stats after the dropped calls: %+v, %v", st, err)
+	}
+}
+
+// TestRunnerLongTokenizeStopsWhenClientLeaves: a tokenization of a long
+// text whose caller goes away stops in the runner at the next piece (it
+// used to run to its end, unseen), and the runner serves the next request.
+func TestRunnerLongTokenizeStopsWhenClientLeaves(t *testing.T) {
+	path := genModel(t, ggufgen.Tiny(ggufgen.BPE))
+	lines := make(chan string, 4096)
+	opts := runnerOpts(t, path, Options{Slots: 1, ContextSize: 256}, envNotePieces+"=1")
+	opts.LogLevel = slog.LevelDebug
+	opts.Logger = slog.New(lineHandler{lines})
+	r, err := StartRunner(context.Background(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Close() })
+	text := strings.Repeat("Tell me a long story about a fox.\nIt jumps over 12 dogs, then sleeps.\n", 16<<20/70)
+
+	// The whole text, for comparison: how many pieces it has.
+	start := time.Now()
+	if _, err := r.TokenizeContext(context.Background(), text, true, false); err != nil {
+		t.Fatal(err)
+	}
+	full := time.Since(start)
+	pieces := 0
+	for sum := 0; sum < len(text); { // the lines come after the answer, through stderr
+		select {
+		case l := <-lines:
+			if rest, ok := strings.CutPrefix(l, textPiece+" "); ok {
+				n, err := strconv.Atoi(rest)
+				if err != nil {
+					t.Fatalf("line %q", l)
+				}
+				sum += n
+				pieces++
+			}
+		case <-time.After(time.Minute):
+			t.Fatalf("the pieces' lines stopped at %d bytes of %d", sum, len(text))
+		}
+	}
+	if pieces < 16 {
+		t.Fatalf("the %d MiB text went in %d pieces; want many", len(text)>>20, pieces)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() {
+		_, err := r.TokenizeContext(ctx, text, true, false)
+		errc <- err
+	}()
+	awaitLine(t, lines, textPiece)
+	cancel()
+	left := time.Now()
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Fatalf("tokenize after cancel: %v", err)
+	}
+	// The runner stops at a piece boundary: it logs the stop, having done
+	// fewer pieces than the text has.
+	done := 1
+	timeout := time.NewTimer(time.Minute)
+	defer timeout.Stop()
+	for stopped := false; !stopped; {
+		select {
+		case l := <-lines:
+			switch {
+			case strings.Contains(l, textPiece):
+				done++
+			case strings.Contains(l, "tokenization stopped, its client is gone"):
+				stopped = true
+			}
+		case <-timeout.C:
+			t.Fatal("the runner never stopped the tokenization")
+		}
+	}
+	t.Logf("%d MiB text: whole tokenization %s in %d pieces; after the client left, the runner stopped after %d pieces, %s later",
+		len(text)>>20, full.Round(time.Millisecond), pieces, done, time.Since(left).Round(time.Millisecond))
+	if done >= pieces {
+		t.Errorf("the runner tokenized %d of %d pieces after its client left", done, pieces)
+	}
+	if ids, err := r.TokenizeContext(context.Background(), "hello", true, false); err != nil || len(ids) == 0 {
+		t.Fatalf("the next request: %v, %v", ids, err)
 	}
 }

@@ -42,6 +42,9 @@ const (
 	// bug in the runner: the Go runtime prints the panic and a goroutine
 	// dump, and the process exits 2).
 	envPanicAt = "MODELD_TEST_RUNNER_PANIC_AT"
+	// envNotePieces "1": the runner writes textPiece to stderr after each
+	// piece of a long text it tokenized.
+	envNotePieces = "MODELD_TEST_RUNNER_NOTE_PIECES"
 	// envParentModel, envParentLibs: what the parent stand-in loads.
 	envParentModel = "MODELD_TEST_PARENT_MODEL"
 	envParentLibs  = "MODELD_TEST_PARENT_LIBS"
@@ -107,6 +110,9 @@ func testRunnerMain() int {
 			}
 		}
 	}
+	if os.Getenv(envNotePieces) == "1" {
+		sm.Hooks.TokenizedPiece = func(n int) { fmt.Fprintln(os.Stderr, textPiece, n) }
+	}
 	if n, err := strconv.Atoi(os.Getenv(envPanicAt)); err == nil && n > 0 {
 		next := sm.Hooks.AfterToken
 		sm.Hooks.AfterToken = func(slot, got int) {
@@ -153,8 +159,9 @@ func testParentMain() int {
 // testPanic is the value a runner with envPanicAt panics with.
 const testPanic = "test runner: simulated bug"
 
-// What a runner with envHoldText writes to stderr.
+// What a runner with envHoldText (or envNotePieces) writes to stderr.
 const (
+	textPiece = "test runner: tokenized a piece of"
 	textHeld = "test runner: text request held"
 	textGone = "test runner: text request's client went away"
 )
