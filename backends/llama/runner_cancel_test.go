@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -121,31 +120,10 @@ func TestRunnerLongTokenizeStopsWhenClientLeaves(t *testing.T) {
 	t.Cleanup(func() { _ = r.Close() })
 	text := strings.Repeat("Tell me a long story about a fox.\nIt jumps over 12 dogs, then sleeps.\n", 16<<20/70)
 
-	// The whole text, for comparison: how many pieces it has.
-	start := time.Now()
-	if _, err := r.TokenizeContext(context.Background(), text, true, false); err != nil {
-		t.Fatal(err)
-	}
-	full := time.Since(start)
-	pieces := 0
-	for sum := 0; sum < len(text); { // the lines come after the answer, through stderr
-		select {
-		case l := <-lines:
-			if rest, ok := strings.CutPrefix(l, textPiece+" "); ok {
-				n, err := strconv.Atoi(rest)
-				if err != nil {
-					t.Fatalf("line %q", l)
-				}
-				sum += n
-				pieces++
-			}
-		case <-time.After(time.Minute):
-			t.Fatalf("the pieces' lines stopped at %d bytes of %d", sum, len(text))
-		}
-	}
-	if pieces < 16 {
-		t.Fatalf("the %d MiB text went in %d pieces; want many", len(text)>>20, pieces)
-	}
+	// Pieces are cut at the first good place within a quarter piece past
+	// 256 KiB: the text has at least this many (64 here; its whole
+	// tokenization takes 30 s on a loaded 2-core machine).
+	pieces := len(text) / (256 << 10 * 5 / 4)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
@@ -177,10 +155,10 @@ func TestRunnerLongTokenizeStopsWhenClientLeaves(t *testing.T) {
 			t.Fatal("the runner never stopped the tokenization")
 		}
 	}
-	t.Logf("%d MiB text: whole tokenization %s in %d pieces; after the client left, the runner stopped after %d pieces, %s later",
-		len(text)>>20, full.Round(time.Millisecond), pieces, done, time.Since(left).Round(time.Millisecond))
-	if done >= pieces {
-		t.Errorf("the runner tokenized %d of %d pieces after its client left", done, pieces)
+	t.Logf("%d MiB text: after the client left, the runner stopped after %d pieces (of at least %d), %s later",
+		len(text)>>20, done, pieces, time.Since(left).Round(time.Millisecond))
+	if done >= pieces/2 {
+		t.Errorf("the runner tokenized %d of at least %d pieces after its client left", done, pieces)
 	}
 	if ids, err := r.TokenizeContext(context.Background(), "hello", true, false); err != nil || len(ids) == 0 {
 		t.Fatalf("the next request: %v, %v", ids, err)
