@@ -162,6 +162,6 @@ const testPanic = "test runner: simulated bug"
 // What a runner with envHoldText (or envNotePieces) writes to stderr.
 const (
 	textPiece = "test runner: tokenized a piece of"
-	textHeld = "test runner: text request held"
-	textGone = "test runner: text request's client went away"
+	textHeld  = "test runner: text request held"
+	textGone  = "test runner: text request's client went away"
 )
