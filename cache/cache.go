@@ -299,9 +299,9 @@ func (c *Cache) Acquire(ctx context.Context, id string, opts AcquireOptions) (*H
 			e = nil // retired: this request loads it again
 		}
 		if e != nil && e.ailing != nil {
-			err := e.ailing
+			err, a := e.ailing, e.inst.(Ailing)
 			c.mu.Unlock()
-			return nil, err
+			return nil, freshUnresponsive(e.id, a, err)
 		}
 		if e == nil {
 			if err := c.cooldownLocked(id); err != nil {

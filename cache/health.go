@@ -66,3 +66,13 @@ func (c *Cache) watchHealth(e *entry, a Ailing) {
 		}
 	}
 }
+
+// freshUnresponsive is the refusal of a request to an ailing instance, with
+// the instance's current error (its silence and retry-after move on), or
+// last when it has just recovered. It calls the instance: not under c.mu.
+func freshUnresponsive(id string, a Ailing, last error) error {
+	if _, err := a.Health(); err != nil {
+		return &unresponsiveError{id: id, err: err}
+	}
+	return last
+}

@@ -30,6 +30,14 @@ func (a *ailingInst) set(err error) {
 	a.changed = make(chan struct{})
 }
 
+// refresh replaces the error without announcing a change (the silence
+// grows; the state is the same).
+func (a *ailingInst) refresh(err error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.err = err
+}
+
 var errNoAnswer = errors.New("runner has not responded for 6s")
 
 // TestUnresponsiveInstance: while an instance reports that it does not
@@ -74,6 +82,10 @@ func TestUnresponsiveInstance(t *testing.T) {
 	}
 	if st := c.Snapshot().Models[0]; st.State != "unresponsive" || !strings.Contains(st.Problem, "has not responded") {
 		t.Errorf("snapshot %+v, want state unresponsive with the reason", st)
+	}
+	a.refresh(errors.New("runner has not responded for 9s"))
+	if _, err := c.Acquire(context.Background(), "a", AcquireOptions{}); !errors.Is(err, ErrUnresponsive) || !strings.Contains(err.Error(), "for 9s") {
+		t.Errorf("a later request: %v, want the instance's current error", err)
 	}
 
 	a.set(nil) // it answers again
