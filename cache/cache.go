@@ -3,7 +3,8 @@
 // (one load in flight per id, failures not cached but cooled down), unloads what has
 // been idle past its keep-alive, keeps the loaded set inside a memory budget by
 // evicting the least recently used idle instances, bounds the requests waiting on each
-// instance, and drops instances that report they died.
+// instance, drops instances that report they died, and refuses at once the
+// requests of an instance that reports it does not answer (Ailing).
 //
 // Every id that enters (Acquire, Unload) is first put in its canonical form by
 // models.Canonical, so "m" and "m:latest" share one instance, one queue and one
