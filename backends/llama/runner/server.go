@@ -368,7 +368,7 @@ const releaseAt = 1 << 20
 func releaseAfter(w http.ResponseWriter, n int) {
 	if n >= releaseAt {
 		_ = http.NewResponseController(w).Flush()
-		debug.FreeOSMemory()
+		go debug.FreeOSMemory() // after the handler returned: its buffers are garbage
 	}
 }
 
