@@ -130,6 +130,9 @@ func (c *Cache) loadEntry(e *entry) {
 	if m, ok := inst.(Mortal); ok {
 		c.goLocked(func() { c.watchDeath(e, m) })
 	}
+	if a, ok := inst.(Ailing); ok {
+		c.goLocked(func() { c.watchHealth(e, a) })
+	}
 	if e.inUse == 0 {
 		c.idleLocked(e)
 	}

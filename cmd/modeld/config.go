@@ -265,7 +265,7 @@ var settings = []setting{
 	{name: "extensions", help: "browser extension ids allowed as origins (comma list; empty = every extension)",
 		def: static(""), apply: func(c *Config, v string) error { c.Extensions = splitList(v); return nil },
 		show: func(c *Config) any { return listText(c.Extensions) }},
-	{name: "stall-timeout", help: "a chat runner that gives no token and no answer this long while it has work is killed and reloaded",
+	{name: "stall-timeout", help: "a chat runner that answers nothing this long while it has work is killed and reloaded (it is refused with 503s after a quarter of it; one decode step may take three times it)",
 		def: static(durationText(llama.DefaultStallTimeout)), apply: func(c *Config, v string) error { return parsePositiveDuration(&c.StallTimeout, v) },
 		show: func(c *Config) any { return durationText(c.StallTimeout) }},
 	{name: "shutdown-grace", help: "on SIGTERM, how long live streams may finish before they are ended with an error event",

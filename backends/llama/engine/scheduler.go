@@ -14,11 +14,16 @@ import (
 	"github.com/modeld/modeld/backends"
 )
 
-// Hooks are test seams (OpenWithHooks), called on the scheduler goroutine.
+// Hooks are test seams (OpenWithHooks), called on the scheduler goroutine
+// unless said otherwise.
 type Hooks struct {
 	// AfterToken runs after a token of the request in slot was handled; n
 	// is that request's completion token count so far.
 	AfterToken func(slot, n int)
+	// TokenizedPiece runs after each piece of a long text was tokenized
+	// (tokenize_chunks.go), on the caller's goroutine; n is the piece's
+	// size in bytes.
+	TokenizedPiece func(n int)
 }
 
 // scheduler runs continuous batching over one llama context: one sequence
