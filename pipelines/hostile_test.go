@@ -172,21 +172,30 @@ func backtrackingEmbedder(t *testing.T) *Embedder {
 func TestRegexBudgetPerRequest(t *testing.T) {
 	e := backtrackingEmbedder(t)
 	// Find a text that costs one match at least 20 ms, far under the 1 s
-	// match timeout.
+	// match timeout. Backtracking doubles the cost with each "a", and a busy
+	// machine can stretch one measurement: a text's cost is the least of
+	// three tries.
 	var text string
 	var one time.Duration
 	for n := 14; n <= 40; n++ {
 		text = strings.Repeat("a", n) + "b"
-		start := time.Now()
-		if _, err := e.Embed(context.Background(), []string{text}, EmbedOptions{}); err != nil {
-			t.Fatalf("one text of %d a's: %v", n, err)
+		one = time.Duration(1<<63 - 1)
+		for try := 0; try < 3; try++ {
+			start := time.Now()
+			if _, err := e.Embed(context.Background(), []string{text}, EmbedOptions{}); err != nil {
+				t.Fatalf("one text of %d a's: %v", n, err)
+			}
+			one = min(one, time.Since(start))
+			if one < 20*time.Millisecond {
+				break
+			}
 		}
-		if one = time.Since(start); one >= 20*time.Millisecond {
+		if one >= 20*time.Millisecond {
 			break
 		}
 	}
-	if one < 20*time.Millisecond || one >= tokenizer.MatchTimeout/2 {
-		t.Fatalf("no text costs between 20 ms and half the match timeout (last: %s)", one)
+	if one < 20*time.Millisecond || one >= tokenizer.MatchTimeout*9/10 {
+		t.Fatalf("no text costs between 20 ms and the match timeout (last: %s)", one)
 	}
 	// Enough texts for up to a minute of regex time at that cost.
 	texts := make([]string, min(MaxEmbedInputs, int(time.Minute/one)+1))
