@@ -1,6 +1,7 @@
 # modeld — the two commands a fresh machine needs:
 #   make run    install the runtime libraries if needed, build, and serve
-#   make test   install the runtime libraries and test assets if needed, then gofmt, go mod tidy -diff, vet and race tests
+#   make test   install what the tests need if missing (Debian packages, runtime libraries, test assets, npm clients),
+#               then gofmt, go mod tidy -diff, vet and race tests
 # and make install: modeld into $GOBIN (default $(go env GOPATH)/bin), or PREFIX/bin with PREFIX=/usr/local
 GO        ?= go
 BIN       ?= bin/modeld
@@ -14,12 +15,17 @@ PREFIX    ?=
 BINDIR    ?= $(if $(PREFIX),$(PREFIX)/bin,$(or $(shell $(GO) env GOBIN),$(shell $(GO) env GOPATH)/bin))
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 
-.PHONY: all bootstrap test-assets test-clients test-oracle build install run test check fmt vet clean
+.PHONY: all bootstrap test-deps test-assets test-clients build install run test check fmt vet clean
 
 all: build
 
 bootstrap:
 	scripts/bootstrap
+
+# Debian packages the tests use (cmake, Mesa's software Vulkan device, chromium) and the
+# runtime libraries with the ggml Vulkan test backend (scripts/test-deps says which test needs what).
+test-deps:
+	scripts/test-deps
 
 # llama.cpp's chat templates and vocabulary-only GGUFs, for the tests (internal/testenv.LlamaAssets).
 test-assets:
@@ -48,11 +54,7 @@ vet:
 	$(GO) vet ./...
 	GOOS=darwin CGO_ENABLED=0 $(GO) vet ./probe/...
 
-# The reference Jinja engine of the chat-template fidelity tests (scripts/template-oracle): Debian's python3-jinja2, what transformers renders with.
-test-oracle:
-	@python3 -c 'import jinja2' 2>/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-jinja2; }
-
-test: bootstrap test-assets test-clients test-oracle fmt vet
+test: test-deps test-assets test-clients fmt vet
 	$(GO) test $(TESTFLAGS) $(PKGS)
 
 check: test

@@ -125,9 +125,20 @@ type anthropicPlan struct {
 	stops []string
 }
 
+// anthropicPlanning is what plan needs besides the request.
+type anthropicPlanning struct {
+	contextCap int
+	// count is true for count_tokens, which has no max_tokens.
+	count bool
+	// keepBillingHeader keeps Claude Code's attribution line in the system
+	// prompt (Options.KeepBillingHeader).
+	keepBillingHeader bool
+}
+
 // plan translates the request onto the internal model and checks it without
-// a model. count is true for count_tokens, which has no max_tokens.
-func (req *AnthropicRequest) plan(contextCap int, count bool) (*anthropicPlan, error) {
+// a model.
+func (req *AnthropicRequest) plan(o anthropicPlanning) (*anthropicPlan, error) {
+	contextCap, count := o.contextCap, o.count
 	var errs []error
 	bad := func(param, format string, args ...any) { errs = append(errs, badRequest(param, format, args...)) }
 	if req.Model == "" {
@@ -167,7 +178,7 @@ func (req *AnthropicRequest) plan(contextCap int, count bool) (*anthropicPlan, e
 	if given(req.MCPServers) && string(req.MCPServers) != "[]" {
 		bad("mcp_servers", "mcp_servers is not supported: modeld does not connect to MCP servers; run the tools in the client and send them as tools")
 	}
-	msgs, err := req.system()
+	msgs, err := req.system(o.keepBillingHeader)
 	if err != nil {
 		errs = append(errs, err)
 	}
@@ -175,7 +186,7 @@ func (req *AnthropicRequest) plan(contextCap int, count bool) (*anthropicPlan, e
 		bad("messages", "messages must not be empty")
 	}
 	for i, m := range req.Messages {
-		ms, err := m.translate(i)
+		ms, err := m.translate(i, o.keepBillingHeader)
 		if err != nil {
 			errs = append(errs, err)
 		}
@@ -198,7 +209,7 @@ func (req *AnthropicRequest) plan(contextCap int, count bool) (*anthropicPlan, e
 	if err := joinBadRequests(errs); err != nil {
 		return nil, err
 	}
-	if err := compileTooling(&gen, "tools", formatParam); err != nil {
+	if err := compileTooling(&gen, "tools", formatParam, contextCap); err != nil {
 		return nil, anthropicWording(err, formatParam)
 	}
 	gen.MaxTokens = 0 // the prompt alone must fit; max_tokens bounds what is left
@@ -224,150 +235,6 @@ func anthropicWording(err error, formatParam string) error {
 	c.Message = strings.NewReplacer("response_format json_schema", formatParam, "'s parameters", "'s input_schema",
 		"function \"", "tool \"").Replace(e.Message)
 	return &c
-}
-
-// system is the system prompt as a first message: a string or text blocks
-// (joined by a blank line).
-func (req *AnthropicRequest) system() ([]backends.Message, error) {
-	if !given(req.System) {
-		return nil, nil
-	}
-	var text string
-	if json.Unmarshal(req.System, &text) != nil {
-		var blocks []anthropicInBlock
-		if json.Unmarshal(req.System, &blocks) != nil {
-			return nil, badRequest("system", "system must be a string or an array of text blocks")
-		}
-		parts := make([]string, 0, len(blocks))
-		for i, b := range blocks {
-			if b.Type != "text" {
-				return nil, badRequest(fmt.Sprintf("system[%d]", i), "system[%d] has type %s; system blocks must be text", i, quote(b.Type))
-			}
-			parts = append(parts, b.Text)
-		}
-		text = strings.Join(parts, "\n\n")
-	}
-	if text == "" {
-		return nil, nil
-	}
-	return []backends.Message{{Role: "system", Content: text}}, nil
-}
-
-// translate turns the i-th message into internal messages: text blocks
-// are joined by a blank line, as system blocks are; a user turn's
-// tool_result blocks become tool messages (in their place among its text),
-// an assistant turn's tool_use blocks its tool calls. Thinking blocks sent
-// back are dropped: chat templates do not render earlier turns' reasoning.
-func (m *anthropicMessage) translate(i int) ([]backends.Message, error) {
-	param := fmt.Sprintf("messages[%d]", i)
-	if m.Role != "user" && m.Role != "assistant" {
-		return nil, badRequest(param+".role", "%s.role %s is not one of user, assistant (the system prompt is the top-level system field)", param, quote(m.Role))
-	}
-	var text string
-	if json.Unmarshal(m.Content, &text) == nil {
-		return []backends.Message{{Role: m.Role, Content: text}}, nil
-	}
-	var blocks []anthropicInBlock
-	if json.Unmarshal(m.Content, &blocks) != nil {
-		return nil, badRequest(param+".content", "%s.content must be a string or an array of content blocks", param)
-	}
-	var out []backends.Message
-	cur := backends.Message{Role: m.Role}
-	open := false
-	flush := func() {
-		if open {
-			out = append(out, cur)
-		}
-		cur, open = backends.Message{Role: m.Role}, false
-	}
-	for j, b := range blocks {
-		bp := fmt.Sprintf("%s.content[%d]", param, j)
-		switch b.Type {
-		case "text":
-			if open && cur.Content != "" {
-				cur.Content += "\n\n"
-			}
-			cur.Content += b.Text
-			cur.Parts = append(cur.Parts, backends.ContentPart{Type: backends.PartText, Text: b.Text, WireType: "text"})
-			open = true
-		case "tool_use":
-			if m.Role != "assistant" {
-				return nil, badRequest(bp, "%s is a tool_use block, which only an assistant message holds", bp)
-			}
-			if b.Name == "" || b.ID == "" {
-				return nil, badRequest(bp, "%s (tool_use) needs an id and a name", bp)
-			}
-			args := "{}"
-			if given(b.Input) {
-				var obj map[string]json.RawMessage
-				if json.Unmarshal(b.Input, &obj) != nil {
-					return nil, badRequest(bp+".input", "%s.input must be an object", bp)
-				}
-				args = string(b.Input)
-			}
-			cur.ToolCalls = append(cur.ToolCalls, backends.ToolCall{ID: b.ID, Name: b.Name, Arguments: args})
-			open = true
-		case "tool_result":
-			if m.Role != "user" {
-				return nil, badRequest(bp, "%s is a tool_result block, which only a user message holds", bp)
-			}
-			if b.ToolUseID == "" {
-				return nil, badRequest(bp+".tool_use_id", "%s.tool_use_id is required", bp)
-			}
-			result, err := toolResultText(bp, b.Content)
-			if err != nil {
-				return nil, err
-			}
-			if b.IsError {
-				result = "Error: " + result
-			}
-			flush()
-			out = append(out, backends.Message{Role: "tool", Content: result, ToolCallID: b.ToolUseID})
-		case "thinking", "redacted_thinking":
-			if m.Role != "assistant" {
-				return nil, badRequest(bp, "%s is a %s block, which only an assistant message holds", bp, b.Type)
-			}
-		case "image", "document":
-			return nil, badRequest(bp, "%s is an %s block; modeld's chat models read text only", bp, b.Type)
-		default:
-			return nil, badRequest(bp, "%s has type %s, which is not supported (text, tool_use, tool_result, thinking)", bp, quote(b.Type))
-		}
-	}
-	flush()
-	if len(out) == 0 { // an empty array: an empty turn
-		out = append(out, backends.Message{Role: m.Role})
-	}
-	return out, nil
-}
-
-// toolResultText is a tool_result's content: a string or text blocks.
-func toolResultText(param string, content json.RawMessage) (string, error) {
-	if !given(content) {
-		return "", nil
-	}
-	var text string
-	if json.Unmarshal(content, &text) == nil {
-		return text, nil
-	}
-	var blocks []anthropicInBlock
-	if json.Unmarshal(content, &blocks) != nil {
-		return "", badRequest(param+".content", "%s.content must be a string or an array of text blocks", param)
-	}
-	var sb strings.Builder
-	for k, b := range blocks {
-		switch b.Type {
-		case "text":
-			if sb.Len() > 0 {
-				sb.WriteString("\n")
-			}
-			sb.WriteString(b.Text)
-		case "image", "document":
-			return "", badRequest(fmt.Sprintf("%s.content[%d]", param, k), "%s.content[%d] is an %s block; modeld's chat models read text only", param, k, b.Type)
-		default:
-			return "", badRequest(fmt.Sprintf("%s.content[%d]", param, k), "%s.content[%d] has type %s; a tool result holds text", param, k, quote(b.Type))
-		}
-	}
-	return sb.String(), nil
 }
 
 // tooling reads tools and tool_choice into gen (and call.single).
@@ -429,11 +296,14 @@ func (req *AnthropicRequest) tooling(gen *backends.Request, call *chatCall) erro
 }
 
 // thinking turns thinking on or off through the chat template's
-// enable_thinking (Qwen3 and the templates that follow it). budget_tokens
-// is checked as Anthropic checks it but not enforced apart from max_tokens,
+// enable_thinking (Qwen3 and the templates that follow it). Absent means
+// off, as it does on Anthropic's API: a template's own default (on, for
+// Qwen3) applies only to dialects without such a field. budget_tokens is
+// checked as Anthropic checks it but not enforced apart from max_tokens,
 // which bounds reasoning and answer together.
 func (req *AnthropicRequest) thinking(call *chatCall) error {
 	if !given(req.Thinking) {
+		call.vars = map[string]any{"enable_thinking": false}
 		return nil
 	}
 	var th anthropicThinking
@@ -494,7 +364,7 @@ func (s *Server) anthropicDecode(c *gin.Context, count bool) (*AnthropicRequest,
 	if len(req.ignored) > 0 {
 		s.log.Debug("anthropic messages: fields ignored", "path", c.Request.URL.Path, "fields", req.ignored)
 	}
-	plan, err := req.plan(s.contextCap(), count)
+	plan, err := req.plan(anthropicPlanning{contextCap: s.contextCap(), count: count, keepBillingHeader: s.opt.KeepBillingHeader})
 	if err != nil {
 		writeAnthropicError(c, err)
 		return nil, nil, false

@@ -280,8 +280,9 @@ type chatPlan struct {
 	gen  backends.Request
 	msgs []backends.Message
 	// bytes is the text the messages give the chat template, which a
-	// rendered prompt holds at least.
-	bytes int
+	// rendered prompt holds at least; toolBytes the same of the tools
+	// (toolPromptBytes).
+	bytes, toolBytes int
 }
 
 // plan validates a chat request without a model: every field, every cap, and
@@ -310,20 +311,31 @@ func (req *ChatCompletionRequest) plan(contextCap int) (*chatPlan, error) {
 		if len(m.Content.NonText) > 0 {
 			errs = append(errs, badRequest(fmt.Sprintf("messages[%d].content", i), "messages[%d] has content parts of type %s; only text is supported", i, clip(strings.Join(m.Content.NonText, ", "))))
 		}
-		p.bytes += len(m.Role) + len(m.Content.Text) + len(m.Name) + len(m.ToolCallID) + len(m.ToolCalls)
+		p.bytes += len(m.Role) + len(m.Content.Text) + len(m.Name) + len(m.ToolCallID)
 		bm, err := m.message(i)
 		if err != nil {
 			errs = append(errs, err)
 		}
+		for _, tc := range bm.ToolCalls {
+			p.bytes += len(tc.ID) + len(tc.Name) + len(tc.Arguments)
+		}
 		p.msgs = append(p.msgs, bm)
 	}
-	if err := req.tooling(&gen); err != nil {
+	if err := req.tooling(&gen, contextCap); err != nil {
 		errs = append(errs, err)
 	}
 	if err := joinBadRequests(errs); err != nil {
 		return nil, err
 	}
-	if err := checkPromptBytes("messages", p.bytes, gen.MaxTokens, contextCap); err != nil {
+	// chat_template_kwargs reach the template too (documents, a system
+	// prompt of its own): their text counts with the messages'.
+	kw := templateVarBytes(req.ChatTemplateKwargs)
+	if err := checkBytes("chat_template_kwargs", "chat_template_kwargs has", kw, 0, contextCap); err != nil {
+		return nil, err
+	}
+	p.bytes += kw
+	p.toolBytes = toolPromptBytes(gen.Tools)
+	if err := checkChatBytes("messages", p.bytes, req.toolsParam(), p.toolBytes, gen.MaxTokens, contextCap); err != nil {
 		return nil, err
 	}
 	p.gen = gen

@@ -33,9 +33,10 @@ type chatCall struct {
 }
 
 // newChatPlan checks a dialect's translated request without a model: the
-// message count and the prompt's size against the largest context a model
-// gets. gen's tools, tool choice and response format must already be
-// compiled (compileTooling).
+// message count and the prompt's size — messages and tools, everything the
+// template gets — against the largest context a model gets. gen's tools,
+// tool choice and response format must already be compiled
+// (compileTooling).
 func newChatPlan(gen backends.Request, msgs []backends.Message, contextCap int) (*chatPlan, error) {
 	if len(msgs) == 0 {
 		return nil, badRequest("messages", "messages must not be empty")
@@ -51,17 +52,25 @@ func newChatPlan(gen backends.Request, msgs []backends.Message, contextCap int) 
 			p.bytes += len(tc.ID) + len(tc.Name) + len(tc.Arguments)
 		}
 	}
-	if err := checkPromptBytes("messages", p.bytes, gen.MaxTokens, contextCap); err != nil {
+	p.toolBytes = toolPromptBytes(gen.Tools)
+	if err := checkChatBytes("messages", p.bytes, "tools", p.toolBytes, gen.MaxTokens, contextCap); err != nil {
 		return nil, err
 	}
 	return p, nil
 }
 
 // compileTooling checks gen's tools and derives the grammars of its tool
-// choice and response format, before any model is acquired: a schema that
-// cannot be enforced is a 400 naming the keyword (toolsParam and
-// formatParam name the dialect's fields).
-func compileTooling(gen *backends.Request, toolsParam, formatParam string) error {
+// choice and response format, before any model is acquired: tools too long
+// for contextCap tokens are refused before anything reads them, and a
+// schema that cannot be enforced — under any tool choice but none — is a
+// 400 naming the tool and the keyword (toolsParam and formatParam name the
+// dialect's fields).
+func compileTooling(gen *backends.Request, toolsParam, formatParam string, contextCap int) error {
+	if gen.ToolChoice.Mode != backends.ToolChoiceNone {
+		if err := checkToolBytes(toolsParam, gen.Tools, contextCap); err != nil {
+			return err
+		}
+	}
 	if errs := checkTools(gen.Tools, false); len(errs) > 0 {
 		return joinBadRequests(errs)
 	}
@@ -132,7 +141,7 @@ func (s *Server) startChat(c *gin.Context, call chatCall) (*chatRun, error) {
 	if call.ceiling {
 		gen.MaxTokens = 0 // bounded by the context once the prompt is known
 	}
-	if err := checkPromptBytes("messages", call.plan.bytes, gen.MaxTokens, model.Info().ContextSize); err != nil {
+	if err := checkChatBytes("messages", call.plan.bytes, "tools", call.plan.toolBytes, gen.MaxTokens, model.Info().ContextSize); err != nil {
 		h.Release()
 		return nil, err
 	}

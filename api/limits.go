@@ -114,6 +114,14 @@ func minPromptTokens(n int) int { return (n + MaxBytesPerToken - 1) / MaxBytesPe
 // cannot fit with a completion of maxTokens (0: at least one token) in a
 // context of ctx tokens. param names the field that holds the prompt.
 func checkPromptBytes(param string, n, maxTokens, ctx int) error {
+	return checkBytes(param, "the prompt has", n, maxTokens, ctx)
+}
+
+// checkBytes is checkPromptBytes for n bytes of what (the prompt, the
+// tools) that the rendered prompt holds at least. The refusal is
+// context_length_exceeded with n_prompt_tokens the least the prompt can be
+// and n_ctx the context.
+func checkBytes(param, what string, n, maxTokens, ctx int) error {
 	if ctx <= 0 {
 		return nil
 	}
@@ -121,14 +129,106 @@ func checkPromptBytes(param string, n, maxTokens, ctx int) error {
 	if least+max(maxTokens, 1) <= ctx {
 		return nil
 	}
-	e := badRequest(param, "the prompt has %d bytes, so at least %d tokens (a token is at most %d bytes here), which with max_tokens %d is more than the context of %d tokens; shorten it",
-		n, least, MaxBytesPerToken, maxTokens, ctx)
+	e := badRequest(param, "%s %d bytes, so at least %d tokens (a token is at most %d bytes here), which with max_tokens %d is more than the context of %d tokens; shorten it",
+		what, n, least, MaxBytesPerToken, maxTokens, ctx)
 	if maxTokens == 0 {
-		e.Message = fmt.Sprintf("the prompt has %d bytes, so at least %d tokens (a token is at most %d bytes here), which leaves no room for a completion in the context of %d tokens; shorten it",
-			n, least, MaxBytesPerToken, ctx)
+		e.Message = fmt.Sprintf("%s %d bytes, so at least %d tokens (a token is at most %d bytes here), which leaves no room for a completion in the context of %d tokens; shorten it",
+			what, n, least, MaxBytesPerToken, ctx)
 	}
 	e.Code = "context_length_exceeded"
+	e.NPromptTokens, e.NCtx = &least, &ctx
 	return e
+}
+
+// toolBytesWhat is how a refusal of the tools' size names what it counted.
+const toolBytesWhat = "the tools' names, descriptions and schema text have"
+
+// checkToolBytes refuses, before anything reads them, tools whose text
+// alone (toolPromptBytes) leaves no room for a completion in ctx tokens.
+func checkToolBytes(param string, tools []backends.Tool, ctx int) error {
+	return checkBytes(param, toolBytesWhat, toolPromptBytes(tools), 0, ctx)
+}
+
+// checkChatBytes refuses, before anything is rendered, a chat whose
+// messages (msgBytes) and tools (toolBytes, toolPromptBytes) cannot fit
+// with a completion of maxTokens in ctx tokens: on toolsParam when the
+// tools alone leave no room for a completion, else on msgParam.
+func checkChatBytes(msgParam string, msgBytes int, toolsParam string, toolBytes, maxTokens, ctx int) error {
+	if err := checkBytes(toolsParam, toolBytesWhat, toolBytes, 0, ctx); err != nil {
+		return err
+	}
+	if toolBytes == 0 {
+		return checkPromptBytes(msgParam, msgBytes, maxTokens, ctx)
+	}
+	return checkBytes(msgParam, fmt.Sprintf("the messages (%d bytes) and the tools (%d bytes) have", msgBytes, toolBytes), msgBytes+toolBytes, maxTokens, ctx)
+}
+
+// toolPromptBytes is what the early bound counts of tools, without
+// rendering or decoding them: each tool's name and description, and the
+// text of its parameters schema — every object key and string value, an
+// escape sequence counted as one byte — but none of the JSON's
+// punctuation, numbers or literals. A template that writes the schema as
+// JSON renders more than this; one with a form of its own (Apertus,
+// Functionary, Gemma 4) drops some keywords, and renders at least about
+// two thirds of it (TestToolBytesUnderEveryTemplate: at least a quarter,
+// and never fewer tokens than the bound takes the count for, on every
+// reference template that shows tools). docs/SECURITY.md names the cases.
+func toolPromptBytes(tools []backends.Tool) int {
+	n := 0
+	for _, t := range tools {
+		n += len(t.Name) + len(t.Description) + jsonTextBytes(t.Parameters)
+	}
+	return n
+}
+
+// templateVarBytes is the text of extra template variables (their string
+// values, at any depth; not the keys, which a template names rather than
+// writes): what a template that reads them renders at least.
+func templateVarBytes(v any) int {
+	switch v := v.(type) {
+	case string:
+		return len(v)
+	case map[string]any:
+		n := 0
+		for _, x := range v {
+			n += templateVarBytes(x)
+		}
+		return n
+	case []any:
+		n := 0
+		for _, x := range v {
+			n += templateVarBytes(x)
+		}
+		return n
+	}
+	return 0
+}
+
+// jsonTextBytes counts the bytes inside the string literals of the JSON
+// text b (keys and values), an escape sequence as one byte: no more than
+// the decoded strings hold. It does not validate b (the request decoder
+// did) and allocates nothing.
+func jsonTextBytes(b []byte) int {
+	n, in := 0, false
+	for i := 0; i < len(b); i++ {
+		c := b[i]
+		switch {
+		case !in:
+			in = c == '"'
+		case c == '"':
+			in = false
+		case c == '\\':
+			n++
+			if i+1 < len(b) && b[i+1] == 'u' {
+				i += 5
+			} else {
+				i++
+			}
+		default:
+			n++
+		}
+	}
+	return n
 }
 
 // checkMaxTokens refuses a completion budget that leaves no room for a

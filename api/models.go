@@ -79,6 +79,8 @@ type ModelObject struct {
 	Source      *models.Source   `json:"source,omitempty"` // GET /v1/models/{id} only
 	GGUF        *models.GGUFInfo `json:"gguf,omitempty"`   // GET /v1/models/{id} only
 	ONNX        *models.ONNXInfo `json:"onnx,omitempty"`   // GET /v1/models/{id} only
+	// Broken says why the model cannot be used (models.Manifest.Broken).
+	Broken string `json:"broken,omitempty"`
 }
 
 func modelObject(m *models.Manifest, detailed bool, contextCap int) ModelObject {
@@ -86,6 +88,7 @@ func modelObject(m *models.Manifest, detailed bool, contextCap int) ModelObject 
 		ID: m.ID, Object: "model", Created: m.Created.Unix(), OwnedBy: "modeld",
 		Tasks: m.Tasks, Format: m.Format, SizeBytes: m.Size(), ContextLength: m.ContextLength(),
 		TrainedContext: m.ContextLength(), Quantization: m.Quantization(), Modified: m.Modified.Unix(),
+		Broken: m.Broken(),
 	}
 	if m.Format == models.FormatGGUF {
 		o.ContextLength = uint64(backends.EffectiveContext(int(min(o.TrainedContext, math.MaxInt32)), contextCap))

@@ -220,9 +220,10 @@ func ollamaFormat(raw json.RawMessage, gen *backends.Request) error {
 // ollamaThink reads think: true or false (the template variable
 // enable_thinking, as chat_template_kwargs sets it), or an effort level
 // ("low", "medium", "high") for templates that take reasoning_effort.
+// Absent, thinking is on, as Ollama thinks by default on a model that can.
 func ollamaThink(raw json.RawMessage) (map[string]any, error) {
 	if !given(raw) {
-		return nil, nil
+		return backends.ThinkingVars(nil, true), nil
 	}
 	var b bool
 	if json.Unmarshal(raw, &b) == nil {

@@ -224,7 +224,7 @@ func (h *ollama) chatCall(req *OllamaChatRequest) (chatCall, error) {
 	if err := ollamaTools(req.Tools, &gen); err != nil {
 		return chatCall{}, err
 	}
-	if err := compileTooling(&gen, "tools", "format"); err != nil {
+	if err := compileTooling(&gen, "tools", "format", h.s.contextCap()); err != nil {
 		return chatCall{}, err
 	}
 	plan, err := newChatPlan(gen, msgs, h.s.contextCap())
@@ -297,7 +297,7 @@ func (h *ollama) startGenerate(c *gin.Context, req *OllamaGenerateRequest) (*cha
 	if err != nil {
 		return nil, err
 	}
-	if err := compileTooling(&gen, "tools", "format"); err != nil {
+	if err := compileTooling(&gen, "tools", "format", h.s.contextCap()); err != nil {
 		return nil, err
 	}
 	switch {

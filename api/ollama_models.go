@@ -303,9 +303,18 @@ func (h *ollama) pull(c *gin.Context) {
 	_ = nd.send(OllamaProgress{Status: models.StatusSuccess})
 }
 
+// remove deletes exactly the model it names: ids are lowercase, and while
+// the other Ollama routes fold a name's case (as Ollama does), a name that
+// is not already an id's spelling deletes nothing (404, naming the id it
+// may have meant).
 func (h *ollama) remove(c *gin.Context) {
 	m, name, ok := h.get(c)
 	if !ok {
+		return
+	}
+	if name != ollamaID(name) {
+		ollamaError(c, &Error{Status: http.StatusNotFound, Type: "invalid_request_error", Code: "model_not_found",
+			Message: fmt.Sprintf("model '%s' not found; ids are lowercase: to delete %s, name it so", clip(name), m.ID)}, "")
 		return
 	}
 	if h.o.Unloader != nil {
@@ -328,7 +337,9 @@ type OllamaCopyRequest struct {
 }
 
 // copy makes destination a second name of source's content: a manifest
-// naming the same blobs, so nothing is copied on disk.
+// naming the same blobs, so nothing is copied on disk. A destination that
+// is already a model is left as it is (409: delete it first); a copy onto
+// the source itself changes nothing.
 func (h *ollama) copy(c *gin.Context) {
 	var req OllamaCopyRequest
 	if err := decodeJSON(c, &req); err != nil {
@@ -354,9 +365,17 @@ func (h *ollama) copy(c *gin.Context) {
 		ollamaError(c, badRequest("destination", "destination: %v", err), "")
 		return
 	}
+	if dst == m.ID {
+		c.Status(http.StatusOK)
+		return
+	}
 	cp := *m
 	cp.ID, cp.Files, cp.Modified = dst, append([]models.File(nil), m.Files...), time.Now().UTC()
-	if err := st.CommitManifest(&cp); err != nil {
+	if err := st.AddManifest(&cp); err != nil {
+		if errors.Is(err, models.ErrExists) {
+			err = &Error{Status: http.StatusConflict, Type: "invalid_request_error", Code: "model_exists",
+				Message: fmt.Sprintf("destination model '%s' already exists; delete it first to replace it", dst)}
+		}
 		ollamaError(c, err, req.Source)
 		return
 	}

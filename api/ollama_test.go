@@ -441,8 +441,8 @@ func TestOllamaChat(t *testing.T) {
 	}
 	prompt := "<user>why is the sky blue?<assistant>due to rayleigh scattering.<user>how is that different than mie scattering?"
 	checkFinal(t, lines[2], "length", len(prompt), 2)
-	if _, vars := e.chat.last(t); vars != nil {
-		t.Errorf("template vars %v without think", vars)
+	if _, vars := e.chat.last(t); len(vars) != 2 || vars["enable_thinking"] != true || vars["thinking"] != true {
+		t.Errorf("template vars %v without think, want thinking on (Ollama's default)", vars)
 	}
 
 	w = e.call(t, "POST", "/api/chat", `{"model": "org/chat", "messages": [{"role": "user", "content": "Hello!"}], "stream": false, "think": false, "options": {"seed": 101, "temperature": 0}}`)
@@ -456,6 +456,16 @@ func TestOllamaChat(t *testing.T) {
 	req, vars := e.chat.last(t)
 	if vars["enable_thinking"] != false || req.Sampling.Temperature != 0 || *req.Sampling.Seed != 101 {
 		t.Errorf("think false: vars %v, sampling %+v", vars, req.Sampling)
+	}
+	for think, want := range map[string]map[string]any{
+		`true`:   {"enable_thinking": true},
+		`"high"`: {"enable_thinking": true, "reasoning_effort": "high"},
+		`"low"`:  {"enable_thinking": true, "reasoning_effort": "low"},
+	} {
+		e.call(t, "POST", "/api/chat", `{"model": "org/chat", "messages": [{"role": "user", "content": "Hello!"}], "stream": false, "think": `+think+`}`)
+		if _, vars := e.chat.last(t); fmt.Sprint(vars) != fmt.Sprint(want) {
+			t.Errorf("think %s: vars %v, want %v", think, vars, want)
+		}
 	}
 	ollamaErr(t, e.call(t, "POST", "/api/chat", `{"model":"org/chat","messages":[{"role":"robot","content":"x"}]}`), 400, "messages[0].role")
 	ollamaErr(t, e.call(t, "POST", "/api/chat", `{"model":"org/chat","messages":[{"role":"user","content":"x"}],"logprobs":true}`), 400, "logprobs")

@@ -242,10 +242,19 @@ func (m *ChatMessage) message(i int) (backends.Message, error) {
 	return bm, nil
 }
 
+// toolsParam names the field the request's tools came in: tools, or the
+// legacy functions.
+func (req *ChatCompletionRequest) toolsParam() string {
+	if given(req.Functions) && !given(req.Tools) {
+		return "functions"
+	}
+	return "tools"
+}
+
 // tooling reads tools, tool_choice and response_format into gen. They are
-// checked for shape here; whether the model can honour them is the
-// backend's to say.
-func (req *ChatCompletionRequest) tooling(gen *backends.Request) error {
+// checked for shape and size (against contextCap) here; whether the model
+// can honour them is the backend's to say.
+func (req *ChatCompletionRequest) tooling(gen *backends.Request, contextCap int) error {
 	var errs []error
 	if given(req.Tools) && given(req.Functions) {
 		errs = append(errs, badRequest("functions", "send tools or the legacy functions, not both"))
@@ -330,9 +339,14 @@ func (req *ChatCompletionRequest) tooling(gen *backends.Request) error {
 		errs = append(errs, err)
 	}
 	if len(errs) == 0 {
+		// Tools too long for any context are refused before the grammar
+		// reads them (a completion budget is checked with the messages).
+		if err := checkToolBytes(req.toolsParam(), gen.Tools, contextCap); err != nil {
+			return err
+		}
 		// The calls' grammar, before any model is acquired: a parameters
-		// schema that cannot be enforced under required or a named
-		// function is a 400 on tools naming the tool and the keyword.
+		// schema that cannot be enforced is a 400 on tools naming the tool
+		// and the keyword.
 		gen.ToolChoice.Single = req.ParallelToolCalls != nil && !*req.ParallelToolCalls
 		if err := toolGrammar(gen); err != nil {
 			errs = append(errs, err)

@@ -164,15 +164,13 @@ func (req *ResponsesRequest) plan(prev *storedResponse, contextCap int) (*respon
 			add(badRequest("reasoning.effort", "reasoning.effort %s is not one of none, minimal, low, medium, high, xhigh", quote(*r.Effort)))
 		}
 	}
-	if len(req.Metadata) > 16 {
-		add(tooMany("metadata", len(req.Metadata), 16, "keys"))
-	}
+	add(checkMetadata(req.Metadata))
 	if err := joinBadRequests(errs); err != nil {
 		return nil, err
 	}
 	p.single = req.ParallelToolCalls != nil && !*req.ParallelToolCalls || req.MaxToolCalls != nil
 	gen.ToolChoice.Single = p.single
-	if err := compileTooling(&gen, "tools", "text.format"); err != nil {
+	if err := compileTooling(&gen, "tools", "text.format", contextCap); err != nil {
 		return nil, renameParam(err, "response_format", "text.format")
 	}
 	msgs := p.history

@@ -3,8 +3,10 @@ package api
 import (
 	"container/list"
 	"encoding/json"
+	"sort"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/modeld/modeld/backends"
 )
@@ -12,8 +14,9 @@ import (
 // ResponseStoreConfig bounds the store of responses that
 // previous_response_id, GET and DELETE /v1/responses/{id} read: it is in
 // memory only, holds at most MaxEntries responses and MaxBytes of their
-// conversations, drops the oldest first, and forgets a response Lifetime
-// after it was made. Zero fields take the defaults; MaxBytes < 0 stores
+// conversations — counted as held: encoded, with each entry's own cost —
+// drops the oldest first, and forgets a response Lifetime after it was
+// made. Zero fields take the defaults; MaxBytes < 0 stores
 // nothing.
 type ResponseStoreConfig struct {
 	MaxEntries int
@@ -32,15 +35,32 @@ const (
 
 // storedResponse is one stored response: its object as GET returns it,
 // the conversation through its output (what a continuation is prepended),
-// and its input items.
+// and its input items. The store keeps the conversation and the items
+// encoded (conv), so that what it counts is what it holds; get decodes
+// them into history and input of a copy.
 type storedResponse struct {
 	id      string
 	made    time.Time
 	object  []byte
+	conv    []byte
 	history []backends.Message
 	input   []json.RawMessage
 	size    int64
 }
+
+// storedConversation is the encoded form of a response's conversation and
+// input items.
+type storedConversation struct {
+	History []backends.Message `json:"h"`
+	Input   []json.RawMessage  `json:"i"`
+}
+
+// entryOverhead is what one stored response costs besides its encoded
+// bytes: the entry, its list element, its map slot and its id, and the
+// heap they keep in use around them as older responses are dropped (about
+// 0.8 KiB for small responses, measured by
+// TestResponseStoreMemoryWithinItsSetting).
+const entryOverhead = 1 << 10
 
 // responseStore is the bounded in-memory store. Its mutex guards the map
 // and the list (oldest at the front); nothing is called under it.
@@ -71,22 +91,23 @@ func newResponseStore(cfg ResponseStoreConfig) *responseStore {
 // put stores a finished response with the plan it answered. A response
 // larger than the whole store is not stored.
 func (s *responseStore) put(r *Response, plan *responsePlan) {
+	if s.cfg.MaxBytes < 0 {
+		return
+	}
 	obj, err := json.Marshal(r)
 	if err != nil {
 		return
 	}
-	e := &storedResponse{id: r.ID, object: obj, input: plan.input,
-		history: append(append([]backends.Message(nil), plan.history...), outputMessages(r)...)}
-	e.size = int64(len(obj))
-	for _, m := range e.history {
-		e.size += int64(len(m.Role) + len(m.Content) + len(m.Name) + len(m.ToolCallID))
-		for _, tc := range m.ToolCalls {
-			e.size += int64(len(tc.ID) + len(tc.Name) + len(tc.Arguments))
-		}
+	history := append(append([]backends.Message(nil), plan.history...), outputMessages(r)...)
+	conv, err := json.Marshal(storedConversation{History: history, Input: plan.input})
+	if err != nil {
+		return
 	}
-	for _, it := range e.input {
-		e.size += int64(len(it))
-	}
+	// One allocation holds both: fewer, larger objects leave the heap less
+	// fragmented as the oldest responses are dropped.
+	blob := append(append(make([]byte, 0, len(obj)+len(conv)), obj...), conv...)
+	e := &storedResponse{id: r.ID, object: blob[:len(obj):len(obj)], conv: blob[len(obj):]}
+	e.size = int64(cap(blob)+len(e.id)) + entryOverhead
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	e.made = s.cfg.Now()
@@ -101,16 +122,26 @@ func (s *responseStore) put(r *Response, plan *responsePlan) {
 	s.bytes += e.size
 }
 
-// get returns the stored response id, unless it has expired.
+// get returns the stored response id, unless it has expired: a copy with
+// its conversation and input items decoded.
 func (s *responseStore) get(id string) (*storedResponse, bool) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	s.expire(s.cfg.Now())
 	el, ok := s.byID[id]
+	var e storedResponse
+	if ok {
+		e = *el.Value.(*storedResponse)
+	}
+	s.mu.Unlock()
 	if !ok {
 		return nil, false
 	}
-	return el.Value.(*storedResponse), true
+	var c storedConversation
+	if err := json.Unmarshal(e.conv, &c); err != nil {
+		return nil, false // the store encoded it: cannot happen
+	}
+	e.history, e.input, e.conv = c.History, c.Input, nil
+	return &e, true
 }
 
 // delete removes id; false when it was not stored.
@@ -148,4 +179,35 @@ func (s *responseStore) remove(el *list.Element) {
 	e := s.order.Remove(el).(*storedResponse)
 	delete(s.byID, e.id)
 	s.bytes -= e.size
+}
+
+// Bounds of a response's metadata, OpenAI's: at most 16 pairs, keys of at
+// most 64 characters, values of at most 512. The store keeps metadata with
+// the response.
+const (
+	MaxMetadataPairs = 16
+	MaxMetadataKey   = 64
+	MaxMetadataValue = 512
+)
+
+// checkMetadata refuses metadata over OpenAI's bounds: a 400 on metadata
+// that names each key at fault.
+func checkMetadata(md map[string]string) error {
+	if n := len(md); n > MaxMetadataPairs {
+		return tooMany("metadata", n, MaxMetadataPairs, "keys")
+	}
+	keys := make([]string, 0, len(md))
+	for k := range md {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var errs []error
+	for _, k := range keys {
+		if n := utf8.RuneCountInString(k); n > MaxMetadataKey {
+			errs = append(errs, badRequest("metadata", "metadata key %s has %d characters, more than the %d allowed", quote(k), n, MaxMetadataKey))
+		} else if n := utf8.RuneCountInString(md[k]); n > MaxMetadataValue {
+			errs = append(errs, badRequest("metadata", "metadata[%s] has %d characters, more than the %d allowed", quote(k), n, MaxMetadataValue))
+		}
+	}
+	return joinBadRequests(errs)
 }

@@ -264,26 +264,45 @@ func TestParallelToolCallsFalse(t *testing.T) {
 
 // TestToolSchemaRefusedBeforeLoad: under tool_choice required a tool whose
 // parameters use a keyword the grammar cannot enforce is a 400 on tools
-// naming the tool and the keyword, and no request reaches the model; under
-// auto the same tool passes (its calls unconstrained).
+// naming the tool, the keyword and where it is, and no request reaches the
+// model. Under auto (the choice agent CLIs send) the request is served with
+// that tool's calls held to a JSON object by the grammar, never unconstrained.
 func TestToolSchemaRefusedBeforeLoad(t *testing.T) {
 	s, got := toolServer(t)
 	bad := `{"type":"function","function":{"name":"scan","parameters":{"type":"object","patternProperties":{"^x":{}}}}}`
-	w := post(t, s, "/v1/chat/completions", `{"model":"fake","messages":[{"role":"user","content":"hi"}],"tools":[`+bad+`],"tool_choice":"required"}`)
-	e := decodeError(t, w)
-	if w.Code != 400 || e.Error.Param == nil || *e.Error.Param != "tools" || !strings.Contains(e.Error.Message, `"scan"`) || !strings.Contains(e.Error.Message, "patternProperties") {
-		t.Fatalf("status %d: %s", w.Code, w.Body)
+	nested := `{"type":"function","function":{"name":"scan","parameters":{"type":"object","properties":{"q":{"type":"string","not":{"const":"x"}}}}}}`
+	for _, tool := range []string{bad, nested} {
+		w := post(t, s, "/v1/chat/completions", `{"model":"fake","messages":[{"role":"user","content":"hi"}],"tools":[`+tool+`],"tool_choice":"required"}`)
+		e := decodeError(t, w)
+		if w.Code != 400 || e.Error.Param == nil || *e.Error.Param != "tools" || !strings.Contains(e.Error.Message, `"scan"`) {
+			t.Fatalf("required: status %d: %s", w.Code, w.Body)
+		}
+		if tool == bad && !strings.Contains(e.Error.Message, "patternProperties") {
+			t.Errorf("the error does not name the keyword: %s", e.Error.Message)
+		}
+		if tool == nested && !strings.Contains(e.Error.Message, "/properties/q") {
+			t.Errorf("the error does not say where the keyword is: %s", e.Error.Message)
+		}
 	}
 	select {
 	case req := <-got:
 		t.Fatalf("the model got a request: %+v", req)
 	default:
 	}
-	w = post(t, s, "/v1/chat/completions", `{"model":"fake","messages":[{"role":"user","content":"hi"}],"tools":[`+bad+`]}`)
-	if w.Code != 200 {
-		t.Fatalf("auto: status %d: %s", w.Code, w.Body)
-	}
-	if req := <-got; req.ToolChoice.Grammar != "" {
-		t.Fatalf("auto with an unenforceable schema got a grammar: %q", req.ToolChoice.Grammar)
+	for _, choice := range []string{``, `,"tool_choice":"auto"`} {
+		for _, tool := range []string{bad, nested} {
+			w := post(t, s, "/v1/chat/completions", `{"model":"fake","messages":[{"role":"user","content":"hi"}],"tools":[`+tool+`]`+choice+`}`)
+			if w.Code != 200 {
+				t.Fatalf("auto (%s): status %d: %s", choice, w.Code, w.Body)
+			}
+			select {
+			case req := <-got:
+				if g := req.ToolChoice.Grammar; g == "" || !strings.Contains(g, "scan") {
+					t.Fatalf("auto (%s): the calls are not under a grammar: %q", choice, g)
+				}
+			default:
+				t.Fatalf("auto (%s): the model got no request", choice)
+			}
+		}
 	}
 }

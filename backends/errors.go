@@ -151,12 +151,17 @@ func (e *BadRequestError) ErrorCode() string    { return e.Code }
 func (e *BadRequestError) ErrorParam() string   { return e.Param }
 
 // RunnerDiedError says how a runner process ended on its own (not by
-// closing the model): its exit status and the tail of its stderr.
+// closing the model): its exit status, its cause in one line and the tail
+// of its stderr (its log, never a goroutine dump).
 type RunnerDiedError struct {
 	Backend string `json:"backend,omitempty"`
 	PID     int    `json:"pid"`
-	Status  string `json:"status"` // "exit status 1", "signal: killed", ...
-	Stderr  string `json:"stderr,omitempty"`
+	Status  string `json:"status"` // "exit status 1", "killed by SIGKILL", ...
+	// Cause is why it died, in a line: the Go runtime's reason ("panic:
+	// ...", "SIGSEGV: segmentation violation"), its last output, "out of
+	// memory at load", or why the daemon killed it.
+	Cause  string `json:"cause,omitempty"`
+	Stderr string `json:"stderr,omitempty"`
 	// Stalled is set when a stall watchdog killed the runner: the stall
 	// timeout it exceeded.
 	Stalled time.Duration `json:"stalled,omitempty"`
@@ -170,6 +175,9 @@ func (e *RunnerDiedError) Error() string {
 	msg := fmt.Sprintf("%srunner process %d exited (%s)", prefix, e.PID, e.Status)
 	if e.Stalled > 0 {
 		msg = fmt.Sprintf("%srunner stalled: no progress for %s, killed (process %d, %s)", prefix, formatStall(e.Stalled), e.PID, e.Status)
+	}
+	if e.Cause != "" {
+		msg += ": " + e.Cause
 	}
 	if e.Stderr != "" {
 		msg += "; its stderr ended with:\n" + e.Stderr

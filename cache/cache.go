@@ -3,7 +3,8 @@
 // (one load in flight per id, failures not cached but cooled down), unloads what has
 // been idle past its keep-alive, keeps the loaded set inside a memory budget by
 // evicting the least recently used idle instances, bounds the requests waiting on each
-// instance, and drops instances that report they died.
+// instance, drops instances that report they died, and refuses at once the
+// requests of an instance that reports it does not answer (Ailing).
 //
 // Every id that enters (Acquire, Unload) is first put in its canonical form by
 // models.Canonical, so "m" and "m:latest" share one instance, one queue and one
@@ -208,6 +209,7 @@ type entry struct {
 	stop     chan struct{} // closed on retire: stops the death watcher
 	gone     chan struct{} // closed once Close returned and the budget is back
 	died     error
+	ailing   error // set while the instance reports it does not answer (Ailing)
 	requests prometheus.Counter
 }
 
@@ -279,6 +281,7 @@ func (h *Handle) Release() {
 
 // Acquire returns a handle on the instance of model id, loading it if needed.
 // Errors: *CooldownError, *BusyError (wrapping ErrBusy), *TooLargeError, ErrClosed,
+// an error wrapping ErrUnresponsive and the instance's own (Ailing),
 // models.ErrInvalidID, the Resolver's and the Loader's errors (wrapped), and ctx's
 // error. The Resolver is called with the canonical id.
 func (c *Cache) Acquire(ctx context.Context, id string, opts AcquireOptions) (*Handle, error) {
@@ -295,6 +298,11 @@ func (c *Cache) Acquire(ctx context.Context, id string, opts AcquireOptions) (*H
 		e := c.entries[id]
 		if e != nil && c.diedLocked(e) {
 			e = nil // retired: this request loads it again
+		}
+		if e != nil && e.ailing != nil {
+			err, a := e.ailing, e.inst.(Ailing)
+			c.mu.Unlock()
+			return nil, freshUnresponsive(e.id, a, err)
 		}
 		if e == nil {
 			if err := c.cooldownLocked(id); err != nil {

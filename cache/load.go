@@ -55,7 +55,7 @@ func (c *Cache) startLoadLocked(id string) *entry {
 // loadEntry resolves, reserves budget and loads e, then hands the instance to
 // the waiters or gives every waiter the error.
 func (c *Cache) loadEntry(e *entry) {
-	inst, loadFailed, err := c.resolveAndLoad(e)
+	inst, resolved, loadFailed, err := c.resolveAndLoad(e)
 	var sz int64
 	slots := 1
 	var place *Placement
@@ -76,7 +76,13 @@ func (c *Cache) loadEntry(e *entry) {
 		c.goLocked(func() { c.closeQuietly(e.id, inst) })
 	}
 	if err != nil {
-		c.m.loads.WithLabelValues(e.id, "error").Inc()
+		// Only ids that resolved (a model of the store) get their own
+		// series: any number of unknown ids are one, model="".
+		label := ""
+		if resolved {
+			label = e.id
+		}
+		c.m.loads.WithLabelValues(label, "error").Inc()
 		if e.reserved {
 			c.used.add(e, -1)
 		}
@@ -124,39 +130,43 @@ func (c *Cache) loadEntry(e *entry) {
 	if m, ok := inst.(Mortal); ok {
 		c.goLocked(func() { c.watchDeath(e, m) })
 	}
+	if a, ok := inst.(Ailing); ok {
+		c.goLocked(func() { c.watchHealth(e, a) })
+	}
 	if e.inUse == 0 {
 		c.idleLocked(e)
 	}
 	c.notifyLocked()
 }
 
-// resolveAndLoad runs outside the lock. loadFailed is true when the Loader itself
-// failed, which starts the cooldown.
-func (c *Cache) resolveAndLoad(e *entry) (inst Instance, loadFailed bool, err error) {
+// resolveAndLoad runs outside the lock. resolved is true once the id named a
+// model (its metrics series are bounded by the store); loadFailed is true
+// when the Loader itself failed, which starts the cooldown.
+func (c *Cache) resolveAndLoad(e *entry) (inst Instance, resolved, loadFailed bool, err error) {
 	spec, err := c.resolve(c.ctx, e.id)
 	if err != nil {
-		return nil, false, fmt.Errorf("model %q: %w", e.id, err)
+		return nil, false, false, fmt.Errorf("model %q: %w", e.id, err)
 	}
 	spec.ID = e.id
 	if err := c.tooLarge(spec); err != nil {
-		return nil, false, err
+		return nil, true, false, err
 	}
 	if err := c.reserve(e, spec); err != nil {
-		return nil, false, err
+		return nil, true, false, err
 	}
 	start := c.clock.Now()
 	inst, err = c.load(c.ctx, spec)
 	c.m.loadSeconds.Observe(c.clock.Now().Sub(start).Seconds())
 	if err != nil {
 		if c.ctx.Err() != nil {
-			return nil, false, fmt.Errorf("load model %q: %w (%w)", e.id, ErrClosed, err)
+			return nil, true, false, fmt.Errorf("load model %q: %w (%w)", e.id, ErrClosed, err)
 		}
-		return nil, true, fmt.Errorf("load model %q: %w", e.id, err)
+		return nil, true, true, fmt.Errorf("load model %q: %w", e.id, err)
 	}
 	if inst == nil {
-		return nil, true, fmt.Errorf("load model %q: loader returned no instance", e.id)
+		return nil, true, true, fmt.Errorf("load model %q: loader returned no instance", e.id)
 	}
-	return inst, false, nil
+	return inst, true, false, nil
 }
 
 func (c *Cache) tooLarge(s Spec) error {

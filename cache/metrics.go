@@ -6,7 +6,7 @@ import (
 
 // metrics of one Cache; exported through the Cache's Describe and Collect.
 type metrics struct {
-	loads       *prometheus.CounterVec // model, result: ok, error
+	loads       *prometheus.CounterVec // model (resolved ids only, else ""), result: ok, error
 	loadSeconds prometheus.Histogram
 	evictions   *prometheus.CounterVec // reason: budget, keep_alive, unload, crash, shutdown
 	queue       prometheus.Gauge       // requests waiting, all models
@@ -17,7 +17,7 @@ type metrics struct {
 func newMetrics() *metrics {
 	return &metrics{
 		loads: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "modeld_model_loads_total", Help: "Model loads, by model id and result (ok, error).",
+			Name: "modeld_model_loads_total", Help: "Model loads, by model id and result (ok, error); ids that name no model count under model=\"\".",
 		}, []string{"model", "result"}),
 		loadSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "modeld_model_load_seconds", Help: "Time spent loading a model.",

@@ -2,6 +2,7 @@ package cache
 
 import (
 	"sort"
+	"strings"
 	"time"
 )
 
@@ -25,9 +26,10 @@ type ModelStatus struct {
 	ID         string        `json:"id"`
 	Task       string        `json:"task"`
 	Backend    string        `json:"backend"`
-	State      string        `json:"state"`     // loading, ready, unloading
-	Device     string        `json:"device"`    // cpu, cuda:0, vulkan:0
-	GPUShare   float64       `json:"gpu_share"` // fraction of layers on the GPU, 0..1
+	State      string        `json:"state"`             // loading, ready, unresponsive, crashed, unloading
+	Problem    string        `json:"problem,omitempty"` // why it is unresponsive or crashed
+	Device     string        `json:"device"`            // cpu, cuda:0, vulkan:0
+	GPUShare   float64       `json:"gpu_share"`         // fraction of layers on the GPU, 0..1
 	SizeBytes  int64         `json:"size_bytes"`
 	VRAMBytes  int64         `json:"vram_bytes"`
 	SlotsInUse int           `json:"slots_in_use"`
@@ -100,8 +102,12 @@ func (c *Cache) statusLocked(e *entry) ModelStatus {
 	switch {
 	case e.loading:
 		st.State = "loading"
+	case e.retired && e.died != nil:
+		st.State, st.Problem = "crashed", firstLine(e.died.Error())
 	case e.retired:
 		st.State = "unloading"
+	case e.ailing != nil:
+		st.State, st.Problem = "unresponsive", firstLine(e.ailing.Error())
 	case e.inUse == 0 && e.keep > 0:
 		st.ExpiresAt = e.idle.Add(e.keep)
 	}
@@ -120,4 +126,11 @@ func (c *Cache) VRAMUsed() map[string]int64 {
 		}
 	}
 	return out
+}
+
+// firstLine is s up to its first newline (an error's stderr tail stays out
+// of the snapshot).
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return strings.TrimSuffix(line, "; its stderr ended with:")
 }

@@ -171,3 +171,29 @@ func availableQuants(byQuant map[string][]string) string {
 	slices.Sort(qs)
 	return strings.Join(qs, ", ")
 }
+
+// Broken returns why a stored GGUF model cannot be used, judged from what
+// its manifest recorded at import, or "" when nothing recorded there is past
+// the header scan's bounds. A store written by an older modeld may hold such
+// a model (that version took any block count); the bounds are checked again
+// in full when the model is first used. It reads no file, so listings can
+// call it for every model.
+func (m *Manifest) Broken() string {
+	if m == nil || m.GGUF == nil {
+		return ""
+	}
+	g := m.GGUF
+	for _, c := range []struct {
+		what   string
+		v, max uint64
+	}{
+		{"block_count", g.BlockCount, ggufscan.DefaultMaxBlockCount},
+		{"context_length", g.ContextLength, ggufscan.DefaultMaxContext},
+		{"embedding_length", g.EmbeddingLength, ggufscan.DefaultMaxEmbedding},
+	} {
+		if c.v > c.max {
+			return fmt.Sprintf("%s.%s is %d, more than the limit of %d: the model cannot be loaded; remove it (modeld rm %s)", g.Architecture, c.what, c.v, c.max, m.ID)
+		}
+	}
+	return ""
+}

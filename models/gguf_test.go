@@ -36,3 +36,22 @@ func TestPickGGUF(t *testing.T) {
 		}
 	}
 }
+
+// A manifest recorded by an older import with a block count past the scan's
+// bound says so; a good one says nothing.
+func TestManifestBroken(t *testing.T) {
+	good := &Manifest{ID: "ok", GGUF: &GGUFInfo{Architecture: "llama", BlockCount: 32, ContextLength: 8192, EmbeddingLength: 4096}}
+	if why := good.Broken(); why != "" {
+		t.Fatalf("good manifest: %q", why)
+	}
+	if (&Manifest{ID: "onnx", Format: FormatONNX}).Broken() != "" {
+		t.Fatal("an ONNX manifest is broken")
+	}
+	bad := &Manifest{ID: "evil/blocks", GGUF: &GGUFInfo{Architecture: "llama", BlockCount: 1<<32 - 1}}
+	why := bad.Broken()
+	for _, want := range []string{"llama.block_count is 4294967295", "limit of 512", "modeld rm evil/blocks"} {
+		if !strings.Contains(why, want) {
+			t.Fatalf("Broken() = %q, does not say %q", why, want)
+		}
+	}
+}

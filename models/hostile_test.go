@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	"github.com/modeld/modeld/internal/ggufgen"
+	"github.com/modeld/modeld/internal/ggufscan"
+	"github.com/modeld/modeld/internal/testenv"
 )
 
 // hostileGGUFs is the table of hostile GGUF files plus prefixes of a real
@@ -67,6 +69,15 @@ func TestImportRefusesHostileGGUF(t *testing.T) {
 }
 
 func FuzzReadGGUF(f *testing.F) {
+	// The metadata of the 19 real vocabularies and the 68 real templates
+	// (from the llama.cpp test assets; a missing asset dir fails).
+	seeds, err := ggufgen.Seeds(testenv.LlamaAssets(f))
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, b := range seeds {
+		f.Add(b)
+	}
 	f.Add(ggufgen.ValidTiny())
 	for _, h := range ggufgen.HostileFiles() {
 		if len(h.Data) < 1<<16 {
@@ -88,6 +99,12 @@ func FuzzReadGGUF(f *testing.F) {
 		}
 		if info.Architecture == "" {
 			t.Fatal("accepted without an architecture")
+		}
+		// What the manifest records of an accepted file is within the
+		// scan's bounds (a block count of 2^32-1 once went through).
+		if info.BlockCount > ggufscan.DefaultMaxBlockCount || info.ContextLength > ggufscan.DefaultMaxContext ||
+			info.EmbeddingLength > ggufscan.DefaultMaxEmbedding {
+			t.Fatalf("accepted %+v", info)
 		}
 	})
 }

@@ -50,7 +50,8 @@ func Canonical(s string) (string, error) {
 // ParseID validates s and returns its canonical ID. Allowed: segments of
 // [a-z0-9._-] starting with a letter or digit, joined by '/', then an optional
 // ":tag" of the same characters. Refused, with a message that names the
-// problem: empty ids and segments, "." and "..", absolute paths, backslashes,
+// problem: empty ids and segments, "." and "..", ".." anywhere inside a
+// segment (so no manifest path ever holds ".."), absolute paths, backslashes,
 // uppercase, control characters, any other character, too many segments and
 // ids or segments over the length limits.
 func ParseID(s string) (ID, error) {
@@ -124,6 +125,9 @@ func checkSegment(seg string) error {
 	if seg == "." || seg == ".." {
 		return errors.New("'.' and '..' are not names")
 	}
+	if strings.Contains(seg, "..") {
+		return errors.New("'..' inside a name is not allowed")
+	}
 	if len(seg) > MaxSegmentLength {
 		return fmt.Errorf("%d bytes long, the limit is %d", len(seg), MaxSegmentLength)
 	}
@@ -188,6 +192,9 @@ func SanitizeID(s string) (ID, error) {
 		segs := strings.Split(b.String(), "/")
 		out := segs[:0]
 		for _, seg := range segs {
+			for strings.Contains(seg, "..") {
+				seg = strings.ReplaceAll(seg, "..", ".")
+			}
 			seg = strings.TrimLeft(seg, "._-")
 			if len(seg) > MaxSegmentLength {
 				seg = seg[:MaxSegmentLength]

@@ -105,31 +105,44 @@ func (s *Store) importGGUF(ctx context.Context, path string, opts ImportOptions,
 }
 
 func (s *Store) importONNX(ctx context.Context, dir string, opts ImportOptions, em *Emitter, pins *pinSet) (*Manifest, error) {
+	// The folder's links are resolved and checked first (folder.go): only
+	// the folder's own files are read.
+	realDir, roots, err := folderRoots(dir)
+	if err != nil {
+		return nil, fmt.Errorf("read folder: %w", err)
+	}
 	var paths []string
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+	files := map[string]string{} // path in the model -> file read
+	err = filepath.WalkDir(realDir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
 		if d.IsDir() {
-			if p != dir && strings.HasPrefix(d.Name(), ".") {
+			if p != realDir && hasDotPrefix(d.Name()) {
 				return filepath.SkipDir // .git, .cache
 			}
 			return nil
 		}
-		// Follow symlinks to files (a Hugging Face cache snapshot is made of them).
-		if fi, err := os.Stat(p); err != nil || !fi.Mode().IsRegular() {
-			return nil
-		}
-		rel, err := filepath.Rel(dir, p)
+		rel, err := filepath.Rel(realDir, p)
 		if err != nil {
 			return err
 		}
-		paths = append(paths, filepath.ToSlash(rel))
+		rel = filepath.ToSlash(rel)
+		real, ok, err := folderFile(p, rel, roots)
+		if err != nil || !ok {
+			return err
+		}
+		paths = append(paths, rel)
+		files[rel] = real
 		return nil
 	})
+	if errors.Is(err, ErrInvalidModel) {
+		return nil, err
+	}
 	if err != nil {
 		return nil, fmt.Errorf("read folder: %w", err)
 	}
+	dir = realDir
 	cfg, err := readConfigJSON(filepath.Join(dir, onnxConfig))
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("read config.json: %w", err)
@@ -138,14 +151,17 @@ func (s *Store) importONNX(ctx context.Context, dir string, opts ImportOptions, 
 	if err != nil {
 		return nil, err
 	}
-	if err := validateONNXFiles(plan, func(p string) (*os.File, error) {
-		return os.Open(filepath.Join(dir, filepath.FromSlash(p)))
-	}); err != nil {
+	open := func(p string) (*os.File, error) { return openFolderFile(files[p], p) }
+	if err := validateONNXFiles(plan, open); err != nil {
 		return nil, err
 	}
 	m := &Manifest{Format: FormatONNX, Tasks: plan.tasks, ONNX: &plan.info}
 	for _, p := range plan.files {
-		f, err := s.importFile(ctx, filepath.Join(dir, filepath.FromSlash(p)), p, em, pins)
+		in, err := open(p)
+		if err != nil {
+			return nil, err
+		}
+		f, err := s.copyIn(ctx, in, p, em, pins)
 		if err != nil {
 			return nil, err
 		}
@@ -192,6 +208,11 @@ func (s *Store) importFile(ctx context.Context, src, name string, em *Emitter, p
 	if err != nil {
 		return File{}, fmt.Errorf("open %s: %w", name, err)
 	}
+	return s.copyIn(ctx, in, name, em, pins)
+}
+
+// copyIn copies the open file in into a blob like importFile, and closes it.
+func (s *Store) copyIn(ctx context.Context, in *os.File, name string, em *Emitter, pins *pinSet) (File, error) {
 	defer in.Close() //nolint:errcheck // read-only
 	fi, err := in.Stat()
 	if err != nil {

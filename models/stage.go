@@ -107,6 +107,11 @@ func (s *Store) OpenBlob(hexDigest string) (*os.File, error) { return os.Open(s.
 // is gone (removed by another process), and should be fetched again.
 func (s *Store) CommitManifest(m *Manifest) error { return s.commitManifest(m, true) }
 
+// AddManifest is CommitManifest for a new id only: when m.ID is already a
+// model it is left as it is and the error wraps ErrExists. The check and
+// the write are one step under the store's lock.
+func (s *Store) AddManifest(m *Manifest) error { return s.commitManifest(m, false) }
+
 // CheckModelPath validates a path inside a model: relative, '/'-separated,
 // no empty, '.' or '..' element, no control character.
 func CheckModelPath(p string) error { return checkModelPath(p) }

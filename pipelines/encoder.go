@@ -362,8 +362,10 @@ func (u *usage) add(e *tokenizer.Encoding) {
 }
 
 // preprocess tokenizes texts, truncated to the model's length. It stops
-// when ctx ends or a pattern of the model's tokenizer times out.
+// when ctx ends, a pattern of the model's tokenizer times out, or the
+// patterns spend the request's regex budget (tokenizer.WithRegexBudget).
 func (m *encoderModel) preprocess(ctx context.Context, texts []string) ([]*tokenizer.Encoding, usage, error) {
+	ctx = tokenizer.WithRegexBudget(ctx) // one budget for all the request's texts
 	var u usage
 	encs := make([]*tokenizer.Encoding, len(texts))
 	for i, t := range texts {
@@ -379,6 +381,7 @@ func (m *encoderModel) preprocess(ctx context.Context, texts []string) ([]*token
 // preprocessPairs tokenizes text pairs (premise/hypothesis, query/document),
 // truncated to the model's length.
 func (m *encoderModel) preprocessPairs(ctx context.Context, pairs [][2]string) ([]*tokenizer.Encoding, usage, error) {
+	ctx = tokenizer.WithRegexBudget(ctx) // one budget for all the request's pairs
 	var u usage
 	encs := make([]*tokenizer.Encoding, len(pairs))
 	for i, p := range pairs {

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modeld/modeld/pipelines/tokenizer"
 )
@@ -129,4 +130,93 @@ func TestLoadRefusesHostileModelFiles(t *testing.T) {
 			t.Fatalf("Load = %v, %v", p, err)
 		}
 	})
+}
+
+// backtrackingEmbedder loads the embed-mean fixture with a pre-tokenizer
+// regex that backtracks exponentially on a run of a's followed by a b.
+func backtrackingEmbedder(t *testing.T) *Embedder {
+	t.Helper()
+	dir := copyModel(t, "embed-mean")
+	path := filepath.Join(dir, "tokenizer.json")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	doc["pre_tokenizer"] = map[string]any{"type": "Sequence", "pretokenizers": []any{
+		doc["pre_tokenizer"],
+		map[string]any{"type": "Split", "pattern": map[string]any{"Regex": "(a+)+$"}, "behavior": "Isolated", "invert": false},
+	}}
+	if b, err = json.Marshal(doc); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e, err := LoadEmbedder(dir, testOptions(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { closeP(t, e) })
+	return e
+}
+
+// TestRegexBudgetPerRequest: a hostile tokenizer.json whose regex takes a
+// good part of the match timeout on each text, but never all of it, with a
+// request of many such texts: the request fails with the regex budget's
+// error after about one budget, instead of costing one slow match per text
+// (before: 2048 texts, some 12 CPU-minutes).
+func TestRegexBudgetPerRequest(t *testing.T) {
+	e := backtrackingEmbedder(t)
+	// Find a text that costs one match at least 20 ms, far under the 1 s
+	// match timeout. Backtracking doubles the cost with each "a", and a busy
+	// machine can stretch one measurement: a text's cost is the least of
+	// three tries.
+	var text string
+	var one time.Duration
+	for n := 14; n <= 40; n++ {
+		text = strings.Repeat("a", n) + "b"
+		one = time.Duration(1<<63 - 1)
+		for try := 0; try < 3; try++ {
+			start := time.Now()
+			if _, err := e.Embed(context.Background(), []string{text}, EmbedOptions{}); err != nil {
+				t.Fatalf("one text of %d a's: %v", n, err)
+			}
+			one = min(one, time.Since(start))
+			if one < 20*time.Millisecond {
+				break
+			}
+		}
+		if one >= 20*time.Millisecond {
+			break
+		}
+	}
+	if one < 20*time.Millisecond || one >= tokenizer.MatchTimeout*9/10 {
+		t.Fatalf("no text costs between 20 ms and the match timeout (last: %s)", one)
+	}
+	// Enough texts for up to a minute of regex time at that cost.
+	texts := make([]string, min(MaxEmbedInputs, int(time.Minute/one)+1))
+	for i := range texts {
+		texts[i] = text
+	}
+	start := time.Now()
+	_, err := e.Embed(context.Background(), texts, EmbedOptions{})
+	took := time.Since(start)
+	t.Logf("one text: %s; %d texts (%s of regex time unbudgeted) failed after %s: %v", one.Round(time.Millisecond), len(texts), (one * time.Duration(len(texts))).Round(time.Second), took.Round(time.Millisecond), err)
+	var be *tokenizer.RegexBudgetError
+	if !errors.As(err, &be) || !errors.Is(err, tokenizer.ErrRegexBudget) || be.HTTPStatus() != 500 || !strings.Contains(err.Error(), "(a+)+$") {
+		t.Fatalf("Embed of %d backtracking texts = %v, want the regex budget's error naming the pattern", len(texts), err)
+	}
+	if be.Spent > be.Budget+tokenizer.MatchTimeout {
+		t.Errorf("spent %s of regex time against a budget of %s", be.Spent, be.Budget)
+	}
+	if took > 30*time.Second {
+		t.Errorf("the request took %s to fail; its budget is %s", took, be.Budget)
+	}
+	if res, err := e.Embed(context.Background(), []string{"hello world"}, EmbedOptions{}); err != nil || len(res.Vectors) != 1 {
+		t.Fatalf("a harmless text afterwards: %v", err)
+	}
 }

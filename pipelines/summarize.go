@@ -167,6 +167,7 @@ func (s *Summarizer) Summarize(ctx context.Context, texts []string, opts Summari
 	if err != nil {
 		return SummarizeResult{}, fmt.Errorf("pipelines: %w", err)
 	}
+	ctx = tokenizer.WithRegexBudget(ctx) // one regex budget for all the texts
 	group := max(1, MaxDecoderRows/gs.numBeams)
 	var u usage
 	sums := make([]Summary, 0, len(texts))

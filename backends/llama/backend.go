@@ -19,6 +19,9 @@ func init() { backends.Register(Name, load) }
 type LoadOptions struct {
 	LogLevel     slog.Level    // the runner's log level
 	StallTimeout time.Duration // see RunnerOptions.StallTimeout
+	// CrashDir receives the crash reports of the model's runners (see
+	// RunnerOptions.CrashDir; "" keeps none).
+	CrashDir string
 	// Command overrides the runner program (tests); nil runs this executable.
 	Command []string
 }
@@ -94,6 +97,8 @@ func load(ctx context.Context, spec backends.LoadSpec) (backends.Model, error) {
 		Logger:       log,
 		LogLevel:     lo.LogLevel,
 		StallTimeout: lo.StallTimeout,
+		Name:         spec.ID,
+		CrashDir:     lo.CrashDir,
 	})
 	if err != nil {
 		return nil, err

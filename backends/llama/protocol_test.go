@@ -40,7 +40,7 @@ func TestWireErrors(t *testing.T) {
 		fmt.Errorf("%w: llama_decode returned 1", ErrDecode),
 		fmt.Errorf("wrapped: %w", cl),
 		context.Canceled, context.DeadlineExceeded,
-		&RunnerExitError{PID: 7, Status: "signal: killed", Stderr: "abort"},
+		&RunnerExitError{PID: 7, Status: "killed by SIGKILL", Stderr: "abort"},
 		errors.New("something else"),
 	}
 	for _, want := range errs {
@@ -184,7 +184,7 @@ func TestWireTypedErrors(t *testing.T) {
 	if !errors.As(got, &gbr) || gbr.Param != "tools" || !errors.Is(got, backends.ErrInvalidRequest) {
 		t.Errorf("bad request came back as %#v", got)
 	}
-	died := &RunnerExitError{Backend: "llama", PID: 9, Status: "signal: killed", Stderr: "GGML_ASSERT", Stalled: time.Minute}
+	died := &RunnerExitError{Backend: "llama", PID: 9, Status: "killed by SIGKILL", Stderr: "GGML_ASSERT", Stalled: time.Minute}
 	got = wireTrip(t, wire.FromError(died)).ToError()
 	var gd *backends.RunnerDiedError
 	if !errors.As(got, &gd) || *gd != *died || !errors.Is(got, ErrRunnerStalled) || !errors.Is(got, ErrRunnerExited) {

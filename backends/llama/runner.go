@@ -15,14 +15,11 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	psprocess "github.com/shirou/gopsutil/v4/process"
-
-	"github.com/modeld/modeld/backends"
 )
 
 // RunnerOptions configure StartRunner. Zero fields take the defaults.
@@ -45,10 +42,21 @@ type RunnerOptions struct {
 	StopGrace time.Duration
 	// CallTimeout bounds a call other than Generate (default 60s).
 	CallTimeout time.Duration
-	// StallTimeout: a runner that makes no progress this long while it has
-	// work in flight is killed (see runner_watch.go; default 60s, negative:
+	// StallTimeout: a runner that answers nothing this long while it has
+	// work in flight is killed (see runner_watch.go; default 20s, negative:
 	// never).
 	StallTimeout time.Duration
+	// StepTimeout: a runner that answers but makes no decode step this long
+	// while it holds requests is killed (default: three stall timeouts).
+	StepTimeout time.Duration
+	// Name names the model in crash reports' file names (default: the
+	// model file's name).
+	Name string
+	// CrashDir receives the Go runtime's dump of a runner that crashed
+	// (panic, fatal error, signal), one private file per crash, the newest
+	// maxCrashReports kept; "" keeps none (the dump is dropped, the cause
+	// still reported).
+	CrashDir string
 	// LogLevel is the runner's own log level.
 	LogLevel slog.Level
 	// Logger receives the runner's output, one record per line at debug
@@ -93,6 +101,12 @@ func (o RunnerOptions) withDefaults() (RunnerOptions, error) {
 	if o.StallTimeout == 0 {
 		o.StallTimeout = DefaultStallTimeout
 	}
+	if o.StepTimeout <= 0 {
+		o.StepTimeout = stepTimeoutFactor * o.StallTimeout
+	}
+	if o.Name == "" {
+		o.Name = filepath.Base(o.ModelPath)
+	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -114,6 +128,7 @@ type Runner struct {
 	client *http.Client
 	info   Info
 	live   *liveness
+	health health
 
 	unwatch   chan struct{} // closed by Close: the watchdog ends
 	closing   atomic.Bool
@@ -145,7 +160,7 @@ func StartRunner(ctx context.Context, opts RunnerOptions) (*Runner, error) {
 	}
 	argv := append(append([]string(nil), opts.Command...), cfg.Args()...)
 	log := opts.Logger.With("model_path", opts.ModelPath) // the logger names the model id
-	proc, err := startProcess(argv, opts.Env, log, func() { _ = os.RemoveAll(dir) })
+	proc, err := startProcess(argv, opts.Env, log, crashReports{dir: opts.CrashDir, name: opts.Name}, func() { _ = os.RemoveAll(dir) })
 	if err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, err
@@ -163,7 +178,7 @@ func StartRunner(ctx context.Context, opts RunnerOptions) (*Runner, error) {
 		return nil, fmt.Errorf("llama: runner for %s: %w", opts.ModelPath, err)
 	}
 	r.info = info
-	log.Info("llama: runner started", "pid", proc.pid, "socket", cfg.Socket, "stall_timeout", opts.StallTimeout)
+	log.Info("llama: runner started", "pid", proc.pid, "socket", cfg.Socket, "stall_timeout", opts.StallTimeout, "step_timeout", opts.StepTimeout)
 	return r, nil
 }
 
@@ -265,8 +280,8 @@ func (r *Runner) Err() error {
 
 // RSS is the runner process's resident memory in bytes.
 func (r *Runner) RSS() (uint64, error) {
-	if err := r.alive(); err != nil {
-		return 0, err
+	if r.proc.exited() {
+		return 0, r.proc.exitErr
 	}
 	p, err := psprocess.NewProcess(int32(r.proc.pid))
 	if err != nil {
@@ -303,7 +318,7 @@ func (r *Runner) alive() error {
 	if r.proc.exited() {
 		return r.proc.exitErr
 	}
-	return nil
+	return r.health.current()
 }
 
 // brokenCall explains a call that failed in transport: the caller's
@@ -429,85 +444,4 @@ func (r *Runner) Stats() Stats {
 		return Stats{Slots: r.info.Slots}
 	}
 	return st
-}
-
-// Tokenize is Model.Tokenize, in the runner.
-func (r *Runner) Tokenize(text string, addSpecial, parseSpecial bool) ([]int32, error) {
-	return r.TokenizeContext(context.Background(), text, addSpecial, parseSpecial)
-}
-
-// TokenizeContext is Tokenize bounded by ctx: when ctx ends the call returns
-// ctx's error and the connection closes, so the runner drops the request (a
-// tokenization already inside llama.cpp runs to its end, unseen).
-func (r *Runner) TokenizeContext(ctx context.Context, text string, addSpecial, parseSpecial bool) ([]int32, error) {
-	q := url.Values{"add_special": {strconv.FormatBool(addSpecial)}, "parse_special": {strconv.FormatBool(parseSpecial)}}
-	var out wire.Tokens
-	if err := r.callJSON(ctx, http.MethodPost, wire.RouteTokenize, q, []byte(text), &out); err != nil {
-		return nil, err
-	}
-	if out.Tokens == nil {
-		out.Tokens = []int32{}
-	}
-	return out.Tokens, nil
-}
-
-// Detokenize is Model.Detokenize, in the runner.
-func (r *Runner) Detokenize(ids []int32, renderSpecial bool) (string, error) {
-	return r.DetokenizeContext(context.Background(), ids, renderSpecial)
-}
-
-// DetokenizeContext is Detokenize bounded by ctx, as TokenizeContext is.
-func (r *Runner) DetokenizeContext(ctx context.Context, ids []int32, renderSpecial bool) (string, error) {
-	body, err := json.Marshal(wire.Tokens{Tokens: ids})
-	if err != nil {
-		return "", fmt.Errorf("llama: encode tokens: %w", err)
-	}
-	b, err := r.call(ctx, http.MethodPost, wire.RouteDetokenize, url.Values{"render_special": {strconv.FormatBool(renderSpecial)}}, body)
-	return string(b), err
-}
-
-// TokenPiece is Model.TokenPiece, in the runner.
-func (r *Runner) TokenPiece(id int32, renderSpecial bool) (string, error) {
-	q := url.Values{"token": {strconv.FormatInt(int64(id), 10)}, "render_special": {strconv.FormatBool(renderSpecial)}}
-	b, err := r.call(context.Background(), http.MethodGet, wire.RoutePiece, q, nil)
-	return string(b), err
-}
-
-// ApplyChatTemplate is Model.ApplyChatTemplate, in the runner.
-func (r *Runner) ApplyChatTemplate(msgs []Message, addAssistant bool) (string, error) {
-	return r.ApplyChatTemplateContext(context.Background(), msgs, addAssistant)
-}
-
-// ApplyChatTemplateContext is ApplyChatTemplate bounded by ctx, as
-// TokenizeContext is.
-func (r *Runner) ApplyChatTemplateContext(ctx context.Context, msgs []Message, addAssistant bool) (string, error) {
-	body, err := json.Marshal(wire.Template{Messages: msgs, AddAssistant: addAssistant})
-	if err != nil {
-		return "", fmt.Errorf("%w: messages cannot be encoded: %w", ErrInvalidRequest, err)
-	}
-	b, err := r.call(ctx, http.MethodPost, wire.RouteTemplate, nil, body)
-	return string(b), err
-}
-
-// ChatPrompt is Model.ChatPrompt, in the runner.
-func (r *Runner) ChatPrompt(msgs []Message, tools []Tool, addAssistant bool) ([]int32, error) {
-	return r.ChatPromptContext(context.Background(), msgs, tools, addAssistant)
-}
-
-// ChatPromptContext is ChatPrompt bounded by ctx, as TokenizeContext is:
-// the prompt generation sees for msgs and tools, message text tokenized as
-// text.
-func (r *Runner) ChatPromptContext(ctx context.Context, msgs []Message, tools []Tool, addAssistant bool) ([]int32, error) {
-	body, err := json.Marshal(wire.ChatPrompt{Messages: msgs, Tools: tools, AddAssistant: addAssistant, Vars: backends.TemplateVars(ctx)})
-	if err != nil {
-		return nil, fmt.Errorf("%w: messages cannot be encoded: %w", ErrInvalidRequest, err)
-	}
-	var out wire.Tokens
-	if err := r.callJSON(ctx, http.MethodPost, wire.RouteChatPrompt, nil, body, &out); err != nil {
-		return nil, err
-	}
-	if out.Tokens == nil {
-		out.Tokens = []int32{}
-	}
-	return out.Tokens, nil
 }

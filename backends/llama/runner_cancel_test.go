@@ -103,3 +103,64 @@ func TestRunnerTextCallsHonourContext(t *testing.T) {
 		t.Errorf("stats after the dropped calls: %+v, %v", st, err)
 	}
 }
+
+// TestRunnerLongTokenizeStopsWhenClientLeaves: a tokenization of a long
+// text whose caller goes away stops in the runner at the next piece (it
+// used to run to its end, unseen), and the runner serves the next request.
+func TestRunnerLongTokenizeStopsWhenClientLeaves(t *testing.T) {
+	path := genModel(t, ggufgen.Tiny(ggufgen.BPE))
+	lines := make(chan string, 4096)
+	opts := runnerOpts(t, path, Options{Slots: 1, ContextSize: 256}, envNotePieces+"=1")
+	opts.LogLevel = slog.LevelDebug
+	opts.Logger = slog.New(lineHandler{lines})
+	r, err := StartRunner(context.Background(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Close() })
+	text := strings.Repeat("Tell me a long story about a fox.\nIt jumps over 12 dogs, then sleeps.\n", 16<<20/70)
+
+	// Pieces are cut at the first good place within a quarter piece past
+	// 256 KiB: the text has at least this many (64 here; its whole
+	// tokenization takes 30 s on a loaded 2-core machine).
+	pieces := len(text) / (256 << 10 * 5 / 4)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() {
+		_, err := r.TokenizeContext(ctx, text, true, false)
+		errc <- err
+	}()
+	awaitLine(t, lines, textPiece)
+	cancel()
+	left := time.Now()
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Fatalf("tokenize after cancel: %v", err)
+	}
+	// The runner stops at a piece boundary: it logs the stop, having done
+	// fewer pieces than the text has.
+	done := 1
+	timeout := time.NewTimer(time.Minute)
+	defer timeout.Stop()
+	for stopped := false; !stopped; {
+		select {
+		case l := <-lines:
+			switch {
+			case strings.Contains(l, textPiece):
+				done++
+			case strings.Contains(l, "tokenization stopped, its client is gone"):
+				stopped = true
+			}
+		case <-timeout.C:
+			t.Fatal("the runner never stopped the tokenization")
+		}
+	}
+	t.Logf("%d MiB text: after the client left, the runner stopped after %d pieces (of at least %d), %s later",
+		len(text)>>20, done, pieces, time.Since(left).Round(time.Millisecond))
+	if done >= pieces/2 {
+		t.Errorf("the runner tokenized %d of at least %d pieces after its client left", done, pieces)
+	}
+	if ids, err := r.TokenizeContext(context.Background(), "hello", true, false); err != nil || len(ids) == 0 {
+		t.Fatalf("the next request: %v, %v", ids, err)
+	}
+}

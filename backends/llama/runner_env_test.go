@@ -27,7 +27,7 @@ func TestRunnerProcessGetsNoHFToken(t *testing.T) {
 	t.Setenv("HF_TOKEN", "hf_must_not_leak")
 	t.Setenv("MODELD_API_KEY", "key_must_not_leak")
 	for _, env := range [][]string{nil, {"EXTRA=1"}} {
-		p, err := startProcess([]string{"/bin/sh", "-c", "env | grep -E '^(PATH|HF_TOKEN|MODELD_API_KEY|EXTRA)='"}, env, slog.New(slog.DiscardHandler), nil)
+		p, err := startProcess([]string{"/bin/sh", "-c", "env | grep -E '^(PATH|HF_TOKEN|MODELD_API_KEY|EXTRA)='"}, env, slog.New(slog.DiscardHandler), crashReports{}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -18,7 +18,7 @@ func TestRunnerOutputIsStructured(t *testing.T) {
 	script := `echo '{"time":"2026-01-01T00:00:00Z","level":"DEBUG","msg":"llama.cpp: load_tensors: CPU model buffer size = 1.2 MiB"}' >&2
 echo '{"time":"2026-01-01T00:00:00Z","level":"WARN","msg":"slow step","model":"inner","took_ms":12}' >&2
 echo 'GGML_ASSERT(x) failed' >&2`
-	p, err := startProcess([]string{"/bin/sh", "-c", script}, nil, log, nil)
+	p, err := startProcess([]string{"/bin/sh", "-c", script}, nil, log, crashReports{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

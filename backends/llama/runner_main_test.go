@@ -38,6 +38,13 @@ const (
 	// envHoldText "1": a /tokenize or /template request, once read, waits
 	// until its client goes away, saying so on stderr (textHeld, textGone).
 	envHoldText = "MODELD_TEST_RUNNER_HOLD_TEXT"
+	// envPanicAt N: the runner's decode loop panics after its N-th token (a
+	// bug in the runner: the Go runtime prints the panic and a goroutine
+	// dump, and the process exits 2).
+	envPanicAt = "MODELD_TEST_RUNNER_PANIC_AT"
+	// envNotePieces "1": the runner writes textPiece to stderr after each
+	// piece of a long text it tokenized.
+	envNotePieces = "MODELD_TEST_RUNNER_NOTE_PIECES"
 	// envParentModel, envParentLibs: what the parent stand-in loads.
 	envParentModel = "MODELD_TEST_PARENT_MODEL"
 	envParentLibs  = "MODELD_TEST_PARENT_LIBS"
@@ -103,6 +110,20 @@ func testRunnerMain() int {
 			}
 		}
 	}
+	if os.Getenv(envNotePieces) == "1" {
+		sm.Hooks.TokenizedPiece = func(n int) { fmt.Fprintln(os.Stderr, textPiece, n) }
+	}
+	if n, err := strconv.Atoi(os.Getenv(envPanicAt)); err == nil && n > 0 {
+		next := sm.Hooks.AfterToken
+		sm.Hooks.AfterToken = func(slot, got int) {
+			if got == n {
+				panic(testPanic)
+			}
+			if next != nil {
+				next(slot, got)
+			}
+		}
+	}
 	if d, err := time.ParseDuration(os.Getenv(envTokenDelay)); err == nil && d > 0 {
 		next := sm.Hooks.AfterToken
 		sm.Hooks.AfterToken = func(slot, got int) {
@@ -135,8 +156,12 @@ func testParentMain() int {
 	return 0
 }
 
-// What a runner with envHoldText writes to stderr.
+// testPanic is the value a runner with envPanicAt panics with.
+const testPanic = "test runner: simulated bug"
+
+// What a runner with envHoldText (or envNotePieces) writes to stderr.
 const (
-	textHeld = "test runner: text request held"
-	textGone = "test runner: text request's client went away"
+	textPiece = "test runner: tokenized a piece of"
+	textHeld  = "test runner: text request held"
+	textGone  = "test runner: text request's client went away"
 )

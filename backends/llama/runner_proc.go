@@ -44,25 +44,42 @@ type process struct {
 
 	status chan wire.Status // the start line from stdout, buffered 1
 
-	stopping atomic.Bool  // set by stop: the exit is expected
-	stalled  atomic.Int64 // set by killStalled: the stall timeout
-	done     chan struct{}
-	exitErr  error // set before done is closed
+	crash   crashCapture // a Go runtime crash on stderr
+	reports crashReports
+	log     *slog.Logger
+
+	ready     atomic.Bool            // the runner reported it serves
+	stopping  atomic.Bool            // set by stop: the exit is expected
+	stalled   atomic.Int64           // set by killStalled: the stall timeout
+	killedFor atomic.Pointer[string] // set by killFor: why the daemon killed it
+	done      chan struct{}
+	exitErr   error // set before done is closed
 }
 
 // startProcess starts argv with the runner's pipes. onExit runs after the
 // process is reaped and its output read, before done is closed.
-func startProcess(argv, env []string, log *slog.Logger, onExit func()) (*process, error) {
+func startProcess(argv, env []string, log *slog.Logger, reports crashReports, onExit func()) (*process, error) {
 	p := &process{
-		tail:   &tailBuffer{max: stderrTail},
-		status: make(chan wire.Status, 1),
-		done:   make(chan struct{}),
+		tail:    &tailBuffer{max: stderrTail},
+		status:  make(chan wire.Status, 1),
+		done:    make(chan struct{}),
+		reports: reports,
+		log:     log,
 	}
 	var pid atomic.Int64
 	logLine := func(stream, line string) {
 		if rec, ok := parseRunnerRecord(line); ok {
 			p.tail.addLine(rec.text())
+			p.crash.record(rec.text())
 			rec.log(log, pid.Load())
+			return
+		}
+		// A goroutine dump stays out of the tail and the log: it goes
+		// to the crash report, and only its header is the cause.
+		if inDump, header := p.crash.line(line); inDump {
+			if header {
+				p.tail.addLine(line)
+			}
 			return
 		}
 		p.tail.addLine(line)
@@ -71,6 +88,9 @@ func startProcess(argv, env []string, log *slog.Logger, onExit func()) (*process
 	stderr := &lineWriter{fn: func(l string) { logLine("stderr", l) }}
 	stdout := &lineWriter{fn: func(l string) {
 		if st, ok := parseStatus(l); ok {
+			if st.Ready {
+				p.ready.Store(true)
+			}
 			select {
 			case p.status <- st:
 			default:
@@ -122,13 +142,17 @@ func (p *process) describeExit(werr error) error {
 	if p.stopping.Load() {
 		return ErrClosed
 	}
-	status := "unknown status"
-	if st := p.cmd.ProcessState; st != nil {
-		status = st.String()
-	} else if werr != nil {
-		status = werr.Error()
+	status := exitStatus(p.cmd.ProcessState, werr)
+	stalled := time.Duration(p.stalled.Load())
+	var cause string
+	switch why := p.killedFor.Load(); {
+	case why != nil:
+		cause = *why
+		p.log.Error("llama: runner killed", "pid", p.pid, "cause", cause)
+	case stalled == 0:
+		cause = p.report(p.log, status, p.ready.Load())
 	}
-	return &RunnerExitError{Backend: "llama", PID: p.pid, Status: status, Stderr: p.tail.String(), Stalled: time.Duration(p.stalled.Load())}
+	return &RunnerExitError{Backend: "llama", PID: p.pid, Status: status, Cause: cause, Stderr: p.tail.String(), Stalled: stalled}
 }
 
 // exited reports whether the process has ended.
@@ -172,6 +196,13 @@ func (p *process) stop(grace time.Duration) (killed bool) {
 // error says so.
 func (p *process) killStalled(timeout time.Duration) {
 	p.stalled.Store(int64(timeout))
+	p.kill()
+}
+
+// killFor kills a process that broke the protocol; its exit error gives
+// why as its cause.
+func (p *process) killFor(why string) {
+	p.killedFor.CompareAndSwap(nil, &why)
 	p.kill()
 }
 

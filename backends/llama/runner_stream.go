@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -104,7 +105,12 @@ func (r *Runner) relay(ctx context.Context, body io.ReadCloser, promptTokens, ch
 	var long []byte // a line longer than the reader's buffer
 	received := 0
 	for {
-		ev, err := readEvent(lines, &long)
+		ev, err := readEvent(lines, &long, maxEventLine)
+		if errors.Is(err, errEventTooLong) && ctx.Err() == nil {
+			// A runner that sends this is broken or hostile: it goes,
+			// not the daemon's memory.
+			r.proc.killFor(fmt.Sprintf("it sent a stream event over %d MiB (the most a legitimate event can be); killed", maxEventLine>>20))
+		}
 		if err != nil {
 			out <- r.brokenStream(ctx, err, Usage{PromptTokens: promptTokens, CompletionTokens: received})
 			return
@@ -122,16 +128,35 @@ func (r *Runner) relay(ctx context.Context, body io.ReadCloser, promptTokens, ch
 	}
 }
 
+// maxEventLine bounds one event line of a /generate stream. An event is
+// one token's text (a piece of at most a few hundred bytes) with at most 20
+// alternatives' logprobs, an error message, or a tool call's arguments,
+// which are text the model generated within its context: 8192 tokens (the
+// default context cap) of 64 bytes each, JSON-escaped (at most 6 bytes a
+// byte), are 3 MiB. 16 MiB leaves room for a context five times as long.
+const maxEventLine = 16 << 20
+
+// errEventTooLong: a runner sent an event line over maxEventLine.
+var errEventTooLong = fmt.Errorf("stream event over %d bytes", maxEventLine)
+
 // readEvent reads the next event line of a /generate stream (blank lines
-// are skipped; a last line without its newline still counts). long holds
-// the pieces of a line longer than rd's buffer.
-func readEvent(rd *bufio.Reader, long *[]byte) (Event, error) {
+// are skipped; a last line without its newline still counts), at most
+// limit bytes (errEventTooLong). long holds the pieces of a line longer
+// than rd's buffer.
+func readEvent(rd *bufio.Reader, long *[]byte, limit int) (Event, error) {
+	if cap(*long) > 1<<20 {
+		*long = nil // a long line's buffer is not kept for the stream's life
+	}
 	for {
 		line, err := rd.ReadSlice('\n')
 		if err == bufio.ErrBufferFull {
 			*long = append((*long)[:0], line...)
 			for err == bufio.ErrBufferFull {
 				line, err = rd.ReadSlice('\n')
+				if len(*long)+len(line) > limit {
+					*long = nil
+					return Event{}, errEventTooLong
+				}
 				*long = append(*long, line...)
 			}
 			line = *long

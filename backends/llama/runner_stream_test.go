@@ -4,8 +4,15 @@ import (
 	"bufio"
 	"errors"
 	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"path/filepath"
+	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/modeld/modeld/backends/llama/wire"
 )
@@ -33,7 +40,7 @@ func TestReadEvent(t *testing.T) {
 		var buf []byte
 		var got []Event
 		for {
-			ev, err := readEvent(rd, &buf)
+			ev, err := readEvent(rd, &buf, maxEventLine)
 			if err != nil {
 				return got, err
 			}
@@ -64,5 +71,67 @@ func TestReadEvent(t *testing.T) {
 	// A line that is not an event is an error, not an event.
 	if _, err = read("{\"Token\":1,\"Text\":\"a\"}x\n"); err == nil || errors.Is(err, io.EOF) {
 		t.Errorf("a malformed line gave %v", err)
+	}
+}
+
+// TestOversizedEventKillsRunner: a runner that answers /generate with an
+// event line that never ends (here 256 MiB and counting) is killed when the
+// line passes the bound, its stream ends with an error saying why, and the
+// daemon's side reads and holds only about the bound, not the line.
+func TestOversizedEventKillsRunner(t *testing.T) {
+	const offered = 256 << 20
+	var sent atomic.Int64
+	socket := filepath.Join(t.TempDir(), "s.sock")
+	ln, err := net.Listen("unix", socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != wire.RouteGenerate {
+			http.NotFound(w, r)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+		_, _ = io.WriteString(w, `{"Token":1,"Text":"a","Done":false,"Finish":"","Usage":{}}`+"\n"+`{"Token":2,"Text":"`)
+		chunk := []byte(strings.Repeat("x", 1<<20))
+		for sent.Load() < offered {
+			if _, err := w.Write(chunk); err != nil {
+				return // the daemon's side stopped reading
+			}
+			sent.Add(int64(len(chunk)))
+		}
+	})}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	log := slog.New(slog.DiscardHandler)
+	proc, err := startProcess([]string{"sleep", "600"}, nil, log, crashReports{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &Runner{opts: RunnerOptions{ModelPath: "stand-in", StallTimeout: -1, StopGrace: time.Second, Logger: log},
+		proc: proc, client: unixClient(socket), live: newLiveness(), unwatch: make(chan struct{})}
+	t.Cleanup(func() { _ = r.Close() })
+
+	runtime.GC()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	evs := collect(t, mustGenerate(t, r, Request{Prompt: []int32{1, 2}, MaxTokens: 10}))
+	runtime.ReadMemStats(&after)
+	final := evs[len(evs)-1]
+	if len(evs) != 2 || evs[0].Text != "a" || final.Finish != FinishError || !errors.Is(final.Err, ErrRunnerExited) ||
+		!strings.Contains(final.Err.Error(), "it sent a stream event over 16 MiB") {
+		t.Fatalf("events %d, final %+v; want the first token, then an error naming the oversized event", len(evs), final)
+	}
+	<-r.Done()
+	if err := r.proc.cmd.ProcessState; err == nil || err.Success() {
+		t.Errorf("the runner was not killed: %v", err)
+	}
+	allocated := after.TotalAlloc - before.TotalAlloc
+	t.Logf("runner offered %d MiB; daemon side allocated %d MiB reading it (bound %d MiB)", sent.Load()>>20, allocated>>20, maxEventLine>>20)
+	if sent.Load() >= offered {
+		t.Errorf("the whole %d MiB line was read", offered>>20)
+	}
+	if allocated > 8*maxEventLine {
+		t.Errorf("reading the line allocated %d MiB, want a few times the %d MiB bound", allocated>>20, maxEventLine>>20)
 	}
 }

@@ -306,14 +306,14 @@ func TestRunnerKilledMidStream(t *testing.T) {
 	msg := final.Err.Error()
 	// The tail of stderr is in the error ("paused after token 3" may still be
 	// unwritten when the kill lands, so only the earlier ready line is required).
-	for _, want := range []string{"signal: killed", "llama runner: ready"} {
+	for _, want := range []string{"killed by SIGKILL", "last output: ", "llama runner: ready"} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("error %q does not say %q", msg, want)
 		}
 	}
 	<-r.Done()
 	var ee *RunnerExitError
-	if !errors.As(r.Err(), &ee) || ee.PID != r.PID() || ee.Status != "signal: killed" {
+	if !errors.As(r.Err(), &ee) || ee.PID != r.PID() || ee.Status != "killed by SIGKILL" {
 		t.Errorf("Err() = %v", r.Err())
 	}
 	if _, err := r.Tokenize("hello", true, false); !errors.Is(err, ErrRunnerExited) {

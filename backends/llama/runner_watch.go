@@ -1,15 +1,17 @@
 package llama
 
 import (
-	"github.com/modeld/modeld/backends/llama/wire"
-
-	"github.com/modeld/modeld/backends"
-
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/modeld/modeld/backends"
+	"github.com/modeld/modeld/backends/llama/wire"
 )
 
 // The stall watchdog of a runner.
@@ -17,57 +19,103 @@ import (
 // A runner can stop making progress without exiting: stopped (SIGSTOP, a
 // debugger, a frozen cgroup), deadlocked, or stuck inside one llama_decode.
 // An exit is what the cache and the streams already handle (Done, a
-// *RunnerExitError, an error event carrying stderr's tail), so the watchdog
+// *RunnerExitError, an error event carrying the cause), so the watchdog
 // turns a stall into an exit: it SIGKILLs the runner, whose exit error then
 // says that it stalled, and the next request loads the model again.
 //
 // While the daemon has work in flight with the runner (a stream open, a call
-// waiting for its answer), each of these counts as progress:
-//   - a stream event or a call's answer arriving;
-//   - an answer to the watchdog's ping (GET /stats) showing the scheduler
-//     idle, or with more decode steps than at the previous answer.
+// waiting for its answer), the watchdog pings it (GET /stats) and tells two
+// failure modes apart:
+//   - unresponsive: nothing comes back at all (no stream event, no call's
+//     answer, no answer to a ping) for RunnerOptions.StallTimeout: the
+//     process is stopped or every thread is blocked. A healthy runner
+//     answers a ping from its HTTP goroutines within milliseconds whatever
+//     its decode loop does, so this timeout can be short (20 s by default).
+//     Long before it, after a quarter of it, the runner is reported
+//     unresponsive (Health): new calls fail at once with a
+//     *RunnerUnresponsiveError (503 with a retry-after) instead of queueing
+//     behind a dead process, and the cache refuses its queue the same way.
+//   - wedged: pings are answered, but the scheduler holds requests and its
+//     decode step counter stands still for RunnerOptions.StepTimeout
+//     (three stall timeouts by default). Each prompt chunk is one decode
+//     step, so a long prefill moves the counter once per chunk; only a
+//     single decode step longer than that is a stall (a full batch of a very
+//     large model on a slow CPU: raise the timeout for those).
 //
-// The ping is answered by the runner's HTTP goroutines, not by its decode
-// loop, which tells the two failure modes apart: a process that answers
-// nothing (stopped, every thread blocked) fails the ping; a process whose
-// decode loop is stuck still answers, but its step counter stands still
-// while it holds requests. A runner that sent progress frames from its
-// decode loop would catch only the second, and one answering pings alone
-// only the first. Each prompt chunk is one decode step, so a long prefill
-// moves the counter once per chunk and is not a stall; only a single decode
-// step longer than the timeout is (a full batch of a very large model on a
-// slow CPU: raise the timeout for those). A slow client is not a stall
-// either: the scheduler never waits for readers, its steps go on while the
-// stream's events queue up. An idle runner is not watched: a stopped idle
-// runner holds nobody up, and the first request to it finds it out within
-// the timeout.
+// A slow client is not a stall: the scheduler never waits for readers, its
+// steps go on while the stream's events queue up. An idle runner is not
+// watched: a stopped idle runner holds nobody up, and the first request to
+// it finds it out within the timeout.
 
 // DefaultStallTimeout is RunnerOptions.StallTimeout's default.
-const DefaultStallTimeout = 60 * time.Second
+const DefaultStallTimeout = 20 * time.Second
+
+// stepTimeoutFactor gives RunnerOptions.StepTimeout's default from the
+// stall timeout.
+const stepTimeoutFactor = 3
 
 // ErrRunnerStalled: the runner made no progress for the stall timeout while
 // it had work, and was killed. A *RunnerExitError with Stalled set wraps it.
 var ErrRunnerStalled = backends.ErrRunnerStalled
 
+// ErrRunnerUnresponsive is wrapped by *RunnerUnresponsiveError.
+var ErrRunnerUnresponsive = errors.New("runner not responding")
+
+// RunnerUnresponsiveError refuses a call to a runner that has answered
+// nothing for a while (stopped or hung): the watchdog kills it once the
+// stall timeout is reached, and the next request after that loads the
+// model again. It is a 503 with a retry-after.
+type RunnerUnresponsiveError struct {
+	PID        int
+	Silent     time.Duration // since its last answer
+	KillAfter  time.Duration // the stall timeout
+	RetryAfter time.Duration
+}
+
+func (e *RunnerUnresponsiveError) Error() string {
+	return fmt.Sprintf("llama: the model's runner (process %d) has not responded for %s; it is killed and reloaded after %s without an answer; retry after %s",
+		e.PID, e.Silent.Round(time.Second), formatStall(e.KillAfter), e.RetryAfter.Round(time.Second))
+}
+
+func (e *RunnerUnresponsiveError) Unwrap() error     { return ErrRunnerUnresponsive }
+func (e *RunnerUnresponsiveError) HTTPStatus() int   { return http.StatusServiceUnavailable }
+func (e *RunnerUnresponsiveError) ErrorCode() string { return "model_unresponsive" }
+func (e *RunnerUnresponsiveError) RetryAfterDuration() time.Duration {
+	return max(e.RetryAfter, time.Second)
+}
+
 // liveness counts the daemon's work in flight with a runner and remembers
-// when the runner last made progress. Its methods are safe for concurrent
-// use.
+// when the runner last answered and last made progress. Its methods are
+// safe for concurrent use.
 type liveness struct {
-	epoch    time.Time    // last holds time.Since(epoch): a monotonic reading
-	last     atomic.Int64 // at the last progress
+	epoch    time.Time    // the fields below hold time.Since(epoch): monotonic readings
+	answer   atomic.Int64 // at the last answer of any kind
+	step     atomic.Int64 // at the last progress: an event, an answer, a ping showing steps or idleness
 	inflight atomic.Int64
 }
 
 func newLiveness() *liveness { return &liveness{epoch: time.Now()} }
 
-// progress records that the runner did something.
-func (l *liveness) progress() { l.last.Store(int64(time.Since(l.epoch))) }
+func (l *liveness) now() int64 { return int64(time.Since(l.epoch)) }
 
-// begin marks a call or stream as started: the silence before it was idle
-// time, not a stall.
+// progress records that the runner did something.
+func (l *liveness) progress() {
+	n := l.now()
+	l.answer.Store(n)
+	l.step.Store(n)
+}
+
+// answered records that the runner answered a ping, without progress.
+func (l *liveness) answered() { l.answer.Store(l.now()) }
+
+// begin marks a call or stream as started. When nothing was in flight the
+// silence before it was idle time, not a stall, and the clocks start
+// afresh; when the runner was already busy they go on, so that requests
+// arriving at a stuck runner do not put off finding it out.
 func (l *liveness) begin() {
-	l.progress()
-	l.inflight.Add(1)
+	if l.inflight.Add(1) == 1 {
+		l.progress()
+	}
 }
 
 // end marks a call or stream as ended; its answer was progress.
@@ -78,23 +126,70 @@ func (l *liveness) end() {
 
 func (l *liveness) busy() bool { return l.inflight.Load() > 0 }
 
-// silent is how long ago the last progress was.
-func (l *liveness) silent() time.Duration {
-	return time.Since(l.epoch) - time.Duration(l.last.Load())
-}
+// unanswered is how long ago the last answer was; stuck how long ago the
+// last progress was.
+func (l *liveness) unanswered() time.Duration { return time.Duration(l.now() - l.answer.Load()) }
+func (l *liveness) stuck() time.Duration      { return time.Duration(l.now() - l.step.Load()) }
 
 // watchInterval is how often the watchdog looks, for a stall timeout d: a
-// stall is found between d and d + d/4 after the last progress.
+// stall is found between d and d + d/8 (at most 2 s more) after the last
+// answer.
 func watchInterval(d time.Duration) time.Duration {
-	return min(max(d/4, 10*time.Millisecond), 5*time.Second)
+	return min(max(d/8, 10*time.Millisecond), 2*time.Second)
 }
+
+// suspectAfter is how long a busy runner may give no answer before it is
+// reported unresponsive, for a stall timeout d.
+func suspectAfter(d time.Duration) time.Duration { return d / 4 }
+
+// health is what Health reports, and a channel closed when it changes.
+type health struct {
+	mu      sync.Mutex
+	err     error
+	changed chan struct{}
+}
+
+func (h *health) get() (<-chan struct{}, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.changed == nil {
+		h.changed = make(chan struct{})
+	}
+	return h.changed, h.err
+}
+
+func (h *health) current() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.err
+}
+
+// set replaces the state; a change between nil and an error is announced
+// (a refreshed error of the same kind is not).
+func (h *health) set(err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	announce := (h.err == nil) != (err == nil)
+	h.err = err
+	if announce && h.changed != nil {
+		close(h.changed)
+		h.changed = nil
+	}
+}
+
+// Health reports whether the runner answers: nil while it does (or is
+// idle), a *RunnerUnresponsiveError while it has work and has answered
+// nothing for a quarter of the stall timeout. changed is closed at the next
+// change. Once the runner exited, Done and Err say so instead.
+func (r *Runner) Health() (changed <-chan struct{}, err error) { return r.health.get() }
 
 // watch is the stall watchdog (see above); it ends when the runner exits or
 // is closed.
 func (r *Runner) watch() {
-	timeout := r.opts.StallTimeout
-	tick := time.NewTicker(watchInterval(timeout))
+	stall, step := r.opts.StallTimeout, r.opts.StepTimeout
+	tick := time.NewTicker(watchInterval(stall))
 	defer tick.Stop()
+	defer r.health.set(nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	type pong struct {
@@ -113,25 +208,36 @@ func (r *Runner) watch() {
 		case p := <-pongs:
 			pinging = false
 			if p.err == nil {
+				r.live.answered()
 				if p.st.Active+p.st.Waiting == 0 || p.st.DecodeCalls != steps {
 					r.live.progress()
 				}
 				steps = p.st.DecodeCalls
+				r.health.set(nil)
 			}
 			continue
 		case <-tick.C:
 		}
 		if !r.live.busy() {
+			r.health.set(nil)
 			continue
 		}
-		if silent := r.live.silent(); silent >= timeout {
-			r.stall(silent)
+		unanswered, stuck := r.live.unanswered(), r.live.stuck()
+		switch {
+		case unanswered >= stall:
+			r.stall(stall, unanswered, "no answer")
 			return
+		case stuck >= step:
+			r.stall(step, stuck, "no decode step")
+			return
+		case unanswered >= suspectAfter(stall):
+			r.health.set(&RunnerUnresponsiveError{PID: r.proc.pid, Silent: unanswered, KillAfter: stall,
+				RetryAfter: stall - unanswered + 2*time.Second})
 		}
 		if !pinging {
 			pinging = true
 			go func() {
-				st, err := r.ping(ctx, timeout)
+				st, err := r.ping(ctx, stall)
 				pongs <- pong{st, err}
 			}()
 		}
@@ -154,14 +260,15 @@ func (r *Runner) ping(ctx context.Context, limit time.Duration) (Stats, error) {
 	return st, nil
 }
 
-// stall kills a runner that made no progress for silent.
-func (r *Runner) stall(silent time.Duration) {
+// stall kills a runner that gave no answer, or made no decode step, for
+// silent (past its timeout).
+func (r *Runner) stall(timeout, silent time.Duration, what string) {
 	if r.closing.Load() {
 		return
 	}
 	r.opts.Logger.Error("llama: runner stalled; killing it", "model_path", r.opts.ModelPath, "pid", r.proc.pid,
-		"silent", silent.Round(time.Millisecond), "stall_timeout", r.opts.StallTimeout, "in_flight", r.live.inflight.Load())
-	r.proc.killStalled(r.opts.StallTimeout)
+		"stalled", what, "silent", silent.Round(time.Millisecond), "timeout", timeout, "in_flight", r.live.inflight.Load())
+	r.proc.killStalled(timeout)
 }
 
 // formatStall renders a stall timeout the way people write it: "60s",

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modeld/modeld/backends"
 	"github.com/modeld/modeld/backends/llama/wire"
 	"github.com/modeld/modeld/internal/ggufgen"
 )
@@ -63,7 +64,7 @@ func checkStalled(t *testing.T, r *Runner, ch <-chan Event, stall time.Duration)
 		t.Errorf("stalled runner %d still alive", r.PID())
 	}
 	var ee *RunnerExitError
-	if !errors.As(r.Err(), &ee) || ee.Stalled != stall || ee.Status != "signal: killed" {
+	if !errors.As(r.Err(), &ee) || ee.Stalled != stall || ee.Status != "killed by SIGKILL" {
 		t.Errorf("Err() = %#v, want a RunnerExitError of a stall killed by SIGKILL", r.Err())
 	}
 	if _, err := r.Tokenize("hello", true, false); !errors.Is(err, ErrRunnerStalled) {
@@ -96,7 +97,7 @@ func TestRunnerStallWedgedLoop(t *testing.T) {
 	prompt, _ := r.Tokenize("Hello world", true, false)
 	ch := mustGenerate(t, r, Request{Prompt: prompt, MaxTokens: 100})
 	takeTokens(t, ch, 3)
-	checkStalled(t, r, ch, stall)
+	checkStalled(t, r, ch, stepTimeoutFactor*stall) // it answers pings: the step timeout applies
 }
 
 // TestRunnerSlowIsNoStall: a runner slower than the stall timeout in total
@@ -148,12 +149,12 @@ func watched(t *testing.T, stall time.Duration, reply func(ctx context.Context) 
 	t.Helper()
 	socket, pings := fakeStats(t, reply)
 	log := slog.New(slog.DiscardHandler)
-	proc, err := startProcess([]string{"sleep", "600"}, nil, log, nil)
+	proc, err := startProcess([]string{"sleep", "600"}, nil, log, crashReports{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	r := &Runner{
-		opts: RunnerOptions{ModelPath: "stand-in", StallTimeout: stall, StopGrace: time.Second, Logger: log},
+		opts: RunnerOptions{ModelPath: "stand-in", StallTimeout: stall, StepTimeout: stepTimeoutFactor * stall, StopGrace: time.Second, Logger: log},
 		proc: proc, client: unixClient(socket), live: newLiveness(), unwatch: make(chan struct{}),
 	}
 	t.Cleanup(func() { _ = r.Close() })
@@ -195,30 +196,104 @@ func TestWatchdogProgress(t *testing.T) {
 		r, pings := watched(t, stall, func(context.Context) (Stats, bool) { return Stats{Slots: 1, DecodeCalls: 9}, true })
 		waitPings(t, r, pings, 3*pingsPerStall)
 	})
-	for name, reply := range map[string]func(context.Context) (Stats, bool){
-		"steps frozen": func(context.Context) (Stats, bool) {
+	for name, c := range map[string]struct {
+		reply func(context.Context) (Stats, bool)
+		after time.Duration // the timeout that applies
+	}{
+		"steps frozen": {func(context.Context) (Stats, bool) {
 			return Stats{Slots: 1, Active: 1, Waiting: 2, DecodeCalls: 9}, true
-		},
-		"no answer": func(ctx context.Context) (Stats, bool) {
+		}, stepTimeoutFactor * stall},
+		"no answer": {func(ctx context.Context) (Stats, bool) {
 			<-ctx.Done()
 			return Stats{}, false
-		},
+		}, stall},
 	} {
 		t.Run(name, func(t *testing.T) {
 			start := time.Now()
-			r, _ := watched(t, stall, reply)
+			r, _ := watched(t, stall, c.reply)
 			select {
 			case <-r.Done():
 			case <-time.After(30 * time.Second):
 				t.Fatal("not killed")
 			}
-			if took := time.Since(start); took < stall {
-				t.Errorf("killed after %s, before the stall timeout %s", took, stall)
+			if took := time.Since(start); took < c.after {
+				t.Errorf("killed after %s, before its timeout %s", took, c.after)
 			}
-			if !errors.Is(r.Err(), ErrRunnerStalled) {
-				t.Errorf("Err() = %v, want ErrRunnerStalled", r.Err())
+			var ee *RunnerExitError
+			if !errors.As(r.Err(), &ee) || !errors.Is(r.Err(), ErrRunnerStalled) || ee.Stalled != c.after {
+				t.Errorf("Err() = %v, want ErrRunnerStalled after %s", r.Err(), c.after)
 			}
 		})
+	}
+}
+
+// TestWatchdogUnresponsive: a busy runner that answers nothing is reported
+// unresponsive (Health) well before it is killed, and calls made to it
+// meanwhile fail at once with a 503 that says when to retry, instead of
+// waiting on the dead process; once it is killed, Done and Err say so.
+func TestWatchdogUnresponsive(t *testing.T) {
+	const stall = 4 * time.Second
+	r, _ := watched(t, stall, func(ctx context.Context) (Stats, bool) {
+		<-ctx.Done()
+		return Stats{}, false
+	})
+	changed, err := r.Health()
+	if err != nil {
+		t.Fatalf("unresponsive at once: %v", err)
+	}
+	select {
+	case <-changed:
+	case <-r.Done():
+		t.Fatalf("killed before it was reported unresponsive: %v", r.Err())
+	case <-time.After(30 * time.Second):
+		t.Fatal("never reported unresponsive")
+	}
+	_, err = r.Health()
+	var ue *RunnerUnresponsiveError
+	if !errors.As(err, &ue) || !errors.Is(err, ErrRunnerUnresponsive) || ue.KillAfter != stall {
+		t.Fatalf("Health() = %v, want a RunnerUnresponsiveError", err)
+	}
+	_, cerr := r.TokenizeContext(context.Background(), "hello", true, false)
+	if !errors.As(cerr, &ue) {
+		t.Fatalf("a call to the unresponsive runner: %v, want the unresponsive error at once", cerr)
+	}
+	var se backends.StatusError
+	var ra backends.RetryAfterError
+	if !errors.As(cerr, &se) || se.HTTPStatus() != http.StatusServiceUnavailable || !errors.As(cerr, &ra) || ra.RetryAfterDuration() < time.Second {
+		t.Errorf("the refusal %v is not a 503 with a retry-after", cerr)
+	}
+	if _, err := r.Generate(context.Background(), Request{Prompt: []int32{1, 2}}); !errors.As(err, &ue) {
+		t.Errorf("Generate on the unresponsive runner: %v", err)
+	}
+	select {
+	case <-r.Done():
+	case <-time.After(time.Minute):
+		t.Fatal("not killed")
+	}
+	if !errors.Is(r.Err(), ErrRunnerStalled) {
+		t.Errorf("Err() = %v, want the stall", r.Err())
+	}
+}
+
+// TestLivenessBeginWhileBusy: a request that starts while others are in
+// flight does not restart the clocks (before, every request arriving at a
+// stopped runner put off finding it out by a whole stall timeout); one that
+// starts an idle runner's work does.
+func TestLivenessBeginWhileBusy(t *testing.T) {
+	l := newLiveness()
+	l.begin()
+	l.answer.Store(l.now() - int64(time.Hour))
+	l.step.Store(l.now() - int64(time.Hour))
+	l.begin()
+	if l.unanswered() < time.Hour || l.stuck() < time.Hour {
+		t.Errorf("a second request restarted the clocks: unanswered %s, stuck %s", l.unanswered(), l.stuck())
+	}
+	l.end()
+	l.end()
+	l.answer.Store(l.now() - int64(time.Hour))
+	l.begin()
+	if l.unanswered() >= time.Hour {
+		t.Error("work starting on an idle runner kept the idle time")
 	}
 }
 
@@ -231,7 +306,8 @@ func TestWatchdogIdle(t *testing.T) {
 		return Stats{Slots: 1, Active: 1, DecodeCalls: steps.Add(1)}, true
 	})
 	r.live.end()
-	r.live.last.Store(int64(-10 * stall)) // idle for ten timeouts
+	r.live.answer.Store(int64(-10 * stall)) // idle for ten timeouts
+	r.live.step.Store(int64(-10 * stall))
 	if r.live.busy() {
 		t.Fatal("busy with nothing in flight")
 	}
@@ -248,8 +324,8 @@ func TestFormatStall(t *testing.T) {
 			t.Errorf("formatStall(%s) = %q, want %q", d, got, want)
 		}
 	}
-	e := &RunnerExitError{Backend: "llama", PID: 7, Status: "signal: killed", Stalled: time.Minute}
-	if got, want := e.Error(), "llama: runner stalled: no progress for 60s, killed (process 7, signal: killed)"; got != want {
+	e := &RunnerExitError{Backend: "llama", PID: 7, Status: "killed by SIGKILL", Stalled: time.Minute}
+	if got, want := e.Error(), "llama: runner stalled: no progress for 60s, killed (process 7, killed by SIGKILL)"; got != want {
 		t.Errorf("Error() = %q, want %q", got, want)
 	}
 	if !errors.Is(e, ErrRunnerExited) || !errors.Is(e, ErrRunnerStalled) {

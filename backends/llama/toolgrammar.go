@@ -1,6 +1,8 @@
 package llama
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -14,10 +16,16 @@ func init() { backends.RegisterToolCompiler(CompileToolChoice) }
 // CompileToolChoice writes to r.ToolChoice.Grammar the GBNF grammar of one
 // call object of the tools r.ToolChoice allows (all of them; under a named
 // function that one), each tool's arguments under its parameters schema;
-// the engine wraps it in the template family's call syntax. Under required
-// or a named function a schema the converter refuses is a
-// *backends.BadRequestError on tools naming the tool and the keyword;
-// under auto the calls are then left unconstrained (no grammar).
+// the engine wraps it in the template family's call syntax.
+//
+// A schema the converter refuses is a *backends.BadRequestError on tools
+// naming the tool and the keyword at its path, with one exception: under
+// auto, a keyword the grammar cannot enforce (an *grammar.UnsupportedError:
+// uniqueItems, patternProperties, a lookaround in a pattern...) relaxes that
+// tool's arguments to any JSON object, so that the calls still parse and the
+// request of a client whose tools use such keywords (agent CLIs, MCP
+// servers) is served. A schema that is malformed or past the converter's
+// limits is refused under every choice.
 func CompileToolChoice(r *backends.Request) error {
 	var tools []grammar.Tool
 	for _, t := range r.Tools {
@@ -26,16 +34,40 @@ func CompileToolChoice(r *backends.Request) error {
 		}
 		tools = append(tools, grammar.Tool{Name: t.Name, Parameters: t.Parameters})
 	}
-	g, err := grammar.ToolCall(tools, grammar.Options{})
-	if err != nil {
-		if r.ToolChoice.Mode == "" || r.ToolChoice.Mode == backends.ToolChoiceAuto {
-			r.ToolChoice.Grammar = ""
+	auto := r.ToolChoice.Mode == "" || r.ToolChoice.Mode == backends.ToolChoiceAuto
+	for range len(tools) + 1 {
+		g, err := grammar.ToolCall(tools, grammar.Options{})
+		if err == nil {
+			r.ToolChoice.Grammar = g
 			return nil
 		}
-		return toolSchemaError(err)
+		i := unsupportedTool(err, tools)
+		if !auto || i < 0 {
+			return toolSchemaError(err)
+		}
+		tools[i].Parameters = anyObject
 	}
-	r.ToolChoice.Grammar = g
-	return nil
+	return errors.New("llama: tool grammar: relaxing the unsupported schemas did not converge")
+}
+
+// anyObject is the arguments schema of a tool relaxed under auto.
+var anyObject = json.RawMessage(`{"type":"object"}`)
+
+// unsupportedTool is the index in tools of the tool whose schema err says
+// uses a keyword the grammar cannot enforce, or -1 when err is another error
+// (or names a tool already relaxed).
+func unsupportedTool(err error, tools []grammar.Tool) int {
+	var te *grammar.ToolError
+	var ue *grammar.UnsupportedError
+	if !errors.As(err, &te) || !errors.As(te.Err, &ue) {
+		return -1
+	}
+	for i, t := range tools {
+		if t.Name == te.Tool && !bytes.Equal(t.Parameters, anyObject) {
+			return i
+		}
+	}
+	return -1
 }
 
 // toolSchemaError is the bad request for a tool's parameters schema the

@@ -12,7 +12,8 @@ import (
 // TestCompileToolChoice: required gets a grammar with every tool, a named
 // function one with that tool only, none and no tools none; a schema that
 // cannot be enforced is a 400 on tools naming the tool and the keyword
-// under required, and an unconstrained auto.
+// under required; under auto that tool's arguments are relaxed to any object,
+// and a schema past the converter's limits is a 400 there too.
 func TestCompileToolChoice(t *testing.T) {
 	tools := []backends.Tool{
 		{Name: "get_weather", Parameters: json.RawMessage(`{"type":"object","properties":{"city":{"type":"string"}}}`)},
@@ -43,8 +44,23 @@ func TestCompileToolChoice(t *testing.T) {
 	if !errors.As(err, &br) || br.Param != "tools" || !strings.Contains(br.Message, `"scan"`) || !strings.Contains(br.Message, "patternProperties") {
 		t.Fatalf("unsupported keyword under required: %v", err)
 	}
-	r.ToolChoice = backends.ToolChoice{Mode: backends.ToolChoiceAuto}
-	if err := backends.CompileToolChoice(&r); err != nil || r.ToolChoice.Grammar != "" {
-		t.Fatalf("unsupported keyword under auto: %v %q", err, r.ToolChoice.Grammar)
+	// Under auto the tool that uses it is relaxed to any object: the other
+	// tools keep their schemas, and a schema past the limits is still refused.
+	for _, mode := range []backends.ToolChoiceMode{backends.ToolChoiceAuto, ""} {
+		r.ToolChoice = backends.ToolChoice{Mode: mode}
+		if err := backends.CompileToolChoice(&r); err != nil {
+			t.Fatalf("unsupported keyword under tool_choice %q: %v", mode, err)
+		}
+		if g := r.ToolChoice.Grammar; !strings.Contains(g, `scan`) || !strings.Contains(g, `city`) {
+			t.Fatalf("auto grammar lacks the relaxed tool or the others' schemas:\n%s", g)
+		}
+	}
+	if string(bad[2].Parameters) != `{"type":"object","patternProperties":{"^x":{}}}` {
+		t.Errorf("relaxing changed the request's tool: %s", bad[2].Parameters)
+	}
+	deep := strings.Repeat(`{"type":"array","items":`, 100) + `{"type":"string"}` + strings.Repeat(`}`, 100)
+	r = backends.Request{Tools: []backends.Tool{{Name: "deep", Parameters: json.RawMessage(`{"type":"object","properties":{"a":` + deep + `}}`)}}}
+	if err := backends.CompileToolChoice(&r); !errors.As(err, &br) || br.Param != "tools" || !strings.Contains(br.Message, `"deep"`) {
+		t.Fatalf("a schema past the limits under auto: %v", err)
 	}
 }

@@ -8,7 +8,8 @@
 // attention, sliding windows and recurrent state. Placement also computes
 // the memory budgets the cache enforces (Budgets).
 //
-// It reads the model file's header and the GPUs' free memory (through an
+// It reads the model file's header (after the bounded scan of internal/ggufscan:
+// a file that fails it is an *InvalidModelError) and the GPUs' free memory (through an
 // injected function), and nothing else. It must not load a model, start a
 // process, call native code, or keep the budget itself: the cache holds the
 // loaded set and its accounting, and placement only reads what the cache

@@ -1,12 +1,15 @@
 package placement
 
 import (
+	"errors"
 	"fmt"
 	"math"
+	"net/http"
 	"sync"
 
 	gguf "github.com/gpustack/gguf-parser-go"
 
+	"github.com/modeld/modeld/internal/ggufscan"
 	"github.com/modeld/modeld/probe"
 )
 
@@ -37,24 +40,83 @@ func KVCells(ctx, slots int) int { return (ctx + 255) / 256 * 256 * slots }
 // BatchTokens is the engine's batch for slots sequences and a batch size.
 func BatchTokens(batch, slots int) int { return max(batch, slots, 32) }
 
-// ggufFiles caches parsed GGUF headers by blob digest (a blob never changes).
-type ggufFiles struct {
-	mu    sync.Mutex
-	files map[string]*gguf.GGUFFile
+// InvalidModelError is a model file that fails the bounded header scan
+// (internal/ggufscan): a store written by an older modeld, or a file changed
+// on disk, holds a model that cannot be placed or loaded. It names the bound
+// that failed; the api answers it with 422 and the code invalid_model.
+type InvalidModelError struct {
+	Path string
+	Err  error // the scan's *ggufscan.Error
 }
 
-// maxCachedFiles bounds the header cache; a header is tens of KB.
-const maxCachedFiles = 64
+func (e *InvalidModelError) Error() string {
+	return fmt.Sprintf("the model file %s is not a valid GGUF file: %v; remove the model (modeld rm) and import or pull it again", e.Path, e.Err)
+}
+
+func (e *InvalidModelError) Unwrap() error { return e.Err }
+
+// HTTPStatus is 422: the model exists but cannot be used.
+func (e *InvalidModelError) HTTPStatus() int { return http.StatusUnprocessableEntity }
+
+// ErrorCode is the error object's code.
+func (e *InvalidModelError) ErrorCode() string { return "invalid_model" }
+
+// ggufFiles caches parsed GGUF headers, and scan refusals, by blob digest (a
+// blob never changes).
+type ggufFiles struct {
+	mu    sync.Mutex
+	files map[string]ggufEntry
+}
+
+type ggufEntry struct {
+	gf  *gguf.GGUFFile
+	err error // the scan's refusal
+}
+
+// maxCachedFiles bounds the header cache; a header is tens of KB once its
+// long strings are dropped (a file may have up to 65,536 tensor infos, about
+// 11 MiB, in the worst case).
+const maxCachedFiles = 16
+
+// maxKeptString is the longest metadata string a cached header keeps: the
+// estimate reads numbers and short names, never a chat template or a
+// description, which may be megabytes.
+const maxKeptString = 1 << 10
 
 func (c *ggufFiles) get(path, digest string) (gf *gguf.GGUFFile, err error) {
 	c.mu.Lock()
-	gf = c.files[digest]
+	e, ok := c.files[digest]
 	c.mu.Unlock()
-	if gf != nil && digest != "" {
-		return gf, nil
+	if ok && digest != "" {
+		return e.gf, e.err
+	}
+	gf, err = parseGGUF(path)
+	var bad *InvalidModelError
+	if digest != "" && (err == nil || errors.As(err, &bad)) {
+		c.mu.Lock()
+		if c.files == nil || len(c.files) >= maxCachedFiles {
+			c.files = map[string]ggufEntry{}
+		}
+		c.files[digest] = ggufEntry{gf: gf, err: err}
+		c.mu.Unlock()
+	}
+	return gf, err
+}
+
+// parseGGUF runs the bounded header scan and then the metadata parser. The
+// scan comes first whatever the store checked at import: a store written by
+// an older modeld may hold a file whose counts (a block count of 2^32-1) make
+// the parser allocate until the process dies, and an out-of-memory is fatal,
+// not a panic.
+func parseGGUF(path string) (gf *gguf.GGUFFile, err error) {
+	if _, err := ggufscan.ScanFile(path); err != nil {
+		if errors.Is(err, ggufscan.ErrInvalid) {
+			return nil, &InvalidModelError{Path: path, Err: err}
+		}
+		return nil, fmt.Errorf("read GGUF metadata of %s: %w", path, err)
 	}
 	// The parser panics on some malformed values; that is a bad file, not a
-	// crash. The store validated the file at import (bounded pre-scan).
+	// crash.
 	defer func() {
 		if r := recover(); r != nil {
 			gf, err = nil, fmt.Errorf("read GGUF metadata of %s: malformed file: %v", path, r)
@@ -64,13 +126,10 @@ func (c *ggufFiles) get(path, digest string) (gf *gguf.GGUFFile, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("read GGUF metadata of %s: %w", path, err)
 	}
-	if digest != "" {
-		c.mu.Lock()
-		if c.files == nil || len(c.files) >= maxCachedFiles {
-			c.files = map[string]*gguf.GGUFFile{}
+	for i, kv := range gf.Header.MetadataKV {
+		if v, ok := kv.Value.(string); ok && len(v) > maxKeptString {
+			gf.Header.MetadataKV[i].Value = ""
 		}
-		c.files[digest] = gf
-		c.mu.Unlock()
 	}
 	return gf, nil
 }
@@ -94,7 +153,9 @@ func newGGUFShape(gf *gguf.GGUFFile, ctx, slots, batch int) (s ggufShape, err er
 	if a.Type != "" && a.Type != "model" {
 		return s, fmt.Errorf("GGUF file is a %s, not a model", a.Type)
 	}
-	blocks := int(min(a.BlockCount, 4096))
+	// The scan bounded the block count; the cap keeps the shape bounded
+	// even for a parser that derived it from the tensors instead.
+	blocks := int(min(a.BlockCount, ggufscan.DefaultMaxBlockCount))
 	return ggufShape{gf: gf, blocks: blocks, cells: KVCells(ctx, slots), slots: slots, batch: BatchTokens(batch, slots)}, nil
 }
 

@@ -173,12 +173,14 @@ func (p *Planner) Place(_ context.Context, m Model) (Plan, error) {
 }
 
 func (p *Planner) placeGGUF(m Model) (Plan, error) {
-	if m.Slots < 1 || m.ContextSize < 1 {
-		return Plan{}, fmt.Errorf("context %d x %d slots: both must be at least 1", m.ContextSize, m.Slots)
-	}
+	// The file first: a broken one is refused for what is wrong with it,
+	// whatever context its manifest led the caller to ask for.
 	gf, err := p.files.get(m.Path, m.Digest)
 	if err != nil {
 		return Plan{}, err
+	}
+	if m.Slots < 1 || m.ContextSize < 1 {
+		return Plan{}, fmt.Errorf("context %d x %d slots: both must be at least 1", m.ContextSize, m.Slots)
 	}
 	s, err := newGGUFShape(gf, m.ContextSize, m.Slots, m.BatchSize)
 	if err != nil {

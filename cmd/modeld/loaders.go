@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -13,6 +14,10 @@ import (
 	"github.com/modeld/modeld/cache"
 	"github.com/modeld/modeld/pipelines"
 )
+
+// crashDir is the home's directory of runner crash reports (the Go
+// runtime's dumps of runners that died, named in the daemon's log).
+const crashDir = "crash"
 
 type loaderFunc = func(context.Context, cache.Spec, *loadPlan) (cache.Instance, error)
 
@@ -80,6 +85,7 @@ var (
 	_ cache.Occupant  = (*chatInstance)(nil)
 	_ cache.Instance  = (*chatInstance)(nil)
 	_ cache.Mortal    = (*chatInstance)(nil)
+	_ cache.Ailing    = (*chatInstance)(nil)
 	_ cache.Placed    = (*chatInstance)(nil)
 	_ backends.Holder = (*chatInstance)(nil)
 	_ backends.Model  = (*chatInstance)(nil)
@@ -106,6 +112,16 @@ func (c *chatInstance) Done() <-chan struct{} {
 		return m.Done()
 	}
 	return never
+}
+
+// Health says whether the model's process answers (cache.Ailing): a
+// runner that is stopped or hung is refused at once, with a 503, until its
+// watchdog replaces it.
+func (c *chatInstance) Health() (<-chan struct{}, error) {
+	if a, ok := c.model.(cache.Ailing); ok {
+		return a.Health()
+	}
+	return never, nil
 }
 
 // Err says why the model died.
@@ -155,7 +171,7 @@ func loadChat(ctx context.Context, cfg Config, log *slog.Logger, libs backends.L
 		BatchThreads: cfg.BatchThreads,
 		QueueLimit:   cfg.QueueSize,
 		Logger:       log.With("model", spec.ID),
-		Options:      llama.LoadOptions{LogLevel: logLevel(cfg), StallTimeout: cfg.StallTimeout},
+		Options:      llama.LoadOptions{LogLevel: logLevel(cfg), StallTimeout: cfg.StallTimeout, CrashDir: filepath.Join(cfg.Home, crashDir)},
 	}
 	if plan.useGPU {
 		ls.UseGPU, ls.GPU, ls.GPULayers = true, plan.place.GPU.NativeIndex, plan.gpuLayers

@@ -166,6 +166,7 @@ type listEntry struct {
 	Quantization string        `json:"quantization,omitempty"`
 	SizeBytes    int64         `json:"size_bytes"`
 	Modified     time.Time     `json:"modified"`
+	Broken       string        `json:"broken,omitempty"` // why the model cannot be used (Manifest.Broken)
 }
 
 func newListCommand(a *app) *cobra.Command {
@@ -185,10 +186,15 @@ func newListCommand(a *app) *cobra.Command {
 				return err
 			}
 			warnUnreadable(a.stderr, st)
+			for _, m := range ms {
+				if why := m.Broken(); why != "" {
+					fmt.Fprintf(a.stderr, "warning: %s is broken: %s\n", m.ID, why)
+				}
+			}
 			if asJSON {
 				out := make([]listEntry, 0, len(ms))
 				for _, m := range ms {
-					out = append(out, listEntry{m.ID, m.Tasks, m.Format, m.Quantization(), m.Size(), m.Modified})
+					out = append(out, listEntry{m.ID, m.Tasks, m.Format, m.Quantization(), m.Size(), m.Modified, m.Broken()})
 				}
 				return writeJSON(a.stdout, out)
 			}

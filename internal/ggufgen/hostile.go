@@ -113,9 +113,16 @@ func kvs(n uint64, f func(r *Raw)) *extraKV {
 
 // HostileFiles returns the malformed GGUF files every reader of model files
 // must refuse with a clear error: the 10^6-deep nested arrays, huge counts
-// and lengths, bad tensor infos, offsets past the end. Truncations of a valid
+// and lengths, bad tensor infos, offsets past the end, and hyperparameters
+// or vocabularies past the bounds of the header scan (a block count of
+// 2^32-1, heads, experts, sizes, vocabulary arrays that disagree). Truncations of a valid
 // file are left to the caller (every prefix of ValidTiny or of a Tiny model).
 func HostileFiles() []Hostile {
+	return append(structureHostiles(), hparamHostiles()...)
+}
+
+// structureHostiles break the GGUF format itself.
+func structureHostiles() []Hostile {
 	big := uint64(1) << 62
 	return []Hostile{
 		{"nested arrays 10^6 deep", "nested deeper", NestedArrays(1_000_000)},
@@ -133,8 +140,8 @@ func HostileFiles() []Hostile {
 		{"string past the end", "truncated", new(Raw).Header(0, 1).Str("general.architecture").U32(typeString).U64(1 << 20).Raw([]byte("llama")).Bytes()},
 		{"array length 2^62", "array of 4611686018427387904", new(Raw).Header(0, 1).Str("tokenizer.ggml.tokens").U32(typeArray).U32(typeString).U64(big).Bytes()},
 		{"array past the end", "cannot fit", new(Raw).Header(0, 1).Str("tokenizer.ggml.scores").U32(typeArray).U32(typeFloat32).U64(1 << 20).U64(0).Bytes()},
-		{"array string past the end", "truncated", new(Raw).Header(0, 1).Str("tokenizer.ggml.tokens").U32(typeArray).U32(typeString).U64(2).Str("a").U64(1 << 20).Bytes()},
-		{"per-layer array too long", "limit 65536", new(Raw).Header(0, 1).Str("llama.feed_forward_length").U32(typeArray).U32(typeUint8).U64(70000).Raw(make([]byte, 70000)).Bytes()},
+		{"array string past the end", "truncated", new(Raw).Header(0, 1).Str("tokenizer.ggml.tokens").U32(typeArray).U32(typeString).U64(2).Str("a").U64(1 << 15).Bytes()},
+		{"per-layer array too long", "must be 1 to 512", new(Raw).Header(0, 1).Str("llama.feed_forward_length").U32(typeArray).U32(typeUint8).U64(70000).Raw(make([]byte, 70000)).Bytes()},
 		{"unknown value type", "unknown value type", new(Raw).Header(0, 1).Str("general.x").U32(77).U32(0).Bytes()},
 		{"unknown array type", "unknown type", new(Raw).Header(0, 1).Str("general.x").U32(typeArray).U32(77).U64(1).U32(0).Bytes()},
 		{"duplicate key", "appears twice", new(Raw).Header(0, 2).KVString("general.architecture", "llama").KVString("general.architecture", "gpt2").Bytes()},

@@ -12,7 +12,13 @@
 // a count the file declares: a hostile file costs a bounded amount of memory
 // and stack and ends with an *Error naming the byte offset and what is wrong.
 //
-// It does not interpret the metadata (architecture, hyperparameters,
-// tokenizer): that stays with the GGUF metadata parser the callers run after a
-// successful scan, and with llama.cpp.
+// It reads, of the metadata's meaning, only the counts that a parser or
+// llama.cpp allocates by (hparams.go): block counts (at most 512, llama.cpp's
+// own limit; a block count of 2^32-1 made the metadata parser exhaust the
+// daemon's memory), heads, head sizes, embedding, feed-forward and context
+// lengths, expert counts, per-layer arrays, and the vocabulary arrays'
+// types, lengths and string sizes, checked against each other once the
+// whole metadata is read. Everything else (architecture, templates, the
+// tokenizer's behaviour) stays with the GGUF metadata parser the callers run
+// after a successful scan, and with llama.cpp.
 package ggufscan

@@ -29,77 +29,6 @@ func (e *Error) Error() string { return fmt.Sprintf("at byte %d: %s", e.Offset, 
 // Unwrap makes errors.Is(err, ErrInvalid) true.
 func (e *Error) Unwrap() error { return ErrInvalid }
 
-// Limits bound what a file may declare. DefaultLimits gives the values modeld
-// uses; each is far above what real models need and far below what would
-// exhaust memory or time.
-type Limits struct {
-	// MaxKV bounds the metadata key-value count.
-	MaxKV uint64
-	// MaxTensors bounds the tensor count.
-	MaxTensors uint64
-	// MaxDepth bounds array nesting: 1 allows arrays of scalars and strings,
-	// 2 arrays of such arrays, and so on.
-	MaxDepth int
-	// MaxArrayLen bounds the elements of one array.
-	MaxArrayLen uint64
-	// MaxLayerArrayLen bounds the per-layer arrays that the metadata parser
-	// reads into memory (keys ending in .feed_forward_length,
-	// .attention.head_count, .attention.head_count_kv,
-	// .attention.sliding_window_pattern: one value per block).
-	MaxLayerArrayLen uint64
-	// MaxKeyLen bounds a metadata key, in bytes.
-	MaxKeyLen uint64
-	// MaxStringLen bounds one string value (also inside arrays), in bytes.
-	MaxStringLen uint64
-	// MaxTensorNameLen bounds a tensor name, in bytes.
-	MaxTensorNameLen uint64
-	// MaxMetadataBytes bounds the whole key-value section, in bytes.
-	MaxMetadataBytes int64
-}
-
-// Bounds modeld applies (see DefaultLimits for the reasons).
-const (
-	DefaultMaxKV            = 1 << 16
-	DefaultMaxTensors       = 1 << 20
-	DefaultMaxDepth         = 1
-	DefaultMaxArrayLen      = 1 << 24
-	DefaultMaxLayerArrayLen = 1 << 16
-	DefaultMaxKeyLen        = 1<<16 - 1
-	DefaultMaxStringLen     = 64 << 20
-	DefaultMaxTensorNameLen = 63
-	DefaultMaxMetadataBytes = 256 << 20
-	// MaxDims is GGML_MAX_DIMS: a tensor has 1 to 4 dimensions.
-	MaxDims = 4
-)
-
-// DefaultLimits returns the bounds modeld applies to every GGUF it reads:
-//
-//   - 65536 metadata keys (real models carry 20 to 100);
-//   - 1,048,576 tensors (the largest models have a few thousand);
-//   - arrays not nested (depth 1): llama.cpp's loader refuses arrays of
-//     arrays, so a deeper file could never run;
-//   - 16,777,216 elements per array (vocabularies have up to ~260k tokens
-//     and merges), and 65536 for per-layer arrays (models have at most a few
-//     hundred blocks);
-//   - keys of at most 65535 bytes (the GGUF specification's limit), strings
-//     of at most 64 MiB (chat templates are up to ~100 KB; a whole embedded
-//     tokenizer.json is tens of MB), tensor names of at most 63 bytes
-//     (llama.cpp refuses names of GGML_MAX_NAME = 64 bytes or more);
-//   - 256 MiB of metadata in all (the largest vocabularies need tens of MB).
-func DefaultLimits() Limits {
-	return Limits{
-		MaxKV:            DefaultMaxKV,
-		MaxTensors:       DefaultMaxTensors,
-		MaxDepth:         DefaultMaxDepth,
-		MaxArrayLen:      DefaultMaxArrayLen,
-		MaxLayerArrayLen: DefaultMaxLayerArrayLen,
-		MaxKeyLen:        DefaultMaxKeyLen,
-		MaxStringLen:     DefaultMaxStringLen,
-		MaxTensorNameLen: DefaultMaxTensorNameLen,
-		MaxMetadataBytes: DefaultMaxMetadataBytes,
-	}
-}
-
 // Header is what a successful scan found.
 type Header struct {
 	Version     uint32
@@ -165,9 +94,6 @@ func typeName(t uint32) string {
 
 // defaultAlignment is GGUF's alignment when general.alignment is absent.
 const defaultAlignment = 32
-
-// layerArraySuffixes name the arrays the metadata parser reads into memory.
-var layerArraySuffixes = []string{".feed_forward_length", ".attention.head_count", ".attention.head_count_kv", ".attention.sliding_window_pattern"}
 
 // ScanFile scans the GGUF file at path with DefaultLimits.
 func ScanFile(path string) (*Header, error) {
@@ -347,9 +273,15 @@ func (s *scanner) scan() (*Header, error) {
 	return h, nil
 }
 
-func (s *scanner) metadata(h *Header) error {
+func (s *scanner) metadata(h *Header) (err error) {
 	start := s.off
 	seen := make(map[string]struct{}, min(h.KVCount, 256))
+	f := &facts{blocks: map[string]uint64{}, experts: map[string]uint64{}, expertsUsed: map[string]countSeen{}}
+	defer func() {
+		if err == nil {
+			err = s.crossCheck(f)
+		}
+	}()
 	for i := uint64(0); i < h.KVCount; i++ {
 		at := s.off
 		if err := s.str(s.lim.MaxKeyLen, fmt.Sprintf("metadata key %d", i), true); err != nil {
@@ -364,7 +296,8 @@ func (s *scanner) metadata(h *Header) error {
 		}
 		seen[key] = struct{}{}
 		vat := s.off
-		vt, err := s.u32(fmt.Sprintf("type of %q", clip(key)))
+		var vt uint32
+		vt, err = s.u32(fmt.Sprintf("type of %q", clip(key)))
 		if err != nil {
 			return err
 		}
@@ -374,7 +307,11 @@ func (s *scanner) metadata(h *Header) error {
 		if err := s.special(h, key, vt, vat); err != nil {
 			return err
 		}
-		if err := s.value(key, vt); err != nil {
+		if r, ok := ruleFor(key); ok {
+			if err := s.count(f, key, vt, vat, r); err != nil {
+				return err
+			}
+		} else if err := s.keyValue(f, key, vt, vat); err != nil {
 			return err
 		}
 		if s.off-start > s.lim.MaxMetadataBytes {
@@ -436,9 +373,28 @@ type frame struct {
 	left uint64
 }
 
+// keyValue skips the value of one metadata key, checking the vocabulary
+// arrays' types and lengths and bounding the strings inside tokenizer.ggml.*
+// arrays by MaxTokenLen.
+func (s *scanner) keyValue(f *facts, key string, vt uint32, at int64) error {
+	if vt != typeArray {
+		if err := s.vocabScalar(key, vt, at); err != nil {
+			return err
+		}
+		return s.scalar(key, vt)
+	}
+	strLimit := s.lim.MaxStringLen
+	if strings.HasPrefix(key, "tokenizer.ggml.") {
+		strLimit = min(strLimit, s.lim.MaxTokenLen)
+	}
+	return s.value(key, vt, strLimit, func(elem uint32, n uint64) error { return s.vocabArray(f, key, at, elem, n) })
+}
+
 // value skips one value of type vt, walking nested arrays with an explicit
-// stack of at most MaxDepth frames.
-func (s *scanner) value(key string, vt uint32) error {
+// stack of at most MaxDepth frames. Strings inside arrays may be strLimit
+// bytes long; top, when not nil, sees the outer array's element type and
+// length before any element is read.
+func (s *scanner) value(key string, vt uint32, strLimit uint64, top func(elem uint32, n uint64) error) error {
 	if vt != typeArray {
 		return s.scalar(key, vt)
 	}
@@ -463,11 +419,13 @@ func (s *scanner) value(key string, vt uint32) error {
 			return s.fail(at, "metadata key %q: arrays nested deeper than %d (llama.cpp loads no arrays of arrays)", clip(key), s.lim.MaxDepth)
 		}
 		limit := s.lim.MaxArrayLen
-		if depth == 1 && hasAnySuffix(key, layerArraySuffixes) {
-			limit = s.lim.MaxLayerArrayLen
-		}
 		if n > limit {
 			return s.fail(at, "metadata key %q: array of %d elements (limit %d)", clip(key), n, limit)
+		}
+		if depth == 1 && top != nil {
+			if err := top(elem, n); err != nil {
+				return err
+			}
 		}
 		if hi, lo := bits.Mul64(n, minSize(elem)); hi != 0 || lo > uint64(s.remaining()) {
 			return s.fail(at, "metadata key %q: array of %d %s elements cannot fit in the %d bytes left (truncated or corrupt)", clip(key), n, typeName(elem), s.remaining())
@@ -490,7 +448,7 @@ func (s *scanner) value(key string, vt uint32) error {
 			}
 		case top.elem == typeString:
 			top.left--
-			if err := s.str(s.lim.MaxStringLen, strWhat, false); err != nil {
+			if err := s.str(strLimit, strWhat, false); err != nil {
 				return err
 			}
 		default:
@@ -606,15 +564,6 @@ func (s *scanner) tensors(h *Header) error {
 			last.index, clip(string(last.name)), last.bytes, last.offset, lastEnd, held)
 	}
 	return nil
-}
-
-func hasAnySuffix(s string, suffixes []string) bool {
-	for _, x := range suffixes {
-		if strings.HasSuffix(s, x) {
-			return true
-		}
-	}
-	return false
 }
 
 // clip shortens a name from the file for an error message.

@@ -3,8 +3,10 @@ package ggufscan
 import (
 	"bytes"
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -12,6 +14,7 @@ import (
 	gguf "github.com/gpustack/gguf-parser-go"
 
 	"github.com/modeld/modeld/internal/ggufgen"
+	"github.com/modeld/modeld/internal/testenv"
 )
 
 func scanBytes(b []byte, lim Limits) (*Header, error) {
@@ -147,7 +150,7 @@ func TestScanFile(t *testing.T) {
 // A skip longer than the read buffer repositions instead of reading through.
 func TestScanSkipsLargeValues(t *testing.T) {
 	r := new(ggufgen.Raw).Header(1, 2).KVString("general.architecture", "llama").
-		Str("tokenizer.ggml.scores").U32(9).U32(6).U64(1<<18).Raw(make([]byte, 4<<18)).
+		Str("general.weights").U32(9).U32(6).U64(1<<18).Raw(make([]byte, 4<<18)).
 		TensorInfo("t", []uint64{8}, 0, 0).Pad(32).Raw(make([]byte, 32))
 	b := r.Bytes()
 	h, err := scanBytes(b, DefaultLimits())
@@ -159,7 +162,34 @@ func TestScanSkipsLargeValues(t *testing.T) {
 	}
 }
 
+// realSeeds are the fuzz seeds made of the llama.cpp test assets: the
+// metadata of the 19 real vocabularies and a tiny file per real template.
+// A missing asset dir fails the test.
+func realSeeds(tb testing.TB) [][]byte {
+	tb.Helper()
+	seeds, err := ggufgen.Seeds(testenv.LlamaAssets(tb))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if len(seeds) < 19+68 {
+		tb.Fatalf("%d seeds from the assets, want at least 87", len(seeds))
+	}
+	return seeds
+}
+
+// The seeds keep the real files' metadata and pass the scan.
+func TestScanAcceptsRealSeeds(t *testing.T) {
+	for i, b := range realSeeds(t) {
+		if _, err := scanBytes(b, DefaultLimits()); err != nil {
+			t.Errorf("seed %d: %v", i, err)
+		}
+	}
+}
+
 func FuzzScan(f *testing.F) {
+	for _, b := range realSeeds(f) {
+		f.Add(b)
+	}
 	f.Add(ggufgen.ValidTiny())
 	f.Add(tinyModel(f, ggufgen.SPM)[:4096])
 	f.Add(ggufgen.NestedArrays(3))
@@ -201,4 +231,57 @@ func BenchmarkScanVocab(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// Every real vocabulary of the llama.cpp release modeld runs passes the
+// scan: the bounds sit above every real model. A missing asset dir fails.
+func TestScanAcceptsRealVocabularies(t *testing.T) {
+	paths, err := filepath.Glob(filepath.Join(testenv.LlamaAssets(t), "vocab", "ggml-vocab-*.gguf"))
+	if err != nil || len(paths) < 19 {
+		t.Fatalf("%d vocabularies (%v), want 19", len(paths), err)
+	}
+	for _, p := range paths {
+		if _, err := ScanFile(p); err != nil {
+			t.Errorf("%s: %v", filepath.Base(p), err)
+		}
+	}
+}
+
+// The 4-byte edit of a valid model (llama.block_count = 2^32-1) is refused,
+// and the scan that refuses it allocates a bounded amount, nothing in
+// proportion to the count it read.
+func TestScanRefusesBlockCountEditWithinBoundedMemory(t *testing.T) {
+	good := tinyModel(t, ggufgen.BPE)
+	if _, err := scanBytes(good, DefaultLimits()); err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []uint32{math.MaxUint32, 1 << 31, 1 << 20, 513} {
+		bad, err := ggufgen.EditU32(good, "llama.block_count", v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(bad) != len(good) {
+			t.Fatal("the edit changed the size")
+		}
+		_, err = scanBytes(bad, DefaultLimits())
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "llama.block_count") || !strings.Contains(err.Error(), "limit of 512") {
+			t.Fatalf("block_count %d: %v", v, err)
+		}
+	}
+	bad, _ := ggufgen.EditU32(good, "llama.block_count", math.MaxUint32)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	const runs = 20
+	for range runs {
+		if _, err := scanBytes(bad, DefaultLimits()); err == nil {
+			t.Fatal("accepted")
+		}
+	}
+	runtime.ReadMemStats(&after)
+	per := (after.TotalAlloc - before.TotalAlloc) / runs
+	if per > 1<<20 {
+		t.Fatalf("one scan of the hostile header allocated %d bytes", per)
+	}
+	t.Logf("one scan of the %d-byte hostile model allocates %d bytes", len(bad), per)
 }

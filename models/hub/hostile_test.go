@@ -23,11 +23,12 @@ func TestPullRefusesHostileGGUF(t *testing.T) {
 	var cases []ggufgen.Hostile
 	for _, h := range ggufgen.HostileFiles() {
 		switch h.Name {
-		case "nested arrays 10^6 deep", "array length 2^62", "tensor count 2^62", "offset past the end", "data cut short":
+		case "nested arrays 10^6 deep", "array length 2^62", "tensor count 2^62", "offset past the end", "data cut short",
+			"block count 2^32-1", "fewer scores than tokens":
 			cases = append(cases, h)
 		}
 	}
-	if len(cases) != 5 {
+	if len(cases) != 7 {
 		t.Fatalf("%d cases", len(cases))
 	}
 	before := storeFiles(t, e.s)

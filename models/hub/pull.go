@@ -135,13 +135,21 @@ func (p *Puller) Pull(ctx context.Context, ref string, opts PullOptions, progres
 
 	p.mu.Lock()
 	fl, joined := p.flights[key]
+	var fctx context.Context
 	if !joined {
-		fctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		var cancel context.CancelFunc
+		fctx, cancel = context.WithCancel(context.WithoutCancel(ctx))
 		fl = &flight{done: make(chan struct{}), em: models.NewEmitter(p.cfg.ProgressStep), cancel: cancel}
 		p.flights[key] = fl
+	}
+	fl.waiters++
+	// Subscribe before the flight starts, so that its first events (resolving)
+	// reach the caller that started it however the goroutines are scheduled.
+	unsubscribe := fl.em.Subscribe(progress)
+	if !joined {
 		go func() {
 			fl.m, fl.err = p.run(fctx, r, id, opts, fl.em)
-			cancel()
+			fl.cancel()
 			p.mu.Lock()
 			if p.flights[key] == fl {
 				delete(p.flights, key)
@@ -150,8 +158,6 @@ func (p *Puller) Pull(ctx context.Context, ref string, opts PullOptions, progres
 			close(fl.done)
 		}()
 	}
-	fl.waiters++
-	unsubscribe := fl.em.Subscribe(progress)
 	p.mu.Unlock()
 	defer unsubscribe()
 	if joined && p.flightJoined != nil {

@@ -84,11 +84,12 @@ func (t *Tokenizer) EncodePairContext(ctx context.Context, a, b string, opts ...
 // padding across the batch. It stops as EncodeContext does.
 func (t *Tokenizer) EncodeBatchContext(ctx context.Context, texts []string, opts ...Option) (out []*Encoding, err error) {
 	defer catch(&err)
-	ru := &run{ctx: ctx}
+	ru := newRun(ctx)
 	o := t.options(opts)
 	out = make([]*Encoding, len(texts))
 	for i, s := range texts {
 		ru.check()
+		ru.text(s)
 		out[i] = t.encode(ru, s, "", false, o)
 	}
 	t.finish(out, o)
@@ -99,11 +100,13 @@ func (t *Tokenizer) EncodeBatchContext(ctx context.Context, texts []string, opts
 // EncodeContext does.
 func (t *Tokenizer) EncodePairBatchContext(ctx context.Context, pairs [][2]string, opts ...Option) (out []*Encoding, err error) {
 	defer catch(&err)
-	ru := &run{ctx: ctx}
+	ru := newRun(ctx)
 	o := t.options(opts)
 	out = make([]*Encoding, len(pairs))
 	for i, p := range pairs {
 		ru.check()
+		ru.text(p[0])
+		ru.text(p[1])
 		out[i] = t.encode(ru, p[0], p[1], p[1] != "", o)
 	}
 	t.finish(out, o)

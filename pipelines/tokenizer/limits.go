@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync"
 	"time"
+	"unicode/utf8"
 )
 
 // Bounds on what a tokenizer.json may declare. A model's files are untrusted
@@ -43,7 +45,88 @@ const (
 	// match in microseconds; a catastrophically backtracking one, such as
 	// (a+)+$ on a run of a's, would run for ever.
 	MatchTimeout = time.Second
+	// RegexBudgetBase and RegexBudgetPerRune make the regex time one
+	// request may spend (see WithRegexBudget): MatchTimeout, plus 50 µs for
+	// each character of its texts. Real patterns spend far less: Llama 3's
+	// 1.6 µs and Qwen3's 0.9 µs a character on a loaded 2-core machine
+	// (11 and 7 µs under the race detector), so only a pattern that
+	// backtracks reaches it, and then costs the request at most some 30
+	// times what Llama 3's costs. Without it a hostile pattern that stays
+	// just under MatchTimeout costs that much per text: minutes for a
+	// request of 2048 short texts.
+	RegexBudgetBase    = MatchTimeout
+	RegexBudgetPerRune = 50 * time.Microsecond
 )
+
+// ErrRegexBudget is wrapped by a *RegexBudgetError.
+var ErrRegexBudget = errors.New("tokenizer regex budget spent")
+
+// RegexBudgetError says that one request's texts spent its regex time
+// budget: the model's tokenizer.json is at fault (a pattern that
+// backtracks), not the request.
+type RegexBudgetError struct {
+	Pattern string        // the pattern that was running when it ran out (clipped)
+	Spent   time.Duration // regex time spent by the request
+	Budget  time.Duration // what it was allowed
+}
+
+func (e *RegexBudgetError) Error() string {
+	return fmt.Sprintf("tokenizer: the model's tokenizer.json regexes spent %v on this request, past its budget of %v (the regex %q backtracks)",
+		e.Spent.Round(time.Millisecond), e.Budget.Round(time.Millisecond), e.Pattern)
+}
+
+// Unwrap makes errors.Is(err, ErrRegexBudget) and errors.Is(err,
+// ErrRegexTimeout) true: both say the tokenizer's patterns are at fault.
+func (e *RegexBudgetError) Unwrap() []error { return []error{ErrRegexBudget, ErrRegexTimeout} }
+
+// HTTPStatus is 500: the model is broken, the request is fine.
+func (e *RegexBudgetError) HTTPStatus() int { return 500 }
+
+// regexBudget is the regex time one request may still spend, shared by all
+// the encode calls of the request. Its methods are safe for concurrent
+// use.
+type regexBudget struct {
+	mu      sync.Mutex
+	allowed time.Duration // base plus each text's allowance
+	spent   time.Duration
+}
+
+type budgetKey struct{}
+
+// WithRegexBudget returns ctx carrying one regex time budget for every
+// encode call made with it (or a context derived from it): a request's
+// texts share it, so a pattern that backtracks costs the request about one
+// budget, not one MatchTimeout per text. The budget is RegexBudgetBase plus
+// RegexBudgetPerRune for each character encoded under it. A ctx that has a
+// budget already keeps it. Without one, each encode call has its own.
+func WithRegexBudget(ctx context.Context) context.Context {
+	if _, ok := ctx.Value(budgetKey{}).(*regexBudget); ok {
+		return ctx
+	}
+	return context.WithValue(ctx, budgetKey{}, &regexBudget{allowed: RegexBudgetBase})
+}
+
+func budgetOf(ctx context.Context) *regexBudget {
+	if b, ok := ctx.Value(budgetKey{}).(*regexBudget); ok {
+		return b
+	}
+	return &regexBudget{allowed: RegexBudgetBase}
+}
+
+// allow adds the allowance of a text of n characters.
+func (b *regexBudget) allow(n int) {
+	b.mu.Lock()
+	b.allowed += time.Duration(n) * RegexBudgetPerRune
+	b.mu.Unlock()
+}
+
+// spend charges d; it reports the totals and whether the budget is spent.
+func (b *regexBudget) spend(d time.Duration) (spent, allowed time.Duration, over bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.spent += d
+	return b.spent, b.allowed, b.spent > b.allowed
+}
 
 // ErrRegexTimeout is wrapped by a *RegexTimeoutError.
 var ErrRegexTimeout = errors.New("tokenizer regex timed out")
@@ -69,8 +152,29 @@ func (e *RegexTimeoutError) HTTPStatus() int { return 500 }
 // run is one encode call: its context, checked between texts, pieces and
 // regex matches. A nil *run never stops.
 type run struct {
-	ctx context.Context
-	n   int // work units since the context was last checked
+	ctx    context.Context
+	budget *regexBudget // regex time, shared by the request's calls
+	n      int          // work units since the context was last checked
+}
+
+func newRun(ctx context.Context) *run { return &run{ctx: ctx, budget: budgetOf(ctx)} }
+
+// text counts a text of n characters toward the regex budget.
+func (r *run) text(s string) {
+	if r != nil && r.budget != nil {
+		r.budget.allow(utf8.RuneCountInString(s))
+	}
+}
+
+// regexTime charges a regex call that started at start, ending the call
+// with a *RegexBudgetError when the request's budget is spent.
+func (r *run) regexTime(start time.Time, pattern string) {
+	if r == nil || r.budget == nil {
+		return
+	}
+	if spent, allowed, over := r.budget.spend(time.Since(start)); over {
+		r.fail(&RegexBudgetError{Pattern: clipPattern(pattern), Spent: spent, Budget: allowed})
+	}
 }
 
 // stop is the panic value that ends an encode call early. It never leaves

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/dlclark/regexp2"
 )
@@ -66,13 +67,16 @@ type match struct {
 }
 
 // findAll returns every match in r, left to right, as String.prototype.matchAll
-// with the "gu" flags would. It checks ru's context between matches and ends
-// ru with a *RegexTimeoutError when one match runs past MatchTimeout.
+// with the "gu" flags would. It checks ru's context between matches, ends
+// ru with a *RegexTimeoutError when one match runs past MatchTimeout, and
+// with a *RegexBudgetError when the request's regex budget is spent.
 func (p *pattern) findAll(ru *run, r []rune, withGroups bool) []match {
 	var out []match
 	ru.check()
+	start := time.Now()
 	m, err := p.re.FindRunesMatch(r)
 	for m != nil && err == nil {
+		ru.regexTime(start, p.src)
 		mm := match{start: m.Index, end: m.Index + m.Length}
 		if withGroups {
 			for _, g := range m.Groups()[1:] {
@@ -81,12 +85,14 @@ func (p *pattern) findAll(ru *run, r []rune, withGroups bool) []match {
 		}
 		out = append(out, mm)
 		ru.tick(1)
+		start = time.Now()
 		m, err = p.re.FindNextMatch(m)
 	}
 	if err != nil {
 		// regexp2 fails only on a timeout; its message holds the whole text.
 		ru.fail(&RegexTimeoutError{Pattern: clipPattern(p.src), Runes: len(r)})
 	}
+	ru.regexTime(start, p.src) // the last call, which found no match
 	return out
 }
 
@@ -159,6 +165,7 @@ func (p *pattern) replaceAll(ru *run, s, content string) string {
 		return strings.ReplaceAll(s, p.literal, content)
 	}
 	ru.check()
+	start := time.Now()
 	out, err := p.re.Replace(s, content, -1, -1)
 	if err != nil {
 		if ru != nil {
@@ -166,5 +173,6 @@ func (p *pattern) replaceAll(ru *run, s, content string) string {
 		}
 		return s
 	}
+	ru.regexTime(start, p.src)
 	return out
 }

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
@@ -44,12 +45,12 @@ type Tool = backends.Tool
 // ErrTemplate). Tool definitions are rendered as markup; one holding
 // control-token text is refused.
 func (m *Model) ChatPrompt(msgs []Message, tools []Tool, addAssistant bool) ([]int32, error) {
-	return m.chatPrompt(msgs, tools, addAssistant, nil)
+	return m.chatPrompt(context.Background(), msgs, tools, addAssistant, nil)
 }
 
 // chatPrompt is ChatPrompt with extra template variables (vars, the
 // request's chat_template_kwargs).
-func (m *Model) chatPrompt(msgs []Message, tools []Tool, addAssistant bool, vars map[string]any) ([]int32, error) {
+func (m *Model) chatPrompt(ctx context.Context, msgs []Message, tools []Tool, addAssistant bool, vars map[string]any) ([]int32, error) {
 	if m.info.ChatTemplate == "" {
 		return nil, ErrNoChatTemplate
 	}
@@ -93,7 +94,7 @@ func (m *Model) chatPrompt(msgs []Message, tools []Tool, addAssistant bool, vars
 		if err != nil {
 			return nil, err
 		}
-		return m.Tokenize(real, true, true)
+		return m.TokenizeContext(ctx, real, true, true)
 	}
 	// Templates transform content: they trim it, or write it with tojson
 	// (a tool result as a JSON string). When the real rendering is the
@@ -116,10 +117,10 @@ func (m *Model) chatPrompt(msgs []Message, tools []Tool, addAssistant bool, vars
 			}
 		}
 		if !matched && !holdsControlText(sp, texts) {
-			return m.Tokenize(real, true, true)
+			return m.TokenizeContext(ctx, real, true, true)
 		}
 	}
-	return m.tokenizeSegments(sp, segs)
+	return m.tokenizeSegments(ctx, sp, segs)
 }
 
 // jsonEscaped is s as tojson writes it inside its quotes.
@@ -157,12 +158,12 @@ type segment struct {
 
 // tokenizeSegments tokenizes segs with the model's vocabulary, BOS (and
 // EOS) added as the vocabulary asks.
-func (m *Model) tokenizeSegments(sp *specials, segs []segment) ([]int32, error) {
+func (m *Model) tokenizeSegments(ctx context.Context, sp *specials, segs []segment) ([]int32, error) {
 	var out []int32
 	if yz.VocabGetAddBOS(m.vocab) && m.info.BOS >= 0 {
 		out = append(out, m.info.BOS)
 	}
-	ids, err := sp.tokenize(segs, func(text string) ([]int32, error) { return m.Tokenize(text, false, false) })
+	ids, err := sp.tokenize(segs, func(text string) ([]int32, error) { return m.TokenizeContext(ctx, text, false, false) })
 	if err != nil {
 		return nil, err
 	}

@@ -7,14 +7,21 @@ import (
 )
 
 // TokenizeContext is Tokenize for a caller with a context, so that an
-// in-process model and a Runner can be used alike. The tokenization is one
-// call into llama.cpp, which cannot be interrupted: ctx is checked before
-// it starts and after it ends.
+// in-process model and a Runner can be used alike. One call into llama.cpp
+// cannot be interrupted, so a long text (chunkedMin and more) is tokenized
+// in pieces with the same result, ctx checked between them
+// (tokenize_chunks.go); a short one is checked before and after.
 func (m *Model) TokenizeContext(ctx context.Context, text string, addSpecial, parseSpecial bool) ([]int32, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	ids, err := m.Tokenize(text, addSpecial, parseSpecial)
+	tokenize := m.Tokenize
+	if len(text) >= chunkedMin {
+		tokenize = func(text string, addSpecial, parseSpecial bool) ([]int32, error) {
+			return m.tokenizeChunked(ctx, text, addSpecial, parseSpecial)
+		}
+	}
+	ids, err := tokenize(text, addSpecial, parseSpecial)
 	if err == nil {
 		err = ctx.Err()
 	}
@@ -63,7 +70,7 @@ func (m *Model) ChatPromptContext(ctx context.Context, msgs []Message, tools []T
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	ids, err := m.chatPrompt(msgs, tools, addAssistant, backends.TemplateVars(ctx))
+	ids, err := m.chatPrompt(ctx, msgs, tools, addAssistant, backends.TemplateVars(ctx))
 	if err == nil {
 		err = ctx.Err()
 	}

@@ -15,7 +15,8 @@
 //   - type (a name or an array of names): object, array, string, number,
 //     integer, boolean, null.
 //   - Objects: properties, required, additionalProperties (false, true or a
-//     schema). Without additionalProperties only the declared properties are
+//     schema), and propertyNames when it accepts every string (true, {} or
+//     {"type": "string"}: object keys are strings anyway). Without additionalProperties only the declared properties are
 //     produced (a subset of what the schema accepts). Required properties come
 //     first, in declaration order, then the optional ones in declaration order.
 //   - Arrays: items, prefixItems, minItems, maxItems (also the draft-07

@@ -228,6 +228,28 @@ func TestDescriptiveIgnored(t *testing.T) {
 	}
 }
 
+// TestPropertyNamesOfAnyString: propertyNames that accepts every string
+// (as JSON Schema generators write it for a map keyed by any string) gives
+// the grammar of the object without it; one that constrains the keys stays
+// refused (TestUnsupportedKeywords).
+func TestPropertyNamesOfAnyString(t *testing.T) {
+	plain, err := FromSchema(json.RawMessage(`{"type":"object","additionalProperties":{"type":"string"}}`), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, names := range []string{`true`, `{}`, `{"type":"string"}`, `{"type":"string","description":"a variable's name"}`} {
+		g, err := FromSchema(json.RawMessage(`{"type":"object","propertyNames":`+names+`,"additionalProperties":{"type":"string"}}`), Options{})
+		if err != nil || g != plain {
+			t.Errorf("propertyNames %s: %v\n%s\nvs\n%s", names, err, g, plain)
+		}
+	}
+	for _, names := range []string{`{"type":"string","pattern":"^[A-Z]+$"}`, `{"enum":["a"]}`, `false`} {
+		if _, err := FromSchema(json.RawMessage(`{"type":"object","propertyNames":`+names+`}`), Options{}); err == nil {
+			t.Errorf("propertyNames %s was accepted", names)
+		}
+	}
+}
+
 // TestWhitespaceBounded: the space rule admits a bounded run only.
 func TestWhitespaceBounded(t *testing.T) {
 	g, err := FromSchema(json.RawMessage(`{"type":"object","properties":{"a":{"type":"boolean"}},"required":["a"]}`), Options{})

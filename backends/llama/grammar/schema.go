@@ -56,6 +56,9 @@ func (c *converter) visitObject(s *object, path string, depth int) (string, erro
 		if ignored[k] || strings.HasPrefix(k, "x-") || handled[k] {
 			continue
 		}
+		if k == "propertyNames" && anyString(s.m[k]) {
+			continue // every key is a string: no constraint
+		}
 		return "", &UnsupportedError{Keyword: k, Path: path}
 	}
 	if u, ok := s.get("uniqueItems"); ok && u != false {
@@ -320,6 +323,25 @@ func onlyWith(s *object, path, kw string, allowed ...string) error {
 		}
 	}
 	return nil
+}
+
+// anyString reports whether schema v accepts every string: true, {} or
+// {"type": "string"}, with descriptive keywords only (what a JSON Schema
+// generator writes as propertyNames for a map keyed by any string).
+func anyString(v any) bool {
+	switch v := v.(type) {
+	case bool:
+		return v
+	case *object:
+		for _, k := range v.keys {
+			if ignored[k] || strings.HasPrefix(k, "x-") || k == "type" && v.m[k] == "string" {
+				continue
+			}
+			return false
+		}
+		return true
+	}
+	return false
 }
 
 // assertions is s without descriptive keywords and without drop.

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime/debug"
 	"strconv"
 	"time"
 
@@ -208,9 +209,15 @@ func (s *runnerServer) tokenize(w http.ResponseWriter, r *http.Request) {
 	if s.clientGone(r) {
 		return
 	}
+	defer releaseAfter(w, len(body))
 	q := r.URL.Query()
-	ids, err := s.m.Tokenize(string(body), queryBool(q.Get("add_special")), queryBool(q.Get("parse_special")))
+	// A long text is tokenized in pieces and stops when the client leaves.
+	ids, err := s.m.TokenizeContext(r.Context(), string(body), queryBool(q.Get("add_special")), queryBool(q.Get("parse_special")))
 	if err != nil {
+		if r.Context().Err() != nil {
+			slog.Debug("llama runner: tokenization stopped, its client is gone", "path", r.URL.Path, "bytes", len(body))
+			return
+		}
 		writeError(w, err)
 		return
 	}
@@ -253,15 +260,21 @@ func (s *runnerServer) template(w http.ResponseWriter, r *http.Request) {
 
 func (s *runnerServer) chatPrompt(w http.ResponseWriter, r *http.Request) {
 	var req wire.ChatPrompt
-	if err := decodeBody(r, &req); err != nil {
+	n, err := decodeBodySize(r, &req)
+	if err != nil {
 		writeError(w, err)
 		return
 	}
 	if s.clientGone(r) {
 		return
 	}
+	defer releaseAfter(w, n)
 	ids, err := s.m.ChatPromptContext(backends.WithTemplateVars(r.Context(), req.Vars), req.Messages, req.Tools, req.AddAssistant)
 	if err != nil {
+		if r.Context().Err() != nil {
+			slog.Debug("llama runner: chat prompt stopped, its client is gone", "path", r.URL.Path, "bytes", n)
+			return
+		}
 		writeError(w, err)
 		return
 	}
@@ -328,14 +341,35 @@ func readBody(r *http.Request) ([]byte, error) {
 }
 
 func decodeBody(r *http.Request, v any) error {
+	_, err := decodeBodySize(r, v)
+	return err
+}
+
+// decodeBodySize is decodeBody, also giving the body's size.
+func decodeBodySize(r *http.Request, v any) (int, error) {
 	b, err := readBody(r)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if err := json.Unmarshal(b, v); err != nil {
-		return fmt.Errorf("%w: malformed runner request: %w", backends.ErrInvalidRequest, err)
+		return len(b), fmt.Errorf("%w: malformed runner request: %w", backends.ErrInvalidRequest, err)
 	}
-	return nil
+	return len(b), nil
+}
+
+// releaseAt is the request size from which the runner hands the memory
+// its work took back to the system at once, rather than keeping the heap
+// grown for the next such request (the Go runtime returns it only over
+// minutes).
+const releaseAt = 1 << 20
+
+// releaseAfter returns the memory of a request of n bytes to the system
+// when it was a large one, once its answer is sent.
+func releaseAfter(w http.ResponseWriter, n int) {
+	if n >= releaseAt {
+		_ = http.NewResponseController(w).Flush()
+		go debug.FreeOSMemory() // after the handler returned: its buffers are garbage
+	}
 }
 
 func queryBool(v string) bool {
