@@ -52,6 +52,7 @@ type vocab struct {
 	eos     uint32
 	unk     int64 // -1 when absent
 	silence []int // ids whose output row is zero, so greedy never picks them
+	end     int   // the token Options.EndsTurns raises
 }
 
 func (v *vocab) add(text string, typ int32) bool {
