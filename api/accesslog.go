@@ -13,7 +13,8 @@ import (
 )
 
 // The access log: one line per request at info (a 5xx at warn) with the
-// method, route, model, status, duration, token counts, whether the client
+// method, route, model, status, duration, token counts (of a generation:
+// also its prompt tokens read from the prefix cache), whether the client
 // went away before the end, and on a 4xx/5xx the reason the answer gave.
 // Handlers tell it what only they know through noteModel, noteTokens and
 // noteEvents.
@@ -24,6 +25,9 @@ type accessNote struct {
 	model              string
 	prompt, completion int
 	counted            bool
+	// cached is how many prompt tokens a generation read from the prefix
+	// cache (its usage's CachedTokens).
+	cached int
 	// generated: a generation ran (noteEvents); finish is how its last
 	// event ended it ("" until one did).
 	generated bool
@@ -91,6 +95,9 @@ func noteEvents(c *gin.Context, in <-chan backends.Event, promptTokens int) <-ch
 		for ev := range in {
 			if u := ev.Usage; u.PromptTokens > 0 || u.CompletionTokens > 0 {
 				n.setTokens(u.PromptTokens, u.CompletionTokens)
+				n.mu.Lock()
+				n.cached = u.CachedTokens
+				n.mu.Unlock()
 			}
 			if ev.Finish != "" {
 				n.mu.Lock()
@@ -152,6 +159,9 @@ func (s *Server) logRequests(c *gin.Context) {
 	attrs = append(attrs, slog.Int("status", status), slog.Duration("duration", took.Round(time.Microsecond)))
 	if note.counted {
 		attrs = append(attrs, slog.Int("prompt_tokens", note.prompt), slog.Int("completion_tokens", note.completion))
+		if note.generated {
+			attrs = append(attrs, slog.Int("cached_tokens", note.cached))
+		}
 	}
 	note.mu.Unlock()
 	attrs = append(attrs, slog.Bool("cancelled", cancelled))

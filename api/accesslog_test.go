@@ -99,7 +99,8 @@ func checkUniqueKeys(t *testing.T, line []byte) {
 }
 
 // One access line per request at info: method, route, model, status,
-// duration, token counts (non-streamed, streamed and a pipeline), whether
+// duration, token counts (non-streamed, streamed and a pipeline; a
+// generation's prompt tokens read from the prefix cache), whether
 // the client went away, and the reason of a 4xx.
 func TestAccessLog(t *testing.T) {
 	chat := &fakeChat{pieces: []string{"a", "b", "c"}, finish: backends.FinishStop, template: true}
@@ -147,8 +148,8 @@ func TestAccessLog(t *testing.T) {
 	}
 	for i, want := range []map[string]any{
 		{"level": "INFO", "method": "POST", "route": "/v1/chat/completions", "model": "m", "status": 200.0,
-			"prompt_tokens": float64(len("<user>hi")), "completion_tokens": 3.0, "cancelled": false},
-		{"route": "/v1/chat/completions", "model": "m", "status": 200.0, "completion_tokens": 3.0, "cancelled": false},
+			"prompt_tokens": float64(len("<user>hi")), "completion_tokens": 3.0, "cached_tokens": 2.0, "cancelled": false},
+		{"route": "/v1/chat/completions", "model": "m", "status": 200.0, "completion_tokens": 3.0, "cached_tokens": 2.0, "cancelled": false},
 		{"route": "/v1/embeddings", "model": "embed", "status": 200.0, "prompt_tokens": 6.0, "completion_tokens": 0.0},
 		{"route": "/api/embed", "model": "embed", "status": 200.0, "prompt_tokens": 6.0, "completion_tokens": 0.0},
 		{"route": "/v1/chat/completions", "status": 400.0, "cancelled": false},
@@ -165,6 +166,11 @@ func TestAccessLog(t *testing.T) {
 		}
 		if _, ok := recs[i]["reason"]; ok != (recs[i]["status"].(float64) >= 400) {
 			t.Errorf("access line %d: a reason only on an error answer: %v", i, recs[i])
+		}
+	}
+	for _, i := range []int{2, 3} {
+		if _, ok := recs[i]["cached_tokens"]; ok {
+			t.Errorf("access line %d: cached_tokens on a request that generated nothing: %v", i, recs[i])
 		}
 	}
 	if r, _ := recs[4]["reason"].(string); !strings.Contains(r, "messages") {

@@ -125,9 +125,20 @@ type anthropicPlan struct {
 	stops []string
 }
 
+// anthropicPlanning is what plan needs besides the request.
+type anthropicPlanning struct {
+	contextCap int
+	// count is true for count_tokens, which has no max_tokens.
+	count bool
+	// keepBillingHeader keeps Claude Code's attribution line in the system
+	// prompt (Options.KeepBillingHeader).
+	keepBillingHeader bool
+}
+
 // plan translates the request onto the internal model and checks it without
-// a model. count is true for count_tokens, which has no max_tokens.
-func (req *AnthropicRequest) plan(contextCap int, count bool) (*anthropicPlan, error) {
+// a model.
+func (req *AnthropicRequest) plan(o anthropicPlanning) (*anthropicPlan, error) {
+	contextCap, count := o.contextCap, o.count
 	var errs []error
 	bad := func(param, format string, args ...any) { errs = append(errs, badRequest(param, format, args...)) }
 	if req.Model == "" {
@@ -167,7 +178,7 @@ func (req *AnthropicRequest) plan(contextCap int, count bool) (*anthropicPlan, e
 	if given(req.MCPServers) && string(req.MCPServers) != "[]" {
 		bad("mcp_servers", "mcp_servers is not supported: modeld does not connect to MCP servers; run the tools in the client and send them as tools")
 	}
-	msgs, err := req.system()
+	msgs, err := req.system(o.keepBillingHeader)
 	if err != nil {
 		errs = append(errs, err)
 	}
@@ -175,7 +186,7 @@ func (req *AnthropicRequest) plan(contextCap int, count bool) (*anthropicPlan, e
 		bad("messages", "messages must not be empty")
 	}
 	for i, m := range req.Messages {
-		ms, err := m.translate(i)
+		ms, err := m.translate(i, o.keepBillingHeader)
 		if err != nil {
 			errs = append(errs, err)
 		}
@@ -227,25 +238,14 @@ func anthropicWording(err error, formatParam string) error {
 }
 
 // system is the system prompt as a first message: a string or text blocks
-// (joined by a blank line).
-func (req *AnthropicRequest) system() ([]backends.Message, error) {
+// (systemText).
+func (req *AnthropicRequest) system(keepBillingHeader bool) ([]backends.Message, error) {
 	if !given(req.System) {
 		return nil, nil
 	}
-	var text string
-	if json.Unmarshal(req.System, &text) != nil {
-		var blocks []anthropicInBlock
-		if json.Unmarshal(req.System, &blocks) != nil {
-			return nil, badRequest("system", "system must be a string or an array of text blocks")
-		}
-		parts := make([]string, 0, len(blocks))
-		for i, b := range blocks {
-			if b.Type != "text" {
-				return nil, badRequest(fmt.Sprintf("system[%d]", i), "system[%d] has type %s; system blocks must be text", i, quote(b.Type))
-			}
-			parts = append(parts, b.Text)
-		}
-		text = strings.Join(parts, "\n\n")
+	text, err := systemText("system", req.System, keepBillingHeader)
+	if err != nil {
+		return nil, err
 	}
 	if text == "" {
 		return nil, nil
@@ -253,15 +253,83 @@ func (req *AnthropicRequest) system() ([]backends.Message, error) {
 	return []backends.Message{{Role: "system", Content: text}}, nil
 }
 
+// systemText is the text of a system prompt, the top-level field's or a
+// system message's (param names it): a string, or text blocks joined by a
+// blank line. cache_control and the blocks' other fields are hints modeld
+// has no use for. Claude Code's attribution line is dropped unless
+// keepBillingHeader (dropBillingHeader).
+func systemText(param string, raw json.RawMessage, keepBillingHeader bool) (string, error) {
+	drop := func(s string) string {
+		if keepBillingHeader {
+			return s
+		}
+		return dropBillingHeader(s)
+	}
+	var text string
+	if json.Unmarshal(raw, &text) == nil {
+		return drop(text), nil
+	}
+	var blocks []anthropicInBlock
+	if json.Unmarshal(raw, &blocks) != nil {
+		return "", badRequest(param, "%s must be a string or an array of text blocks", param)
+	}
+	parts := make([]string, 0, len(blocks))
+	for i, b := range blocks {
+		if b.Type != "text" {
+			return "", badRequest(fmt.Sprintf("%s[%d]", param, i), "%s[%d] has type %s; system blocks must be text", param, i, quote(b.Type))
+		}
+		if t := drop(b.Text); t != "" || b.Text == "" {
+			parts = append(parts, t)
+		}
+	}
+	return strings.Join(parts, "\n\n"), nil
+}
+
+// billingHeader starts the line Claude Code puts first in its system
+// prompt: "x-anthropic-billing-header: cc_version=2.1.328.<3 hex digits of
+// the session's first prompt>; cc_entrypoint=…". It is attribution for
+// Anthropic's servers, not an instruction to the model, and it differs
+// between sessions: kept, it is the first thing the prompts of two sessions
+// differ in, and the second session reuses nothing of the first's cache.
+const billingHeader = "x-anthropic-billing-header:"
+
+// dropBillingHeader removes a leading attribution line from a system text
+// (the whole text, when that line is all of it).
+func dropBillingHeader(s string) string {
+	t := strings.TrimLeft(s, " \t\r\n")
+	if !strings.HasPrefix(t, billingHeader) {
+		return s
+	}
+	if i := strings.IndexByte(t, '\n'); i >= 0 {
+		return strings.TrimLeft(t[i+1:], "\r\n")
+	}
+	return ""
+}
+
 // translate turns the i-th message into internal messages: text blocks
 // are joined by a blank line, as system blocks are; a user turn's
 // tool_result blocks become tool messages (in their place among its text),
 // an assistant turn's tool_use blocks its tool calls. Thinking blocks sent
 // back are dropped: chat templates do not render earlier turns' reasoning.
-func (m *anthropicMessage) translate(i int) ([]backends.Message, error) {
+// A system message (Claude Code sends its environment block as one, for a
+// model it does not know) stays a system message where it stands: the
+// chat template places it (docs/API.md says what a template that cannot
+// gets).
+func (m *anthropicMessage) translate(i int, keepBillingHeader bool) ([]backends.Message, error) {
 	param := fmt.Sprintf("messages[%d]", i)
-	if m.Role != "user" && m.Role != "assistant" {
-		return nil, badRequest(param+".role", "%s.role %s is not one of user, assistant (the system prompt is the top-level system field)", param, quote(m.Role))
+	switch m.Role {
+	case "user", "assistant":
+	case "system":
+		if !given(m.Content) {
+			return nil, badRequest(param+".content", "%s.content is required", param)
+		}
+		text, err := systemText(param+".content", m.Content, keepBillingHeader)
+		if err != nil {
+			return nil, err
+		}
+		return []backends.Message{{Role: "system", Content: text}}, nil
+	default:
+		return nil, badRequest(param+".role", "%s.role %s is not one of user, assistant, system", param, quote(m.Role))
 	}
 	var text string
 	if json.Unmarshal(m.Content, &text) == nil {
@@ -429,11 +497,14 @@ func (req *AnthropicRequest) tooling(gen *backends.Request, call *chatCall) erro
 }
 
 // thinking turns thinking on or off through the chat template's
-// enable_thinking (Qwen3 and the templates that follow it). budget_tokens
-// is checked as Anthropic checks it but not enforced apart from max_tokens,
+// enable_thinking (Qwen3 and the templates that follow it). Absent means
+// off, as it does on Anthropic's API: a template's own default (on, for
+// Qwen3) applies only to dialects without such a field. budget_tokens is
+// checked as Anthropic checks it but not enforced apart from max_tokens,
 // which bounds reasoning and answer together.
 func (req *AnthropicRequest) thinking(call *chatCall) error {
 	if !given(req.Thinking) {
+		call.vars = map[string]any{"enable_thinking": false}
 		return nil
 	}
 	var th anthropicThinking
@@ -494,7 +565,7 @@ func (s *Server) anthropicDecode(c *gin.Context, count bool) (*AnthropicRequest,
 	if len(req.ignored) > 0 {
 		s.log.Debug("anthropic messages: fields ignored", "path", c.Request.URL.Path, "fields", req.ignored)
 	}
-	plan, err := req.plan(s.contextCap(), count)
+	plan, err := req.plan(anthropicPlanning{contextCap: s.contextCap(), count: count, keepBillingHeader: s.opt.KeepBillingHeader})
 	if err != nil {
 		writeAnthropicError(c, err)
 		return nil, nil, false

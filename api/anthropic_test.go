@@ -203,7 +203,9 @@ func TestAnthropicRefusals(t *testing.T) {
 		{"document in a tool result", `{"model":"claude-test","max_tokens":5,"messages":[{"role":"user","content":"a"},{"role":"assistant","content":[{"type":"tool_use","id":"toolu_1","name":"f","input":{}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":[{"type":"document","source":{}}]}]}]}`,
 			400, "invalid_request_error", "messages[2].content[0].content[0] is an document block"},
 		{"temperature", `{"model":"claude-test","max_tokens":5,"temperature":1.5,` + user + `}`, 400, "invalid_request_error", "temperature 1.5 is outside [0, 1]"},
-		{"system role", `{"model":"claude-test","max_tokens":5,"messages":[{"role":"system","content":"x"}]}`, 400, "invalid_request_error", "messages[0].role"},
+		{"developer role", `{"model":"claude-test","max_tokens":5,"messages":[{"role":"developer","content":"x"}]}`, 400, "invalid_request_error", `messages[0].role "developer" is not one of user, assistant, system`},
+		{"system message of an image", `{"model":"claude-test","max_tokens":5,"messages":[{"role":"user","content":"a"},{"role":"system","content":[{"type":"image"}]}]}`,
+			400, "invalid_request_error", "messages[1].content[0] has type \"image\"; system blocks must be text"},
 		{"prefill", `{"model":"claude-test","max_tokens":5,` + user[:len(user)-1] + `,{"role":"assistant","content":"The answer is"}]}`,
 			400, "invalid_request_error", "prefill"},
 		{"tool_choice any without tools", `{"model":"claude-test","max_tokens":5,"tool_choice":{"type":"any"},` + user + `}`, 400, "invalid_request_error", "needs tools"},
@@ -704,7 +706,7 @@ func FuzzAnthropicRequest(f *testing.F) {
 		var req AnthropicRequest
 		err := unmarshalBody(body, &req)
 		if err == nil {
-			_, err = req.plan(backends.DefaultContextCap, count)
+			_, err = req.plan(anthropicPlanning{contextCap: backends.DefaultContextCap, count: count})
 		}
 		if err != nil {
 			checkRequestError(t, "messages", err)

@@ -60,6 +60,11 @@ type Options struct {
 	// Responses bounds the store that previous_response_id reads
 	// (responses_store.go); zero fields take its defaults.
 	Responses ResponseStoreConfig
+	// KeepBillingHeader keeps the x-anthropic-billing-header line that
+	// Claude Code puts first in its system prompt; by default the Messages
+	// dialect drops it, so that a new session reuses the cached prompt of
+	// the last one (anthropic.go).
+	KeepBillingHeader bool
 }
 
 // Server routes modeld's HTTP API.

@@ -73,6 +73,10 @@ type Config struct {
 	ResponsesStoreEntries  int   // most responses kept
 	ResponsesStoreLifetime time.Duration
 
+	// KeepBillingHeader keeps Claude Code's x-anthropic-billing-header line
+	// in the system prompt (api.Options.KeepBillingHeader).
+	KeepBillingHeader bool
+
 	HFEndpoint string
 	HFToken    string // from HF_TOKEN; never printed
 	Offline    bool
@@ -281,6 +285,13 @@ var settings = []setting{
 	{name: "responses-store-lifetime", help: "how long a stored response may be continued (previous_response_id) or fetched",
 		def: static(durationText(api.DefaultResponseStoreLifetime)), apply: func(c *Config, v string) error { return parsePositiveDuration(&c.ResponsesStoreLifetime, v) },
 		show: func(c *Config) any { return durationText(c.ResponsesStoreLifetime) }},
+	{name: "keep-billing-header", boolean: true, help: "keep the x-anthropic-billing-header line that Claude Code puts first in its system prompt (it changes with every session); off: the Messages API drops it, so that a new session reuses the prompt cached by the last one",
+		def: static("false"), apply: func(c *Config, v string) error {
+			b, err := strconv.ParseBool(v)
+			c.KeepBillingHeader = b
+			return err
+		},
+		show: func(c *Config) any { return c.KeepBillingHeader }},
 	{name: "allow-private-pull", boolean: true, help: "let pull fetch loopback, link-local and private network addresses (off: pull is not a proxy into the local network)",
 		def: static("false"), apply: func(c *Config, v string) error {
 			b, err := strconv.ParseBool(v)

@@ -78,6 +78,7 @@ type chatMetrics struct {
 	completion  *prometheus.CounterVec
 	generations *prometheus.CounterVec
 	cancelled   *prometheus.CounterVec
+	prefix      *prefixCacheMetrics // vLLM's prefix-cache counters (metrics_prefix.go)
 
 	mu   sync.Mutex // guards live; never held while a runner is asked
 	live map[*chatInstance]llama.Stats
@@ -95,6 +96,7 @@ func newChatMetrics() *chatMetrics {
 		completion:  vec("modeld_completion_tokens_total", "Completion tokens of ended generations, by model id."),
 		generations: vec("modeld_generations_total", "Generations ended (finished, cut, cancelled or failed), by model id."),
 		cancelled:   vec("modeld_generations_cancelled_total", "Generations stopped because their request was cancelled (a client that went away or pressed Stop), by model id."),
+		prefix:      newPrefixCacheMetrics(),
 		live:        map[*chatInstance]llama.Stats{},
 	}
 }
@@ -135,6 +137,7 @@ func (m *chatMetrics) loaded(c *chatInstance) {
 	for _, v := range []*prometheus.CounterVec{m.prompt, m.completion, m.generations, m.cancelled} {
 		v.WithLabelValues(c.id) // a loaded model shows its zeros
 	}
+	m.prefix.loaded(c.id)
 }
 
 // unloading counts c's last generations and forgets it.
@@ -162,12 +165,13 @@ func (m *chatMetrics) add(c *chatInstance, st llama.Stats) {
 	m.completion.WithLabelValues(c.id).Add(float64(st.CompletionTokens - last.CompletionTokens))
 	m.generations.WithLabelValues(c.id).Add(float64(st.Generations - last.Generations))
 	m.cancelled.WithLabelValues(c.id).Add(float64(st.Cancelled - last.Cancelled))
+	m.prefix.add(c.id, last, st)
 	m.live[c] = st
 }
 
 // Describe implements prometheus.Collector.
 func (m *chatMetrics) Describe(ch chan<- *prometheus.Desc) {
-	for _, v := range []*prometheus.CounterVec{m.prompt, m.completion, m.generations, m.cancelled} {
+	for _, v := range append([]*prometheus.CounterVec{m.prompt, m.completion, m.generations, m.cancelled}, m.prefix.vecs()...) {
 		v.Describe(ch)
 	}
 }
@@ -186,7 +190,7 @@ func (m *chatMetrics) Collect(ch chan<- prometheus.Metric) {
 			m.add(c, st)
 		}
 	}
-	for _, v := range []*prometheus.CounterVec{m.prompt, m.completion, m.generations, m.cancelled} {
+	for _, v := range append([]*prometheus.CounterVec{m.prompt, m.completion, m.generations, m.cancelled}, m.prefix.vecs()...) {
 		v.Collect(ch)
 	}
 }

@@ -109,6 +109,8 @@ func (a *app) serve(ctx context.Context) error {
 		ContextCap: cfg.ContextSize,
 		// The responses store: a size of 0 keeps none.
 		Responses: api.ResponseStoreConfig{MaxEntries: cfg.ResponsesStoreEntries, MaxBytes: cmp.Or(cfg.ResponsesStoreSize, -1), Lifetime: cfg.ResponsesStoreLifetime},
+		// Claude Code's attribution line: dropped unless kept (api/anthropic.go).
+		KeepBillingHeader: cfg.KeepBillingHeader,
 
 		// Who may talk to the daemon (api/access.go).
 		AllowedHosts: cfg.AllowedHosts,

@@ -161,14 +161,23 @@ func TestPrefixReuse(t *testing.T) {
 			if r3.final.Usage.CachedTokens != len(next)-2 || !slices.Equal(r3.tokens, w2.tokens) {
 				t.Errorf("repeat: cached %d of %d, tokens %v", r3.final.Usage.CachedTokens, len(next), r3.tokens)
 			}
-			// A prompt that shares only the start goes to the slot holding
-			// that start, and the rest of that KV is dropped.
+			// A prompt that shares only the start of that slot's KV (less
+			// than half of it) takes the empty slot: the conversation's KV
+			// stays, and the conversation goes on reusing it.
 			branch := slices.Concat(first[:len(first)-2], text("bye"))
 			r4 := generate(t, m, Request{Prompt: branch, MaxTokens: 12})
 			w4 := generateAlone(t, kind, Request{Prompt: branch, MaxTokens: 12})
-			if r4.final.Usage.CachedTokens != min(len(first)-2, len(branch)-2) || !slices.Equal(r4.tokens, w4.tokens) {
-				t.Errorf("branch: cached %d, want %d; tokens %v, want %v",
-					r4.final.Usage.CachedTokens, len(first)-2, r4.tokens, w4.tokens)
+			if r4.final.Usage.CachedTokens != 0 || !slices.Equal(r4.tokens, w4.tokens) {
+				t.Errorf("branch: cached %d, want 0 (the empty slot); tokens %v, want %v", r4.final.Usage.CachedTokens, r4.tokens, w4.tokens)
+			}
+			if r5 := generate(t, m, Request{Prompt: next, MaxTokens: 12}); r5.final.Usage.CachedTokens != len(next)-2 || !slices.Equal(r5.tokens, w2.tokens) {
+				t.Errorf("after the branch: cached %d of %d, tokens %v", r5.final.Usage.CachedTokens, len(next), r5.tokens)
+			}
+			// The branch's start again goes to the slot holding the most of it.
+			twig := slices.Concat(branch, text(" more"))
+			w6 := generateAlone(t, kind, Request{Prompt: twig, MaxTokens: 12})
+			if r6 := generate(t, m, Request{Prompt: twig, MaxTokens: 12}); r6.final.Usage.CachedTokens != len(branch) || !slices.Equal(r6.tokens, w6.tokens) {
+				t.Errorf("twig: cached %d, want %d; tokens %v, want %v", r6.final.Usage.CachedTokens, len(branch), r6.tokens, w6.tokens)
 			}
 		})
 	}

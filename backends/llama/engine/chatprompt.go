@@ -398,9 +398,16 @@ func (ph placeholderSet) split(out string, texts []string) ([]segment, bool) {
 }
 
 // render is ApplyChatTemplate with tools and extra variables (which only
-// the Jinja renderer passes to the template).
+// the Jinja renderer passes to the template). A variable the template never
+// names cannot change its output, so it does not change the renderer: a
+// dialect that always says enable_thinking renders a template without the
+// switch as a request without it does.
 func (m *Model) render(msgs []Message, tools []Tool, addAssistant bool, vars map[string]any) (string, error) {
-	if len(tools) == 0 && len(vars) == 0 {
+	named := false
+	for k := range vars {
+		named = named || strings.Contains(m.info.ChatTemplate, k)
+	}
+	if len(tools) == 0 && !named {
 		return m.ApplyChatTemplate(msgs, addAssistant)
 	}
 	return m.applyJinjaTools(msgs, tools, addAssistant, vars)

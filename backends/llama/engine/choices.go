@@ -71,7 +71,7 @@ func (s *scheduler) startFollower(sl *slot, f *request, leader *slot) {
 	s.dec.seqRemove(sl.id, -1)
 	sl.cache, sl.exact = sl.cache[:0], 0
 	s.clock++
-	sl.used = s.clock
+	sl.used, sl.base = s.clock, s.floor
 	sl.r = f
 	sl.nPast = len(f.prompt) // not prefilling: the leader reads the prompt
 	sl.hasNext = false

@@ -33,6 +33,9 @@ type scheduler struct {
 	slots   []*slot
 	hooks   Hooks
 	clock   uint64 // loop goroutine only
+	// floor is the value of the last cached prefix a request evicted
+	// (slot.go's GreedyDual-Size); loop goroutine only.
+	floor uint64
 
 	mu         sync.Mutex // guards waiting and closed
 	waiting    []*request
@@ -54,6 +57,10 @@ type scheduler struct {
 	completionTokens atomic.Uint64
 	generations      atomic.Uint64
 	cancelled        atomic.Uint64
+	// prefixQueried and prefixHit count the prompt tokens of requests given
+	// a slot and those of them its KV held (start).
+	prefixQueried atomic.Uint64
+	prefixHit     atomic.Uint64
 }
 
 func newScheduler(m *Model, o Options, h Hooks) (*scheduler, error) {
@@ -115,6 +122,7 @@ func (s *scheduler) stats() Stats {
 		KVTokens: int(s.kvTokens.Load()), KVCapacity: len(s.slots) * s.ctxSize,
 		PromptTokens: s.promptTokens.Load(), CompletionTokens: s.completionTokens.Load(),
 		Generations: s.generations.Load(), Cancelled: s.cancelled.Load(),
+		PrefixQueryTokens: s.prefixQueried.Load(), PrefixHitTokens: s.prefixHit.Load(),
 	}
 }
 

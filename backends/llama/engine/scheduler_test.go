@@ -291,7 +291,9 @@ func TestSchedulerGeneratingFirst(t *testing.T) {
 
 // TestSchedulerStatsKVAndCounters: Stats counts the KV that running
 // sequences hold against the context's capacity (an idle slot's kept KV is
-// free), and the tokens, generations and cancellations of ended requests.
+// free), the tokens, generations and cancellations of ended requests, and
+// the prompt tokens looked up in and read from the prefix cache of the
+// requests given a slot.
 func TestSchedulerStatsKVAndCounters(t *testing.T) {
 	dec := newFakeDecoder()
 	dec.entered, dec.gate = make(chan int, 64), make(chan struct{})
@@ -317,7 +319,17 @@ func TestSchedulerStatsKVAndCounters(t *testing.T) {
 	if ev := last(t, gone); ev.Finish != FinishCancelled {
 		t.Fatalf("cancelled request ended with %+v", ev)
 	}
-	want := Stats{Slots: 2, KVCapacity: 2 << 20, PromptTokens: 7, CompletionTokens: 5, Generations: 2, Cancelled: 1}
+	// The first prompt again: its KV is reused but for the last two tokens,
+	// which are evaluated for the logits.
+	again, err := submitFake(t, s, context.Background(), 3, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev := last(t, again); ev.Usage.CachedTokens != 1 {
+		t.Fatalf("the prompt again ended with %+v, want 1 cached token", ev)
+	}
+	want := Stats{Slots: 2, KVCapacity: 2 << 20, PromptTokens: 10, CompletionTokens: 10, Generations: 3, Cancelled: 1,
+		PrefixQueryTokens: 6, PrefixHitTokens: 1}
 	st := s.stats()
 	st.DecodeCalls, st.DecodedTokens = 0, 0
 	if st != want {

@@ -38,6 +38,9 @@ type slot struct {
 	exact  int
 	before int    // len(cache) when the current step began
 	used   uint64 // scheduler clock when last given a request (LRU, admission order)
+	// base is the scheduler's value floor when sl was last given a request:
+	// its cached prefix's value against eviction is base plus its length.
+	base uint64
 
 	r       *request // nil when idle
 	nPast   int      // prompt tokens in the KV so far
@@ -64,22 +67,99 @@ func commonPrefix(a, b []yz.Token) int {
 	return n
 }
 
-// pickSlot chooses the idle slot for prompt: the one whose KV shares the
-// longest prefix with it; among equals the least recently used, so other
-// slots keep their prefixes. nil when no slot is idle.
-func (s *scheduler) pickSlot(prompt []yz.Token) *slot {
-	var best *slot
-	bestLen := -1
-	for _, sl := range s.slots {
+// Slot choice. A slot's KV, kept after its request ended, is a cached
+// prefix that the next request of the same conversation reuses (an agent's
+// long system prompt and tools, thousands of tokens). A request takes, in
+// this order:
+//
+//  1. the idle slot whose reusable prefix with its prompt is substantial —
+//     at least half of that slot's reusable cache — the longest such
+//     prefix, among equals the one losing the fewest reusable tokens, then
+//     the least recently used;
+//  2. else an empty slot (one that caches nothing reusable);
+//  3. else it evicts the cached prefix of least value. A prefix's value is
+//     its reusable length in tokens (what rebuilding it costs) plus the
+//     value the last evicted prefix had when this one was last used
+//     (GreedyDual-Size, with each slot one unit of size): a long prefix
+//     outlives many short ones, and a prefix unused for long loses to ones
+//     used since. Among equals the least recently used goes.
+//
+// A slot's reusable cache is its exact prefix (slot.exact): the prompt
+// tokens of its last request, not the answer's, whose KV a prompt
+// evaluation would not give. So a conversation's next turn, which repeats
+// the last prompt, always reuses its slot however long the answer was.
+//
+// So a short side request never evicts a long prefix while a slot is empty,
+// and a burst of them evicts each other before an agent's prompt.
+
+// reusable is how many of prompt's leading tokens sl's KV gives as a fresh
+// evaluation would (start reuses no more).
+func (sl *slot) reusable(prompt []yz.Token) int {
+	return min(commonPrefix(sl.cache, prompt), sl.exact)
+}
+
+// value is sl's cached prefix's worth against eviction (see above).
+func (sl *slot) value() uint64 { return sl.base + uint64(sl.exact) }
+
+// substantialReuse reports whether reusing n of sl's cached tokens is worth
+// taking sl over an empty slot: it keeps at least half of what sl caches
+// that could be reused.
+func substantialReuse(n int, sl *slot) bool {
+	return n > 0 && 2*n >= sl.exact
+}
+
+// betterReuse reports whether reusing an tokens of a beats bn of b: more
+// tokens, then fewer reusable tokens lost, then the least recently used.
+func betterReuse(a *slot, an int, b *slot, bn int) bool {
+	if an != bn {
+		return an > bn
+	}
+	if la, lb := a.exact-an, b.exact-bn; la != lb {
+		return la < lb
+	}
+	return a.used < b.used
+}
+
+// chooseSlot is the idle slot that prompt takes (see above); nil when none
+// is idle. It only reads the slots.
+func chooseSlot(slots []*slot, prompt []yz.Token) *slot {
+	var reuse, empty, evict *slot
+	reuseLen := 0
+	for _, sl := range slots {
 		if !sl.idle() {
 			continue
 		}
-		n := commonPrefix(sl.cache, prompt)
-		if n > bestLen || n == bestLen && sl.used < best.used {
-			best, bestLen = sl, n
+		if sl.exact == 0 {
+			if empty == nil {
+				empty = sl
+			}
+			continue
+		}
+		if n := sl.reusable(prompt); substantialReuse(n, sl) && (reuse == nil || betterReuse(sl, n, reuse, reuseLen)) {
+			reuse, reuseLen = sl, n
+		}
+		if evict == nil || sl.value() < evict.value() || sl.value() == evict.value() && sl.used < evict.used {
+			evict = sl
 		}
 	}
-	return best
+	switch {
+	case reuse != nil:
+		return reuse
+	case empty != nil:
+		return empty
+	}
+	return evict
+}
+
+// pickSlot chooses the idle slot for prompt (chooseSlot) and, when that
+// evicts a cached prefix, raises the value floor to the evicted one's.
+// nil when no slot is idle.
+func (s *scheduler) pickSlot(prompt []yz.Token) *slot {
+	sl := chooseSlot(s.slots, prompt)
+	if sl != nil && sl.exact > 0 && !substantialReuse(sl.reusable(prompt), sl) {
+		s.floor = max(s.floor, sl.value())
+	}
+	return sl
 }
 
 // start gives r to sl: it keeps the KV of the common prefix (at least one
@@ -103,13 +183,15 @@ func (s *scheduler) start(sl *slot, r *request) {
 	sl.cache = sl.cache[:common]
 	sl.exact = min(sl.exact, common)
 	s.clock++
-	sl.used = s.clock
+	sl.used, sl.base = s.clock, s.floor
 	sl.r = r
 	sl.nPast = common
 	sl.hasNext = false
 	s.startSampler(sl, r)
 	sl.text = newTextAssembler(r.stops)
 	sl.usage = Usage{PromptTokens: len(r.prompt), CachedTokens: common}
+	s.prefixQueried.Add(uint64(len(r.prompt)))
+	s.prefixHit.Add(uint64(common))
 	s.active.Add(1)
 }
 

@@ -87,6 +87,11 @@ type Stats struct {
 	CompletionTokens uint64
 	Generations      uint64
 	Cancelled        uint64
+	// The prefix cache, as vLLM counts it: the prompt tokens of the
+	// requests given a slot (looked up in the KV its slots keep), and how
+	// many of those were read from it instead of evaluated.
+	PrefixQueryTokens uint64
+	PrefixHitTokens   uint64
 }
 
 // Errors of the engine that are not the backends contract's: they are
