@@ -41,6 +41,9 @@ type Config struct {
 	LoadWait     time.Duration
 	ChatSlots    int
 	ContextSize  int
+	// Aliases map the model names agents ask for (claude-sonnet-*, gpt-5.5)
+	// to models of the store.
+	Aliases modelAliases
 	Threads      int // 0: measured default
 	BatchThreads int // 0: measured default
 	GPUTasks     []string
@@ -225,6 +228,13 @@ var settings = []setting{
 	{name: "context-size", help: "largest context per chat model; a model's own trained context is used when smaller",
 		def: static(strconv.Itoa(backends.DefaultContextCap)), apply: func(c *Config, v string) error { return parseInt(&c.ContextSize, v, 64) },
 		show: func(c *Config) any { return c.ContextSize }},
+	{name: "model-aliases", help: "names a request may give for a model of the store (comma list of PATTERN=MODEL, * and ? as wildcards, the first match wins; a name the store holds is never an alias), e.g. claude-sonnet-*=qwen3,gpt-5.5=qwen3",
+		def: static(""), apply: func(c *Config, v string) error {
+			as, err := parseAliases(v)
+			c.Aliases = as
+			return err
+		},
+		show: func(c *Config) any { return c.Aliases.String() }},
 	{name: "threads", help: "CPU threads per model; for chat, of one-token decode steps (0 = measured default for this machine)",
 		def: static("0"), apply: func(c *Config, v string) error { return parseInt(&c.Threads, v, 0) },
 		show: func(c *Config) any { return c.Threads }},
