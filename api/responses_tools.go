@@ -47,8 +47,8 @@ type respToolKind int
 
 const (
 	kindFunction   respToolKind = iota
-	kindCustom              // a custom (freeform) tool: a custom_tool_call
-	kindToolSearch          // client tool search: a tool_search_call
+	kindCustom                  // a custom (freeform) tool: a custom_tool_call
+	kindToolSearch              // client tool search: a tool_search_call
 )
 
 // toolOrigin is the client's tool behind a model-facing function.
