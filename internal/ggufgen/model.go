@@ -79,6 +79,12 @@ type Options struct {
 	NoTemplate bool
 	// Name is general.name (default "modeld-test-<vocab>").
 	Name string
+	// Raise lifts the logits of these token ids by about the given amount
+	// at every position: every token embedding carries a constant in
+	// dimension 0, and these tokens' output rows read it. Random weights
+	// then favour them, so that a test model ends what the grammar lets
+	// it end (lines, sections, a turn when EOS is raised).
+	Raise map[int]float32
 }
 
 // Tiny returns the options of a test model of under 1 MB: 64 wide, 2 layers,
@@ -268,9 +274,23 @@ func tensors(o Options, v *vocab) []*tensor {
 		for _, id := range v.silence {
 			clear(dst[uint64(id)*e : uint64(id+1)*e])
 		}
+		for id, lift := range o.Raise {
+			if id >= 0 && uint64(id) < nv {
+				// dimension 0 of the normed hidden state is about raiseNormed
+				dst[uint64(id)*e] = lift / raiseNormed
+			}
+		}
+	}
+	embd := func(dst []float32) {
+		uniform(dst, o.Seed, "token_embd.weight", 1)
+		if len(o.Raise) > 0 {
+			for t := uint64(0); t < nv; t++ {
+				dst[t*e] = raiseConst
+			}
+		}
 	}
 	ts := []*tensor{
-		{name: "token_embd.weight", dims: []uint64{e, nv}, typ: typ, fill: rnd("token_embd.weight", 1)},
+		{name: "token_embd.weight", dims: []uint64{e, nv}, typ: typ, fill: embd},
 		{name: "output_norm.weight", dims: []uint64{e}, typ: ggmlF32, fill: ones},
 		{name: "output.weight", dims: []uint64{e, nv}, typ: typ, fill: out},
 	}
@@ -293,6 +313,14 @@ func tensors(o Options, v *vocab) []*tensor {
 	}
 	return ts
 }
+
+// raiseConst is dimension 0 of every token embedding of a model with Raise,
+// and raiseNormed about what the final norm makes of it (the other
+// dimensions and the layers' outputs are of order one).
+const (
+	raiseConst  = 4
+	raiseNormed = 3
+)
 
 // uniform fills dst with values uniform in [-std√3, std√3] (standard
 // deviation std) from a splitmix64 stream keyed by seed and tensor name, so a

@@ -4,6 +4,10 @@
 // GBNF is text the Lark grammar accepts. Regex translates a single regular
 // expression the same way (a custom tool's "regex" syntax).
 //
+// Grammar.Match reads a text as Lark's Earley parser does, from the
+// regexes' source text, so that tests can check sampled text independently
+// of the translation.
+//
 // It owns the translation only: it reads grammar text and writes grammar
 // text. It must not build samplers, read requests or know a tool-call
 // syntax; the llama backend (toolgrammar.go) places the result inside a

@@ -6,12 +6,20 @@ import (
 	"strings"
 )
 
-// recognizer reads a text the way Lark's Earley parser with its dynamic
-// lexer does: rules explore every alternative, and each terminal (a named
-// one, a string, a /regex/) matches once at a position, as far as Python's
-// re.match takes it. Regular expressions are matched by Go's regexp from
-// their source text with Python's Unicode classes, independently of this
-// package's translation; only the parsed rule structure is shared.
+// Match reports whether text parses under g's start rule, read the way
+// Lark's Earley parser with its dynamic lexer reads it: rules explore every
+// alternative, and each terminal (a named one, a string, a /regex/)
+// matches once at a position, as far as Python's re.match takes it.
+// Regular expressions are matched by Go's regexp from their source text,
+// with Python's Unicode classes, independently of the GBNF translation
+// (only the parsed rules are shared): it is the check that sampled text
+// parses. Its cost grows with the text's length times the grammar's
+// ambiguity; use it on tool inputs, not on documents.
+func (g *Grammar) Match(text string) bool {
+	return newRecognizer(g).accepts(text)
+}
+
+// recognizer is Match's state.
 type recognizer struct {
 	g     *Grammar
 	text  string
@@ -106,7 +114,10 @@ func (r *recognizer) ends(e expr, pos int) []int {
 func (r *recognizer) terminal(name, src string, pos int) []int {
 	re, ok := r.terms[src]
 	if !ok {
-		re = regexp.MustCompile(`\A` + src)
+		var err error
+		if re, err = regexp.Compile(`\A` + src); err != nil {
+			return nil // a pattern Go cannot read matches nothing
+		}
 		r.terms[src] = re
 	}
 	loc := re.FindStringIndex(r.text[pos:])
@@ -184,7 +195,7 @@ func goRegex(g *Grammar, e expr) string {
 		}
 		return "(?:" + src + ")"
 	}
-	panic("unknown expression")
+	return "[^\\x{0}-\\x{10ffff}]" // matches nothing
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
