@@ -90,6 +90,12 @@ type Options struct {
 	EndsTurns bool
 	// EndAfter is the mean answer length of EndsTurns, in tokens (default 60).
 	EndAfter int
+	// Raise lifts the logits of these token ids by about the given amount
+	// at every position: every token embedding carries a constant in
+	// dimension 0, and these tokens' output rows read it. Random weights
+	// then favour them, so that a test model ends what the grammar lets
+	// it end (lines, sections, a turn when EOS is raised).
+	Raise map[int]float32
 }
 
 // Tiny returns the options of a test model of under 1 MB: 64 wide, 2 layers,
@@ -302,6 +308,12 @@ func tensors(o Options, v *vocab) []*tensor {
 		if ch.on {
 			dst[uint64(v.end)*e+ch.dim] = float32(ch.endWeight(o, v))
 		}
+		for id, lift := range o.Raise {
+			if id >= 0 && uint64(id) < nv {
+				// dimension 0 of the normed hidden state is about raiseNormed
+				dst[uint64(id)*e] = lift / raiseNormed
+			}
+		}
 	}
 	embd := func(dst []float32) {
 		uniform(dst, o.Seed, "token_embd.weight", 1)
@@ -311,6 +323,11 @@ func tensors(o Options, v *vocab) []*tensor {
 				if blankToken(text) {
 					dst[uint64(t)*e+ch.dim] = 0
 				}
+			}
+		}
+		if len(o.Raise) > 0 {
+			for t := uint64(0); t < nv; t++ {
+				dst[t*e] = raiseConst
 			}
 		}
 	}
@@ -338,6 +355,14 @@ func tensors(o Options, v *vocab) []*tensor {
 	}
 	return ts
 }
+
+// raiseConst is dimension 0 of every token embedding of a model with Raise,
+// and raiseNormed about what the final norm makes of it (the other
+// dimensions and the layers' outputs are of order one).
+const (
+	raiseConst  = 4
+	raiseNormed = 3
+)
 
 // uniform fills dst with values uniform in [-std√3, std√3] (standard
 // deviation std) from a splitmix64 stream keyed by seed and tensor name, so a
