@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/modeld/modeld/backends/llama/grammar/lark"
 	"github.com/modeld/modeld/internal/testenv"
 )
 
@@ -40,7 +41,7 @@ func checkTurn2Cache(t *testing.T, cli string, lines []accessLine, route string)
 // agentDaemonArgs start the daemon as a user would, but for the slots: the
 // default context (the model's trained 32k, capped by memory) must hold the
 // CLIs' prompts.
-var agentDaemonArgs = []string{"--chat-slots", "2", "--context-size", "32768"}
+var agentDaemonArgs = []string{"--chat-slots", "2", "--context-size", "32768", "--model-aliases", "gpt-5.5=t/agent,claude-*=t/agent"}
 
 func TestAgentModelEndsItsTurns(t *testing.T) {
 	_, base := realDaemonWith(t, testenv.LlamaAgentModel(t, agentModel.arch, agentModel.template), agentModel.id, agentDaemonArgs...)
@@ -168,7 +169,70 @@ func TestCodexAgainstDaemon(t *testing.T) {
 	if second.Prompt <= first.Prompt {
 		t.Errorf("turn 2's prompt (%d tokens) is not longer than turn 1's (%d): resume lost the conversation", second.Prompt, first.Prompt)
 	}
+	// A catalog id of Codex's own, which the daemon's alias maps to the
+	// local model.
+	mark = logs.Len()
+	other := codex("-m", "gpt-5.5", "say hi")
+	if strings.TrimSpace(other.Stdout) == "" {
+		t.Fatalf("gpt-5.5 printed no answer\nstderr:\n%s", other.Stderr)
+	}
+	checkStatuses(t, "codex -m gpt-5.5", agentAccessLines(t, logs, mark))
+	t.Logf("codex -m gpt-5.5: %s", other.Took.Round(100e6))
+
 	checkShapes(t, "codex", rec.since(0))
+	checkApplyPatch(t, base, rec.since(0))
+}
+
+// checkApplyPatch sends the daemon a request shaped as Codex's (the last one
+// it sent that offers apply_patch as a custom tool with a Lark grammar),
+// forcing that tool the way the Responses API names a custom tool, and
+// parses the call's input under the Lark grammar Codex sent.
+func checkApplyPatch(t *testing.T, base string, reqs []recorded) {
+	t.Helper()
+	var body map[string]any
+	var definition string
+	for _, r := range reqs {
+		tools, _ := r.Body["tools"].([]any)
+		for _, x := range tools {
+			tool, _ := x.(map[string]any)
+			format, _ := tool["format"].(map[string]any)
+			if tool["type"] == "custom" && tool["name"] == "apply_patch" && format["syntax"] == "lark" {
+				body, definition = r.Body, format["definition"].(string)
+			}
+		}
+	}
+	if body == nil {
+		t.Fatal("Codex offered no custom apply_patch tool with a Lark grammar")
+	}
+	g, err := lark.Parse(definition)
+	if err != nil {
+		t.Fatalf("Codex's apply_patch grammar does not parse: %v\n%s", err, definition)
+	}
+	req := map[string]any{}
+	for k, v := range body {
+		req[k] = v
+	}
+	req["stream"] = false
+	req["tool_choice"] = map[string]any{"type": "custom", "name": "apply_patch"}
+	req["max_output_tokens"] = 4000
+	var res struct {
+		Output []struct {
+			Type  string `json:"type"`
+			Name  string `json:"name"`
+			Input string `json:"input"`
+		} `json:"output"`
+	}
+	postJSONTo(t, base+"/v1/responses", req, &res)
+	for _, item := range res.Output {
+		if item.Type == "custom_tool_call" && item.Name == "apply_patch" {
+			if !g.Match(item.Input) {
+				t.Fatalf("the forced apply_patch call does not parse under Codex's Lark grammar:\n%s", item.Input)
+			}
+			t.Logf("apply_patch call of %d bytes parses under Codex's grammar", len(item.Input))
+			return
+		}
+	}
+	t.Fatalf("forced apply_patch: no custom_tool_call in %+v", res.Output)
 }
 
 // realDaemonWith imports the model file at path as id into a fresh home and

@@ -163,7 +163,7 @@ func TestLaunchAgainstDaemonWithAliases(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(user, ".codex", "modeld.config.toml")); !os.IsNotExist(err) {
 		t.Fatalf("profile still there after --undo: %v", err)
 	}
-	if out, err := runCLI(t, env, "launch", "opencode", "no/such", "--config-only"); err == nil || !strings.Contains(out, "no chat model \"no/such\"") {
+	if out, err := runCLI(t, env, "launch", "opencode", "no/such", "--config-only"); err == nil || !strings.Contains(err.Error(), "no chat model \"no/such\"") {
 		t.Fatalf("launch of an unknown model: %v\n%s", err, out)
 	}
 

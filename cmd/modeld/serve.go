@@ -108,7 +108,7 @@ func (a *app) serve(ctx context.Context) error {
 		// Model aliases, applied in every dialect's lookup (aliases.go).
 		ResolveModel: modelResolver(store, cfg.Aliases),
 		Collectors:   metrics.collectors(),
-		ContextCap:   cfg.ContextSize,
+		ContextCap:   cfg.contextCap(),
 		// The responses store: a size of 0 keeps none.
 		Responses: api.ResponseStoreConfig{MaxEntries: cfg.ResponsesStoreEntries, MaxBytes: cmp.Or(cfg.ResponsesStoreSize, -1), Lifetime: cfg.ResponsesStoreLifetime},
 		// Claude Code's attribution line: dropped unless kept (api/anthropic.go).
