@@ -275,4 +275,3 @@ func postJSONTo(t *testing.T, url string, in, out any) {
 		t.Fatalf("POST %s: %v in %s", url, err, body)
 	}
 }
-

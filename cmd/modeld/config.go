@@ -33,17 +33,17 @@ type Config struct {
 	LogLevel   string
 	LogFormat  string
 
-	KeepAlive    time.Duration // < 0: keep loaded forever
-	MaxLoaded    int
-	RAMBudget    int64 // 0: automatic (a share of total RAM)
-	VRAMBudget   int64 // per GPU; 0: automatic (a share of each GPU's memory)
-	QueueSize    int
-	LoadWait     time.Duration
-	ChatSlots    int
-	ContextSize  int
+	KeepAlive   time.Duration // < 0: keep loaded forever
+	MaxLoaded   int
+	RAMBudget   int64 // 0: automatic (a share of total RAM)
+	VRAMBudget  int64 // per GPU; 0: automatic (a share of each GPU's memory)
+	QueueSize   int
+	LoadWait    time.Duration
+	ChatSlots   int
+	ContextSize int
 	// Aliases map the model names agents ask for (claude-sonnet-*, gpt-5.5)
 	// to models of the store.
-	Aliases modelAliases
+	Aliases      modelAliases
 	Threads      int // 0: measured default
 	BatchThreads int // 0: measured default
 	GPUTasks     []string
