@@ -145,7 +145,25 @@ func (a *app) launch(cmd *cobra.Command, ag agent, want string, extra []string, 
 		return fmt.Errorf("%s is not installed (%s): %w", ag.command, ag.install, err)
 	}
 	fmt.Fprintf(a.stderr, "starting %s on %s with %s (undo the settings with modeld launch %s --undo)\n", ag.command, base, m.ID, ag.name)
-	return syscall.Exec(path, argv, append(os.Environ(), s.Env...))
+	return syscall.Exec(path, argv, mergeEnv(os.Environ(), s.Env))
+}
+
+// mergeEnv is base with the variables of over set to over's values: a
+// variable the user had is replaced, not repeated (a C program's getenv
+// reads the first of two).
+func mergeEnv(base, over []string) []string {
+	set := map[string]bool{}
+	for _, e := range over {
+		k, _, _ := strings.Cut(e, "=")
+		set[k] = true
+	}
+	out := make([]string, 0, len(base)+len(over))
+	for _, e := range base {
+		if k, _, _ := strings.Cut(e, "="); !set[k] {
+			out = append(out, e)
+		}
+	}
+	return append(out, over...)
 }
 
 // launchRecord is what launch wrote for one CLI, so --undo can put it back:

@@ -216,6 +216,13 @@ func TestLaunchAgainstDaemonWithAliases(t *testing.T) {
 	}
 }
 
+func TestLaunchEnvReplacesTheUsersVariables(t *testing.T) {
+	got := mergeEnv([]string{"PATH=/bin", "ANTHROPIC_BASE_URL=https://elsewhere", "ANTHROPIC_MODEL=x"}, []string{"ANTHROPIC_BASE_URL=http://127.0.0.1:9", "ANTHROPIC_MODEL=t/agent"})
+	if strings.Join(got, " ") != "PATH=/bin ANTHROPIC_BASE_URL=http://127.0.0.1:9 ANTHROPIC_MODEL=t/agent" {
+		t.Fatalf("mergeEnv = %v", got)
+	}
+}
+
 func TestModelAliasesSetting(t *testing.T) {
 	as, err := parseAliases("claude-sonnet-*=t/qwen, gpt-5.5=t/qwen,*=t/small")
 	if err != nil {
