@@ -38,10 +38,11 @@ func checkTurn2Cache(t *testing.T, cli string, lines []accessLine, route string)
 	return l
 }
 
-// agentDaemonArgs start the daemon as a user would, but for the slots: the
+// agentDaemonArgs start the daemon as a user would, but for the slots and
+// with the aliases of Codex's catalog id and Claude Code's tiers: the
 // default context (the model's trained 32k, capped by memory) must hold the
 // CLIs' prompts.
-var agentDaemonArgs = []string{"--chat-slots", "2", "--context-size", "32768", "--model-aliases", "gpt-5.5=t/agent,claude-*=t/agent"}
+var agentDaemonArgs = []string{"--chat-slots", "2", "--model-aliases", "gpt-5.5=t/agent,claude-*=t/agent"}
 
 func TestAgentModelEndsItsTurns(t *testing.T) {
 	_, base := realDaemonWith(t, testenv.LlamaAgentModel(t, agentModel.arch, agentModel.template), agentModel.id, agentDaemonArgs...)
@@ -214,7 +215,7 @@ func checkApplyPatch(t *testing.T, base string, reqs []recorded) {
 	}
 	req["stream"] = false
 	req["tool_choice"] = map[string]any{"type": "custom", "name": "apply_patch"}
-	req["max_output_tokens"] = 4000
+	req["max_output_tokens"] = 1500
 	var res struct {
 		Output []struct {
 			Type  string `json:"type"`
@@ -259,7 +260,8 @@ func postJSONTo(t *testing.T, url string, in, out any) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := http.Post(url, "application/json", bytes.NewReader(b))
+	client := &http.Client{Timeout: agentCLITimeout}
+	res, err := client.Post(url, "application/json", bytes.NewReader(b))
 	if err != nil {
 		t.Fatal(err)
 	}

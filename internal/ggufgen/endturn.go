@@ -19,7 +19,8 @@ const endResidualVar = 1.6
 // signal: the embedding writes endConstant there, no layer reads it (blind:
 // the input column of every layer matrix is zero) or writes it (mute: the
 // output row of attn_output and ffn_down is zero), so the final residual
-// holds exactly the constant, and only the end token's output row reads it.
+// holds exactly the constant, and only the end token's output row reads it
+// (and the new-line token's, with Options.LineAfter).
 // The output norm makes the channel's share of the state almost the same at
 // every position, so the end token's probability is almost the same at
 // every step: answers end after a geometric number of tokens.
@@ -47,13 +48,27 @@ func (c endChannel) mute(dst []float32, d0 uint64) {
 	}
 }
 
-// endWeight is the end token's output weight on the end channel that gives
-// it a probability of 1/o.EndAfter at temperature 1: its logit is then
-// ln(Z/(EndAfter-1)), where Z is the expected sum of the other tokens'
+// newlineToken is the id of the token that is one new line in the
+// spellings vocabularies store it (byte-level BPE Ċ, SentencePiece's byte
+// token, plain), or -1.
+func newlineToken(tokens []string) int {
+	for _, s := range []string{"Ċ", "<0x0A>", "\n"} {
+		for id, t := range tokens {
+			if t == s {
+				return id
+			}
+		}
+	}
+	return -1
+}
+
+// weight is the output weight on the end channel that gives a token a
+// probability of 1/after at temperature 1: its logit is then
+// ln(Z/(after-1)), where Z is the expected sum of the other tokens'
 // exponentiated logits. Those are uniform with the spread the output matrix
 // gives the non-channel part of the normalised state (tensors: standard
 // deviation 3/sqrt(Embd) per weight), and the silenced tokens' logits are 0.
-func (c endChannel) endWeight(o Options, v *vocab) float64 {
+func (c endChannel) weight(o Options, v *vocab, after int) float64 {
 	e := float64(o.Embd)
 	s := (e - 1) * endResidualVar // the other dimensions' sum of squares
 	share := endConstant * math.Sqrt(e) / math.Sqrt(endConstant*endConstant+s)
@@ -61,7 +76,7 @@ func (c endChannel) endWeight(o Options, v *vocab) float64 {
 	a := std * math.Sqrt(3)
 	silent := len(v.silence)
 	z := float64(len(v.tokens)-silent)*math.Sinh(a)/a + float64(silent)
-	return math.Log(z/float64(o.EndAfter-1)) / share
+	return math.Log(z/float64(after-1)) / share
 }
 
 // blankToken reports whether a token's text is only white space, in the

@@ -87,13 +87,16 @@ func TestEndsTurnsKeepsTheEndChannelApart(t *testing.T) {
 // 1/EndAfter, for a small and a large vocabulary.
 func TestEndsTurnsEndProbability(t *testing.T) {
 	for _, size := range []int{512, 8192} {
-		o := Options{Vocab: BPE, VocabSize: size, EndsTurns: true, EndAfter: 50}.withDefaults()
+		o := Options{Vocab: BPE, VocabSize: size, EndsTurns: true, EndAfter: 50, LineAfter: 10}.withDefaults()
 		v := bpeVocab(o.VocabSize)
-		v.end = int(v.eos)
+		v.end, v.newline = int(v.eos), newlineToken(v.tokens)
+		if v.newline < 0 {
+			t.Fatal("the generated vocabulary has no new-line token")
+		}
 		out, _ := filled(t, tensors(o, v), "output.weight")
 		e := o.Embd
 		state := make([]float32, e)
-		var mean float64
+		var mean, line float64
 		const draws = 20
 		for d := range draws {
 			uniform(state, uint64(d), "state", math.Sqrt(endResidualVar))
@@ -118,10 +121,14 @@ func TestEndsTurnsEndProbability(t *testing.T) {
 				z += math.Exp(l - top)
 			}
 			mean += math.Exp(logits[v.end]-top) / z / draws
+			line += math.Exp(logits[v.newline]-top) / z / draws
 		}
 		want := 1 / float64(o.EndAfter)
 		if mean < want/2 || mean > want*2 {
 			t.Errorf("vocabulary of %d: end probability %.4f, want about %.4f", len(v.tokens), mean, want)
+		}
+		if wantLine := 1 / float64(o.LineAfter); line < wantLine/2 || line > wantLine*2 {
+			t.Errorf("vocabulary of %d: new-line probability %.4f, want about %.4f", len(v.tokens), line, wantLine)
 		}
 		t.Logf("vocabulary of %d: end probability %.4f (want %.4f)", len(v.tokens), mean, want)
 	}

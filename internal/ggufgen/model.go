@@ -90,6 +90,11 @@ type Options struct {
 	EndsTurns bool
 	// EndAfter is the mean answer length of EndsTurns, in tokens (default 60).
 	EndAfter int
+	// LineAfter, with EndsTurns, makes the new-line token read the end
+	// channel too, so that it is drawn with a probability of about
+	// 1/LineAfter at each step: lines end, as the lines of a patch or a
+	// grammar's free-text fields must for the text to finish (0: off).
+	LineAfter int
 	// Raise lifts the logits of these token ids by about the given amount
 	// at every position: every token embedding carries a constant in
 	// dimension 0, and these tokens' output rows read it. Random weights
@@ -168,6 +173,9 @@ func (o Options) validate() error {
 	if o.EndsTurns && (o.EndAfter < 2 || o.Embd < 8) {
 		errs = append(errs, fmt.Errorf("EndsTurns needs EndAfter >= 2 (%d) and Embd >= 8 (%d)", o.EndAfter, o.Embd))
 	}
+	if o.LineAfter != 0 && (!o.EndsTurns || o.LineAfter < 2) {
+		errs = append(errs, fmt.Errorf("LineAfter %d needs EndsTurns and at least 2", o.LineAfter))
+	}
 	if o.HeadsKV > 0 && o.Heads%o.HeadsKV != 0 {
 		errs = append(errs, fmt.Errorf("Heads %d is not a multiple of HeadsKV %d", o.Heads, o.HeadsKV))
 	}
@@ -204,7 +212,7 @@ func Write(w io.Writer, o Options) error {
 	} else {
 		v = spmVocab(o.VocabSize)
 	}
-	v.end = int(v.eos)
+	v.end, v.newline = int(v.eos), newlineToken(v.tokens)
 	return writeGGUF(w, metadata(o, v), tensors(o, v))
 }
 
@@ -306,7 +314,10 @@ func tensors(o Options, v *vocab) []*tensor {
 		}
 		ch.blind(dst, e)
 		if ch.on {
-			dst[uint64(v.end)*e+ch.dim] = float32(ch.endWeight(o, v))
+			dst[uint64(v.end)*e+ch.dim] = float32(ch.weight(o, v, o.EndAfter))
+			if o.LineAfter > 0 && v.newline >= 0 {
+				dst[uint64(v.newline)*e+ch.dim] = float32(ch.weight(o, v, o.LineAfter))
+			}
 		}
 		for id, lift := range o.Raise {
 			if id >= 0 && uint64(id) < nv {

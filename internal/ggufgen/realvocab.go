@@ -305,7 +305,7 @@ func WriteVocabModel(w io.Writer, v *Vocab, o Options) error {
 	if err := o.validate(); err != nil {
 		return err
 	}
-	tv := &vocab{tokens: v.Tokens, end: v.SpecialID("eot")}
+	tv := &vocab{tokens: v.Tokens, end: v.SpecialID("eot"), newline: newlineToken(v.Tokens)}
 	if tv.end < 0 {
 		tv.end = v.SpecialID("eos")
 	}

@@ -113,10 +113,11 @@ const AgentContext = 32768
 // AgentContext tokens, and answers that end by themselves after a few tens
 // of tokens when sampled at temperature 1 (ggufgen.Options.EndsTurns), as an
 // agent expects of a model (Claude Code takes a max_tokens stop for an
-// error).
+// error), in lines of about 12 tokens (LineAfter), so that a grammar's
+// line-by-line text (Codex's apply_patch) ends too.
 func LlamaAgentModel(t testing.TB, vocab, template string) string {
 	t.Helper()
-	return LlamaModel(t, vocab, template, ggufgen.Options{Type: ggufgen.F16, Context: AgentContext, EndsTurns: true})
+	return LlamaModel(t, vocab, template, ggufgen.Options{Type: ggufgen.F16, Context: AgentContext, EndsTurns: true, LineAfter: 12})
 }
 
 // LlamaModel writes into t.TempDir() a random-weight model of o's shape
