@@ -25,14 +25,14 @@ func claudeCodeBody(hash, extra string) string {
 
 // TestAnthropicSystemMessage: a system message in messages (blocks with
 // cache_control, or a string) is a system message where it stands, not a
-// 400; the attribution line is dropped from system; thinking absent is
-// enable_thinking false.
+// 400; the attribution line is dropped from system (and a system message
+// that held it alone goes); thinking absent is enable_thinking false.
 func TestAnthropicSystemMessage(t *testing.T) {
 	m := &anthropicFake{script: []backends.Event{atext("hi"), adone(backends.FinishStop, 1)}, got: make(chan backends.Request, 1),
 		vars: make(chan map[string]any, 1)}
 	s := anthropicServer(t, m)
 	w := postAnthropic(t, s, "/v1/messages?beta=true", claudeCodeBody("a3f",
-		`,{"role":"assistant","content":"hello"},{"role":"system","content":"be terse"},{"role":"user","content":"again"}`))
+		`,{"role":"assistant","content":"hello"},{"role":"system","content":"be terse"},{"role":"system","content":"x-anthropic-billing-header: cc_version=1;"},{"role":"user","content":"again"}`))
 	if w.Code != 200 {
 		t.Fatalf("status %d: %s", w.Code, w.Body)
 	}

@@ -457,6 +457,16 @@ func TestOllamaChat(t *testing.T) {
 	if vars["enable_thinking"] != false || req.Sampling.Temperature != 0 || *req.Sampling.Seed != 101 {
 		t.Errorf("think false: vars %v, sampling %+v", vars, req.Sampling)
 	}
+	for think, want := range map[string]map[string]any{
+		`true`:   {"enable_thinking": true},
+		`"high"`: {"enable_thinking": true, "reasoning_effort": "high"},
+		`"low"`:  {"enable_thinking": true, "reasoning_effort": "low"},
+	} {
+		e.call(t, "POST", "/api/chat", `{"model": "org/chat", "messages": [{"role": "user", "content": "Hello!"}], "stream": false, "think": `+think+`}`)
+		if _, vars := e.chat.last(t); fmt.Sprint(vars) != fmt.Sprint(want) {
+			t.Errorf("think %s: vars %v, want %v", think, vars, want)
+		}
+	}
 	ollamaErr(t, e.call(t, "POST", "/api/chat", `{"model":"org/chat","messages":[{"role":"robot","content":"x"}]}`), 400, "messages[0].role")
 	ollamaErr(t, e.call(t, "POST", "/api/chat", `{"model":"org/chat","messages":[{"role":"user","content":"x"}],"logprobs":true}`), 400, "logprobs")
 	ollamaErr(t, e.call(t, "POST", "/api/chat", `{"model":"org/chat","messages":[{"role":"user","content":"x","images":["aGk="]}]}`), 400, "text only")

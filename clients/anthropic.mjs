@@ -3,8 +3,8 @@
 // messages.stream (the final message assembled by the SDK), a tool_use /
 // tool_result round trip under tool_choice tool, a stop sequence,
 // count_tokens, an unknown
-// model surfaced as the SDK's NotFoundError, and thinking blocks of a
-// reasoning model. It prints one JSON
+// model surfaced as the SDK's NotFoundError, Claude Code's request shape
+// over two sessions, and thinking blocks of a reasoning model. It prints one JSON
 // object for the test to check and exits non-zero when a call fails or an
 // assertion of its own does not hold.
 import Anthropic from "@anthropic-ai/sdk";
@@ -128,6 +128,31 @@ try {
     message: err.error?.error?.message,
   };
 }
+
+// Claude Code's shape through the SDK's beta messages (?beta=true): its
+// attribution line first in system, its environment block as a system
+// message inside messages with cache_control, thinking absent; then a new
+// session, whose attribution line differs.
+const claudeCode = (hash) => ({
+  model,
+  max_tokens: 8,
+  temperature: 0,
+  system: [
+    { type: "text", text: `x-anthropic-billing-header: cc_version=2.1.328.${hash}; cc_entrypoint=sdk-cli; cch=00000;` },
+    { type: "text", text: "You are Claude Code, Anthropic's official CLI for Claude.", cache_control: { type: "ephemeral" } },
+  ],
+  messages: [
+    { role: "user", content: [{ type: "text", text: "say hi" }] },
+    { role: "system", content: [{ type: "text", text: "# Environment\nWorking directory: /w", cache_control: { type: "ephemeral" } }] },
+  ],
+  metadata: { user_id: "u" },
+});
+const session = async (hash) => {
+  const m = await client.beta.messages.stream(claudeCode(hash)).finalMessage();
+  check(m.type === "message" && (m.stop_reason === "max_tokens" || m.stop_reason === "end_turn"), "claude code shape " + JSON.stringify(m));
+  return m.usage;
+};
+out.claude_code = { first: await session("a3f"), second: await session("09c") };
 
 // A reasoning model (THINK_MODEL, whose template opens the thinking block):
 // thinking blocks with a signature, created and streamed.

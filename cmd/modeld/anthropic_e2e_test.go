@@ -26,7 +26,9 @@ import (
 // reasoning is a thinking block with a signature, created and streamed
 // (thinking_delta, signature_delta) alike. A request shaped as Claude Code
 // sends it (?beta=true, max_tokens 32000 over a smaller context, fields
-// modeld does not read) is answered.
+// modeld does not read) is answered; so is Claude Code's shape (beta
+// messages, a system message in messages, its attribution line), and a new
+// session of it reads its prompt from the cache.
 func TestAnthropicSDKAgainstDaemon(t *testing.T) {
 	_, base := realDaemon(t, []realModel{qwenModel, r1Model}, "--context-size", "2048")
 	type usage struct {
@@ -70,6 +72,9 @@ func TestAnthropicSDKAgainstDaemon(t *testing.T) {
 			Type          string `json:"type"`
 			Message       string `json:"message"`
 		} `json:"not_found"`
+		ClaudeCode struct {
+			First, Second usage
+		} `json:"claude_code"`
 		Thinking struct {
 			Create, Stream *struct {
 				Thinking  string `json:"thinking"`
@@ -155,6 +160,15 @@ func TestAnthropicSDKAgainstDaemon(t *testing.T) {
 	}
 	if prompt := r.Usage.InputTokens + r.Usage.CacheReadInputTokens; got.Count.InputTokens != prompt || prompt <= c.Usage.InputTokens {
 		t.Errorf("count_tokens %d; the follow-up's prompt %d (usage %+v), longer than the greeting's %d", got.Count.InputTokens, prompt, r.Usage, c.Usage.InputTokens)
+	}
+
+	// Claude Code's shape through the SDK: a new session (another
+	// attribution line) has the same prompt and reads it from the cache
+	// but for the tokens evaluated for the logits.
+	code := got.ClaudeCode
+	if p1, p2 := code.First.InputTokens+code.First.CacheReadInputTokens, code.Second.InputTokens+code.Second.CacheReadInputTokens; p1 != p2 || p1 < 10 ||
+		code.Second.CacheReadInputTokens < p2-2 {
+		t.Errorf("Claude Code's shape: session 1 usage %+v, session 2 %+v: want the same prompt, all but 2 tokens of it cached", code.First, code.Second)
 	}
 
 	th := got.Thinking

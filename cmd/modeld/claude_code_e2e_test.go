@@ -98,6 +98,7 @@ func claudeTurn(prompt string) []map[string]any {
 // claudeAnswer is a streamed Messages answer: its text and final usage.
 type claudeAnswer struct {
 	text       string
+	blocks     []string // the content blocks' types, in order
 	stopReason string
 	usage      struct {
 		InputTokens          int `json:"input_tokens"`
@@ -117,7 +118,7 @@ func streamClaude(t *testing.T, base string, body map[string]any) claudeAnswer {
 		t.Fatalf("POST /v1/messages?beta=true = %d: %s", status, b)
 	}
 	var a claudeAnswer
-	stopped := false
+	stopped, thinking := false, ""
 	for _, line := range strings.Split(string(b), "\n") {
 		data, ok := strings.CutPrefix(line, "data: ")
 		if !ok {
@@ -131,16 +132,19 @@ func streamClaude(t *testing.T, base string, body map[string]any) claudeAnswer {
 				Thinking   string `json:"thinking"`
 				StopReason string `json:"stop_reason"`
 			} `json:"delta"`
-			Usage json.RawMessage `json:"usage"`
+			Usage        json.RawMessage `json:"usage"`
+			ContentBlock struct {
+				Type string `json:"type"`
+			} `json:"content_block"`
 		}
 		if err := json.Unmarshal([]byte(data), &ev); err != nil {
 			t.Fatalf("event %q: %v", data, err)
 		}
 		switch ev.Type {
+		case "content_block_start":
+			a.blocks = append(a.blocks, ev.ContentBlock.Type)
 		case "content_block_delta":
-			if ev.Delta.Thinking != "" {
-				t.Errorf("thinking absent, yet the answer thinks: %q", ev.Delta.Thinking)
-			}
+			thinking += ev.Delta.Thinking
 			a.text += ev.Delta.Text
 		case "message_delta":
 			a.stopReason = ev.Delta.StopReason
@@ -155,6 +159,9 @@ func streamClaude(t *testing.T, base string, body map[string]any) claudeAnswer {
 	}
 	if !stopped {
 		t.Fatalf("the stream ended without message_stop:\n%s", b)
+	}
+	if thinking != "" {
+		t.Errorf("thinking absent, yet the answer thinks: %q", thinking)
 	}
 	return a
 }
@@ -183,7 +190,8 @@ func qwen3Model(t *testing.T, home, id string, n int) {
 
 // TestClaudeCodeShapedAgainstDaemon: Claude Code's requests complete, and
 // reuse the prefix cache as an agent needs. Turn 1 (max_tokens 32000, a
-// ceiling over what the context leaves) completes with no thinking. Random
+// ceiling over what the context leaves) completes with no thinking, and a
+// forced tool call with thinking absent opens no reasoning block. Random
 // weights never end a turn, so the turns whose reuse is measured stand in
 // for a trained model's short answer with max_tokens 48: turn 2 (the same
 // conversation extended with the answer and a new user turn) reads ≥ 95 %
@@ -210,6 +218,14 @@ func TestClaudeCodeShapedAgainstDaemon(t *testing.T) {
 		t.Fatalf("turn 1 (max_tokens 32000): stop %q, usage %+v", one.stopReason, one.usage)
 	}
 	t.Logf("turn 1: %d prompt tokens, %d generated", one.prompt(), one.usage.OutputTokens)
+
+	// thinking absent: a tool call forced by tool_choice starts at once,
+	// with no reasoning block before it (Qwen3's template closes it).
+	forced := claudeRequest(model, "a3f", 64, first)
+	forced["tool_choice"] = map[string]any{"type": "tool", "name": "Read"}
+	if a := streamClaude(t, base, forced); len(a.blocks) == 0 || a.blocks[0] != "tool_use" {
+		t.Errorf("forced tool call: blocks %v (stop %q), want a tool_use block first", a.blocks, a.stopReason)
+	}
 
 	// The session again with an answer of a trained model's length.
 	short := streamClaude(t, base, claudeRequest(model, "a3f", 48, first))
@@ -248,4 +264,27 @@ func TestClaudeCodeShapedAgainstDaemon(t *testing.T) {
 	}
 	t.Logf("turn 2: %d of %d cached; new session: %d of %d cached", two.usage.CacheReadInputTokens, two.prompt(),
 		fresh.usage.CacheReadInputTokens, fresh.prompt())
+}
+
+// TestClaudeCodeKeepBillingHeader: with --keep-billing-header the
+// attribution line stays first in the prompt, so a new session of Claude
+// Code (another line, the same everything else) reuses almost nothing of
+// the last one's cache: the reuse the default's dropping of it gives.
+func TestClaudeCodeKeepBillingHeader(t *testing.T) {
+	home := t.TempDir()
+	qwen3Model(t, home, "t/qwen3", 4096)
+	_, base, logs := startDaemon(t, home, "--context-size", "4096", "--keep-billing-header")
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("daemon log:\n%s", logs)
+		}
+	})
+	first := claudeTurn("say hi")
+	a := streamClaude(t, base, claudeRequest("t/qwen3", "a3f", 8, first))
+	b := streamClaude(t, base, claudeRequest("t/qwen3", "09c", 8, first))
+	if b.prompt() < a.prompt()-2 || b.prompt() > a.prompt()+2 || b.usage.CacheReadInputTokens*20 > b.prompt() {
+		t.Errorf("kept: session a3f %d prompt tokens, a new session %d with %d read from the cache; want about the same length and under 5 %% reused",
+			a.prompt(), b.prompt(), b.usage.CacheReadInputTokens)
+	}
+	t.Logf("kept: a new session read %d of %d prompt tokens from the cache", b.usage.CacheReadInputTokens, b.prompt())
 }

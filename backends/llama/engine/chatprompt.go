@@ -398,16 +398,18 @@ func (ph placeholderSet) split(out string, texts []string) ([]segment, bool) {
 }
 
 // render is ApplyChatTemplate with tools and extra variables (which only
-// the Jinja renderer passes to the template). A variable the template never
-// names cannot change its output, so it does not change the renderer: a
-// dialect that always says enable_thinking renders a template without the
-// switch as a request without it does.
+// the Jinja renderer passes to the template). Variables that the template
+// never names cannot change its output, so they do not change the renderer
+// (a dialect that always says enable_thinking renders a template without
+// the switch as a request without it does) — except in a reasoning
+// template, whose thinking block only the Jinja renderer opens.
 func (m *Model) render(msgs []Message, tools []Tool, addAssistant bool, vars map[string]any) (string, error) {
-	named := false
+	src := m.info.ChatTemplate
+	jinja := len(tools) > 0 || len(vars) > 0 && thinksTemplate(src)
 	for k := range vars {
-		named = named || strings.Contains(m.info.ChatTemplate, k)
+		jinja = jinja || strings.Contains(src, k)
 	}
-	if len(tools) == 0 && !named {
+	if !jinja {
 		return m.ApplyChatTemplate(msgs, addAssistant)
 	}
 	return m.applyJinjaTools(msgs, tools, addAssistant, vars)
