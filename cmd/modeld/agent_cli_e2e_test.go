@@ -5,10 +5,13 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/modeld/modeld/backends/llama/grammar/lark"
+	"github.com/modeld/modeld/internal/ggufgen"
 	"github.com/modeld/modeld/internal/testenv"
 )
 
@@ -138,7 +141,7 @@ func TestOpencodeAgainstDaemon(t *testing.T) {
 
 func TestCodexAgainstDaemon(t *testing.T) {
 	bin := agentBin(t, "codex")
-	base, logs := agentDaemon(t, agentDaemonArgs...)
+	base, logs := agentDaemonWith(t, map[string]string{patchModel: patchModelFile(t)}, agentDaemonArgs...)
 	rec := newRecorder(t, base)
 	ag, _ := findAgent("codex")
 	_, env, s := agentHome(t, ag, launchTarget{Base: rec.URL, Model: agentModel.id, Context: testenv.AgentContext})
@@ -184,10 +187,54 @@ func TestCodexAgainstDaemon(t *testing.T) {
 	checkApplyPatch(t, base, rec.since(0))
 }
 
+// patchModel is the model the apply_patch check samples from: Qwen2.5's
+// real template over the generator's small byte-level vocabulary (sampling
+// under a grammar costs a check of every token of the vocabulary at every
+// step: Qwen2.5's 152k make a patch take many minutes on 2 cores), with
+// the escape of a new line, "*", the space and "E" raised, so that random
+// weights under apply_patch's grammar end lines, open a "***" line after
+// each and make it "*** End Patch" within a few lines (the space alone,
+// since the vocabulary's " A" would otherwise always make it "*** Add").
+const patchModel = "t/patch"
+
+func patchModelFile(t *testing.T) string {
+	t.Helper()
+	tmpl, err := os.ReadFile(testenv.LlamaTemplate(t, agentModel.template))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := ggufgen.Options{Vocab: ggufgen.BPE, VocabSize: 2048, Type: ggufgen.F16, Context: testenv.AgentContext,
+		Template: string(tmpl), EndsTurns: true, LineAfter: 4}
+	path := filepath.Join(t.TempDir(), "patch.gguf")
+	if err := ggufgen.WriteFile(path, o); err != nil {
+		t.Fatal(err)
+	}
+	v, err := ggufgen.ReadVocab(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The call's input is a JSON string in the tool call: its new lines
+	// are the escape \n, a backslash and an n, and n must win over the
+	// other escapes and the letters that may follow one.
+	o.Raise = map[int]float32{}
+	for tok, lift := range map[string]float32{"*": 8, "\\": 8, "n": 10, "E": 20, "Ġ": 10} {
+		id := v.ID(tok)
+		if id < 0 {
+			t.Fatalf("the generated vocabulary has no %q token", tok)
+		}
+		o.Raise[id] = lift
+	}
+	if err := ggufgen.WriteFile(path, o); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
 // checkApplyPatch sends the daemon a request shaped as Codex's (the last one
-// it sent that offers apply_patch as a custom tool with a Lark grammar),
-// forcing that tool the way the Responses API names a custom tool, and
-// parses the call's input under the Lark grammar Codex sent.
+// it sent that offers apply_patch as a custom tool with a Lark grammar) to
+// the patch model, forcing that tool the way the Responses API names a
+// custom tool, and parses the call's input under the Lark grammar Codex
+// sent.
 func checkApplyPatch(t *testing.T, base string, reqs []recorded) {
 	t.Helper()
 	var body map[string]any
@@ -214,9 +261,11 @@ func checkApplyPatch(t *testing.T, base string, reqs []recorded) {
 		req[k] = v
 	}
 	req["stream"] = false
+	req["model"] = patchModel
 	req["tool_choice"] = map[string]any{"type": "custom", "name": "apply_patch"}
-	req["max_output_tokens"] = 1500
+	req["max_output_tokens"] = 6000
 	var res struct {
+		Status string `json:"status"`
 		Output []struct {
 			Type  string `json:"type"`
 			Name  string `json:"name"`
@@ -227,7 +276,7 @@ func checkApplyPatch(t *testing.T, base string, reqs []recorded) {
 	for _, item := range res.Output {
 		if item.Type == "custom_tool_call" && item.Name == "apply_patch" {
 			if !g.Match(item.Input) {
-				t.Fatalf("the forced apply_patch call does not parse under Codex's Lark grammar:\n%s", item.Input)
+				t.Fatalf("the forced apply_patch call (response %s) does not parse under Codex's Lark grammar:\n%s\ngrammar:\n%s", res.Status, item.Input, definition)
 			}
 			t.Logf("apply_patch call of %d bytes parses under Codex's grammar", len(item.Input))
 			return

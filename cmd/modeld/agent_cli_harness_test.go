@@ -69,10 +69,22 @@ func (b *syncBuffer) Len() int {
 // fails.
 func agentDaemon(t *testing.T, args ...string) (base string, logs *syncBuffer) {
 	t.Helper()
+	return agentDaemonWith(t, nil, args...)
+}
+
+// agentDaemonWith is agentDaemon with more models: files by id.
+func agentDaemonWith(t *testing.T, more map[string]string, args ...string) (base string, logs *syncBuffer) {
+	t.Helper()
 	home := t.TempDir()
 	env := map[string]string{"MODELD_HOME": home}
-	if out, err := runCLI(t, env, "import", testenv.LlamaAgentModel(t, agentModel.arch, agentModel.template), "--name", agentModel.id); err != nil {
-		t.Fatalf("import: %v\n%s", err, out)
+	files := map[string]string{agentModel.id: testenv.LlamaAgentModel(t, agentModel.arch, agentModel.template)}
+	for id, path := range more {
+		files[id] = path
+	}
+	for id, path := range files {
+		if out, err := runCLI(t, env, "import", path, "--name", id); err != nil {
+			t.Fatalf("import %s: %v\n%s", id, err, out)
+		}
 	}
 	cmd := exec.Command(os.Args[0], append([]string{"-test.run=^$", "--", "serve", "--listen", "127.0.0.1:0"}, args...)...)
 	cmd.Env = append(os.Environ(), "MODELD_TEST_MAIN=1", "MODELD_HOME="+home, "MODELD_LOG_FORMAT=json",
