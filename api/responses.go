@@ -41,6 +41,9 @@ type ResponsesRequest struct {
 	Metadata           map[string]string  `json:"metadata"`
 	User               string             `json:"user"`
 	KeepAlive          KeepAlive          `json:"keep_alive"`
+	// Seed is modeld's own, as on the chat API: the same seed, prompt and
+	// sampling give the same answer.
+	Seed *int64 `json:"seed"`
 
 	// Fields whose use would change the answer in a way modeld cannot
 	// honour: refused when set, naming the field.
@@ -58,7 +61,7 @@ type ResponsesRequest struct {
 var responsesFields = map[string]bool{
 	"model": true, "input": true, "instructions": true, "tools": true, "tool_choice": true, "parallel_tool_calls": true,
 	"text": true, "max_output_tokens": true, "temperature": true, "top_p": true, "reasoning": true, "stream": true,
-	"store": true, "previous_response_id": true, "metadata": true, "user": true, "keep_alive": true,
+	"store": true, "previous_response_id": true, "metadata": true, "user": true, "keep_alive": true, "seed": true,
 	"background": true, "conversation": true, "prompt": true, "top_logprobs": true, "max_tool_calls": true,
 }
 
@@ -130,7 +133,7 @@ func (req *ResponsesRequest) plan(prev *storedResponse, contextCap int) (*respon
 			errs = append(errs, err)
 		}
 	}
-	sf := samplingFields{Temperature: req.Temperature, TopP: req.TopP}
+	sf := samplingFields{Temperature: req.Temperature, TopP: req.TopP, Seed: req.Seed}
 	gen, err := sf.request("max_output_tokens", req.MaxOutputTokens, contextCap)
 	add(err)
 	add(req.refusals())

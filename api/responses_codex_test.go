@@ -352,3 +352,15 @@ func TestFreeformInputPrefix(t *testing.T) {
 		t.Errorf("freeformInput of text that is not the arguments' shape: %q", got)
 	}
 }
+
+// TestResponsesSeed: seed, modeld's own as on the chat API, reaches the
+// sampler.
+func TestResponsesSeed(t *testing.T) {
+	s, m := respServer(t, echoReply, ResponseStoreConfig{})
+	if w := post(t, s, "/v1/responses", `{"model":"m","input":"hi","seed":7,"temperature":1}`); w.Code != 200 {
+		t.Fatalf("%d %s", w.Code, w.Body)
+	}
+	if seed := m.last(t).Sampling.Seed; seed == nil || *seed != 7 {
+		t.Fatalf("sampling seed %v", seed)
+	}
+}
