@@ -31,9 +31,14 @@ test-deps:
 test-assets:
 	scripts/fetch-llama-assets
 
-# The official API clients the integration tests drive (clients/package-lock.json pins them by version and checksum).
+# The official API clients and agent CLIs the integration tests drive (clients/package-lock.json pins them by
+# version and checksum). npm leaves the postinstall of claude-code and opencode-ai unrun, so their commands stay
+# placeholders until the two scripts run; both are idempotent. Claude Code asks for Node 22 in its engines but
+# runs as a native binary, so the install is not engine-strict.
 test-clients:
-	@if [ ! clients/node_modules/.package-lock.json -nt clients/package-lock.json ]; then cd clients && npm ci --no-audit --no-fund --engine-strict; fi
+	@if [ ! clients/node_modules/.package-lock.json -nt clients/package-lock.json ]; then cd clients && npm ci --no-audit --no-fund; fi
+	@cd clients/node_modules/@anthropic-ai/claude-code && node install.cjs
+	@cd clients/node_modules/opencode-ai && node ./postinstall.mjs
 
 build:
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/modeld

@@ -94,9 +94,18 @@ func unmarshalBody(body []byte, v any) error {
 	return nil
 }
 
+// resolveModel is the store model that name means (Options.ResolveModel).
+func (s *Server) resolveModel(name string) string {
+	if s.opt.ResolveModel == nil || name == "" {
+		return name
+	}
+	return s.opt.ResolveModel(name)
+}
+
 // acquire finds or loads model id (in its canonical form, so that "m" and
 // "m:latest" share one instance) and sets the device header from it.
 func (s *Server) acquire(c *gin.Context, id string, ka KeepAlive) (*cache.Handle, error) {
+	id = s.resolveModel(id)
 	noteModel(c, id)
 	if s.opt.Cache == nil {
 		return nil, &Error{Status: http.StatusServiceUnavailable, Type: "server_error", Message: "no model runtime is configured"}

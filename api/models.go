@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/gin-gonic/gin"
@@ -30,14 +31,20 @@ type ModelsOptions struct {
 	Store    *models.Store
 	Puller   *hub.Puller   // nil: POST /v1/models/pull is refused
 	Unloader ModelUnloader // nil: no model is ever loaded
+	// Aliases, when set, lists the alias patterns that name model id
+	// (--model-aliases), shown as each model's aliases; Resolve is
+	// Options.ResolveModel, so GET /v1/models/{alias} answers its model.
+	Aliases func(id string) []string
+	Resolve func(name string) string
 }
 
 // RegisterModels adds the model store routes:
 //
-//	GET    /v1/models        OpenAI list, each entry with task(s), format, size_bytes, context_length,
-//	                         and the disk use of each model (unique_bytes, shared_bytes) and of the
-//	                         store (disk_usage), as modeld du counts them
-//	GET    /v1/models/{id}   one model (ids may contain '/')
+//	GET    /v1/models        OpenAI list, each entry with task(s), format, size_bytes, context_length
+//	                         (and context_window, the same number, for clients that read that name),
+//	                         input_modalities, aliases, and the disk use of each model (unique_bytes,
+//	                         shared_bytes) and of the store (disk_usage), as modeld du counts them
+//	GET    /v1/models/{id}   one model (ids may contain '/'; an alias answers its model)
 //	DELETE /v1/models/{id}   unload (?force=true waits for in-flight requests) then delete
 //	POST   /v1/models/pull   pull, streaming progress as NDJSON
 func (s *Server) RegisterModels(o ModelsOptions) {
@@ -66,9 +73,15 @@ type ModelObject struct {
 	Format         models.Format `json:"format"`
 	SizeBytes      int64         `json:"size_bytes"`
 	ContextLength  uint64        `json:"context_length,omitempty"`         // the context a request gets
+	ContextWindow  uint64        `json:"context_window,omitempty"`         // ContextLength under the name agents read
 	TrainedContext uint64        `json:"trained_context_length,omitempty"` // the model's own
-	Quantization   string        `json:"quantization,omitempty"`
-	Modified       int64         `json:"modified"`
+	// InputModalities are what a request may send the model: text for every
+	// chat model (modeld takes no image input).
+	InputModalities []string `json:"input_modalities,omitempty"`
+	// Aliases are the --model-aliases patterns that name this model.
+	Aliases      []string `json:"aliases,omitempty"`
+	Quantization string   `json:"quantization,omitempty"`
+	Modified     int64    `json:"modified"`
 	// Disk use as modeld du counts it (GET /v1/models only): bytes of
 	// blobs only this model uses (deleting it frees them) and bytes of blobs
 	// it shares with the models named.
@@ -92,6 +105,10 @@ func modelObject(m *models.Manifest, detailed bool, contextCap int) ModelObject 
 	}
 	if m.Format == models.FormatGGUF {
 		o.ContextLength = uint64(backends.EffectiveContext(int(min(o.TrainedContext, math.MaxInt32)), contextCap))
+	}
+	o.ContextWindow = o.ContextLength
+	if slices.Contains(m.Tasks, models.TaskChat) {
+		o.InputModalities = []string{"text"}
 	}
 	if len(m.Tasks) > 0 {
 		o.Task = m.Tasks[0]
@@ -119,7 +136,7 @@ func (h *modelHandlers) list(c *gin.Context) {
 	}
 	data := make([]ModelObject, 0, len(ms))
 	for _, m := range ms {
-		o := modelObject(m, false, h.contextCap)
+		o := h.object(m, false)
 		if u, ok := byID[m.ID]; ok {
 			o.UniqueBytes, o.SharedBytes, o.SharedWith = &u.Unique, &u.Shared, u.SharedWith
 		}
@@ -137,12 +154,25 @@ func (h *modelHandlers) list(c *gin.Context) {
 func idParam(c *gin.Context) string { return strings.TrimPrefix(c.Param("id"), "/") }
 
 func (h *modelHandlers) get(c *gin.Context) {
-	m, err := h.o.Store.Get(idParam(c))
+	id := idParam(c)
+	if h.o.Resolve != nil {
+		id = h.o.Resolve(id)
+	}
+	m, err := h.o.Store.Get(id)
 	if err != nil {
 		writeError(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, modelObject(m, true, h.contextCap))
+	c.JSON(http.StatusOK, h.object(m, true))
+}
+
+// object is modelObject with the model's aliases.
+func (h *modelHandlers) object(m *models.Manifest, detailed bool) ModelObject {
+	o := modelObject(m, detailed, h.contextCap)
+	if h.o.Aliases != nil {
+		o.Aliases = h.o.Aliases(m.ID)
+	}
+	return o
 }
 
 func (h *modelHandlers) remove(c *gin.Context) {

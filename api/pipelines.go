@@ -75,6 +75,7 @@ func (s *Server) checkTask(id string, ep endpoint) error {
 // acquireModel checks model id's task against ep, then finds or loads it and
 // returns the handle (to release) and the backend model it holds.
 func (s *Server) acquireModel(c *gin.Context, id string, ka KeepAlive, ep endpoint) (*cache.Handle, backends.Model, error) {
+	id = s.resolveModel(id)
 	noteModel(c, id)
 	if err := s.checkTask(id, ep); err != nil {
 		return nil, nil, err

@@ -41,6 +41,9 @@ type ResponsesRequest struct {
 	Metadata           map[string]string  `json:"metadata"`
 	User               string             `json:"user"`
 	KeepAlive          KeepAlive          `json:"keep_alive"`
+	// Seed is modeld's own, as on the chat API: the same seed, prompt and
+	// sampling give the same answer.
+	Seed *int64 `json:"seed"`
 
 	// Fields whose use would change the answer in a way modeld cannot
 	// honour: refused when set, naming the field.
@@ -58,7 +61,7 @@ type ResponsesRequest struct {
 var responsesFields = map[string]bool{
 	"model": true, "input": true, "instructions": true, "tools": true, "tool_choice": true, "parallel_tool_calls": true,
 	"text": true, "max_output_tokens": true, "temperature": true, "top_p": true, "reasoning": true, "stream": true,
-	"store": true, "previous_response_id": true, "metadata": true, "user": true, "keep_alive": true,
+	"store": true, "previous_response_id": true, "metadata": true, "user": true, "keep_alive": true, "seed": true,
 	"background": true, "conversation": true, "prompt": true, "top_logprobs": true, "max_tool_calls": true,
 }
 
@@ -83,16 +86,6 @@ type ResponseReasoning struct {
 	Summary *string `json:"summary"`
 }
 
-// responseTool is a tool of the Responses API: a function in the flat
-// shape, or a built-in tool that modeld does not run.
-type responseTool struct {
-	Type        string          `json:"type"`
-	Name        string          `json:"name"`
-	Description string          `json:"description,omitempty"`
-	Parameters  json.RawMessage `json:"parameters,omitempty"`
-	Strict      *bool           `json:"strict,omitempty"`
-}
-
 // responsePlan is a validated Responses request.
 type responsePlan struct {
 	chat *chatPlan
@@ -105,6 +98,9 @@ type responsePlan struct {
 	vars    map[string]any
 	single  bool
 	prev    *storedResponse
+	// tools are the request's tools as the core's functions, with what
+	// each model-facing name stands for and the tool types dropped.
+	tools *responseTools
 }
 
 // decodeResponsesRequest reads the body and logs at debug the fields it
@@ -137,7 +133,7 @@ func (req *ResponsesRequest) plan(prev *storedResponse, contextCap int) (*respon
 			errs = append(errs, err)
 		}
 	}
-	sf := samplingFields{Temperature: req.Temperature, TopP: req.TopP}
+	sf := samplingFields{Temperature: req.Temperature, TopP: req.TopP, Seed: req.Seed}
 	gen, err := sf.request("max_output_tokens", req.MaxOutputTokens, contextCap)
 	add(err)
 	add(req.refusals())
@@ -145,21 +141,24 @@ func (req *ResponsesRequest) plan(prev *storedResponse, contextCap int) (*respon
 	if prev != nil {
 		p.history = slices.Clone(prev.history)
 	}
-	input, items, err := responseInput(req.Input)
+	input, items, loaded, err := responseInput(req.Input)
 	add(err)
 	p.input = items
 	p.history = append(p.history, input...)
 	nameToolResults(p.history)
-	add(req.tools(&gen))
+	p.tools, err = req.tools(&gen, loaded)
+	add(err)
 	if f := req.Text; f != nil && f.Format != nil {
 		add(textFormat(f.Format, &gen))
 	}
+	// Reasoning as the dialect means it: none unless reasoning.effort asks
+	// for some (reasoning absent, or without an effort, is none).
+	p.vars = map[string]any{"enable_thinking": false}
 	if r := req.Reasoning; r != nil && r.Effort != nil {
 		switch *r.Effort {
 		case "none", "minimal":
-			p.vars = map[string]any{"enable_thinking": false}
 		case "low", "medium", "high", "xhigh":
-			p.vars = map[string]any{"enable_thinking": true}
+			p.vars["enable_thinking"] = true
 		default:
 			add(badRequest("reasoning.effort", "reasoning.effort %s is not one of none, minimal, low, medium, high, xhigh", quote(*r.Effort)))
 		}
@@ -226,75 +225,32 @@ func (req *ResponsesRequest) refusals() error {
 	return joinBadRequests(errs)
 }
 
-// builtinTools are the hosted tools of OpenAI's platform, which modeld does
-// not run; a function tool is the client's own, run by the client.
-const builtinToolsHint = "modeld runs no built-in tools; define a function tool and run it in the client"
+// builtinToolsHint says that hosted tools are OpenAI's platform's, which
+// modeld does not run; function and custom tools are the client's own.
+const builtinToolsHint = "modeld runs no hosted tools; define a function or custom tool and run it in the client"
 
-// tools reads tools and tool_choice into gen.
-func (req *ResponsesRequest) tools(gen *backends.Request) error {
+// tools reads tools, the tools tool_search_output items loaded, and
+// tool_choice into gen.
+func (req *ResponsesRequest) tools(gen *backends.Request, loaded []loadedTools) (*responseTools, error) {
+	ts := &responseTools{origin: map[string]toolOrigin{}}
 	var errs []error
 	if given(req.Tools) {
-		var tools []responseTool
-		if err := json.Unmarshal(req.Tools, &tools); err != nil {
-			errs = append(errs, badRequest("tools", "tools must be an array of {type: \"function\", name, description, parameters, strict}"))
-		} else if len(tools) > MaxTools {
-			errs = append(errs, tooMany("tools", len(tools), MaxTools, "tools"))
-		} else {
-			for i, t := range tools {
-				param := fmt.Sprintf("tools[%d]", i)
-				switch {
-				case t.Type != "function":
-					errs = append(errs, badRequest(param+".type", "%s is a tool of type %s; %s", param, quote(t.Type), builtinToolsHint))
-				case t.Name == "":
-					errs = append(errs, badRequest(param+".name", "%s must be {type: \"function\", name, description, parameters}: name is missing", param))
-				default:
-					gen.Tools = append(gen.Tools, backends.Tool{Name: t.Name, Description: t.Description, Parameters: t.Parameters,
-						Strict: t.Strict == nil || *t.Strict})
-				}
-			}
+		if err := ts.readTools(req.Tools, "tools"); err != nil {
+			errs = append(errs, err)
 		}
 	}
-	// The chat API's checks, with the flat shape's field names
-	// (tools[i].name, not tools[i].function.name).
-	for _, err := range checkTools(gen.Tools, false) {
-		errs = append(errs, flatToolParam(err))
-	}
-	if given(req.ToolChoice) {
-		var mode string
-		var named struct {
-			Type string `json:"type"`
-			Name string `json:"name"`
-		}
-		switch {
-		case json.Unmarshal(req.ToolChoice, &mode) == nil:
-			switch backends.ToolChoiceMode(mode) {
-			case backends.ToolChoiceAuto, backends.ToolChoiceNone, backends.ToolChoiceRequired:
-				gen.ToolChoice.Mode = backends.ToolChoiceMode(mode)
-			default:
-				errs = append(errs, badRequest("tool_choice", "tool_choice %s is not one of auto, none, required", quote(mode)))
-			}
-		case json.Unmarshal(req.ToolChoice, &named) == nil && named.Type == "function" && named.Name != "":
-			gen.ToolChoice = backends.ToolChoice{Mode: backends.ToolChoiceFunction, Name: named.Name}
-		case named.Type != "" && named.Type != "function":
-			errs = append(errs, badRequest("tool_choice", "tool_choice of type %s is not supported; %s", quote(named.Type), builtinToolsHint))
-		default:
-			errs = append(errs, badRequest("tool_choice", "tool_choice must be auto, none, required or {type: \"function\", name}"))
+	for _, l := range loaded {
+		if err := ts.loaded(l.tools, l.param); err != nil {
+			errs = append(errs, err)
 		}
 	}
-	return joinBadRequests(errs)
-}
-
-// flatToolParam names a tool's field as the flat shape has it.
-func flatToolParam(err error) error {
-	e, ok := err.(*Error)
-	if !ok || e.Param == nil {
-		return err
+	if len(errs) == 0 && given(req.ToolChoice) {
+		if err := ts.toolChoice(req.ToolChoice, gen); err != nil {
+			errs = append(errs, err)
+		}
 	}
-	c := *e
-	param := strings.Replace(*e.Param, "].function", "]", 1)
-	c.Param = &param
-	c.Message = strings.ReplaceAll(e.Message, "].function", "]")
-	return &c
+	gen.Tools = ts.tools
+	return ts, joinBadRequests(errs)
 }
 
 // textFormat reads text.format into gen.ResponseFormat; compileTooling
@@ -347,6 +303,9 @@ func (h *responsesAPI) create(c *gin.Context) {
 	if err != nil {
 		writeError(c, err)
 		return
+	}
+	if d := plan.tools.dropped; len(d) > 0 {
+		h.s.log.Debug("responses: dropped tools modeld cannot run (hosted or unknown types)", "types", d)
 	}
 	run, err := h.s.startChat(c, chatCall{model: req.Model, keepAlive: req.KeepAlive, plan: plan.chat, vars: plan.vars, single: plan.single})
 	if err != nil {

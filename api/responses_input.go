@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -19,8 +20,19 @@ type responseInputItem struct {
 	Content   json.RawMessage `json:"content"`
 	CallID    string          `json:"call_id"`
 	Name      string          `json:"name"`
-	Arguments *string         `json:"arguments"`
+	Namespace string          `json:"namespace"`
+	// Arguments is a function_call's JSON text (a string), or a
+	// tool_search_call's arguments (a JSON value).
+	Arguments json.RawMessage `json:"arguments"`
+	Input     *string         `json:"input"`
 	Output    json.RawMessage `json:"output"`
+	Tools     json.RawMessage `json:"tools"`
+}
+
+// loadedTools are the tools a tool_search_output item of the input loaded.
+type loadedTools struct {
+	param string
+	tools json.RawMessage
 }
 
 // responsePart is one content part of an input message or tool output.
@@ -38,24 +50,46 @@ var responseRoles = map[string]string{"user": "user", "assistant": "assistant", 
 // one assistant turn with all its calls); reasoning items of earlier turns
 // are accepted and left out of the prompt, as chat templates leave out
 // earlier reasoning.
-func responseInput(raw json.RawMessage) ([]backends.Message, []json.RawMessage, error) {
+func responseInput(raw json.RawMessage) ([]backends.Message, []json.RawMessage, []loadedTools, error) {
 	if !given(raw) {
-		return nil, nil, badRequest("input", "input is required: a string or a list of input items")
+		return nil, nil, nil, badRequest("input", "input is required: a string or a list of input items")
 	}
 	var text string
 	if json.Unmarshal(raw, &text) == nil {
 		item, _ := json.Marshal(inputMessageItem{Type: "message", ID: newID("msg_"), Role: "user", Content: []reasoningPart{{Type: "input_text", Text: text}}})
-		return []backends.Message{{Role: "user", Content: text}}, []json.RawMessage{item}, nil
+		return []backends.Message{{Role: "user", Content: text}}, []json.RawMessage{item}, nil, nil
 	}
 	var items []json.RawMessage
 	if err := json.Unmarshal(raw, &items); err != nil {
-		return nil, nil, badRequest("input", "input must be a string or a list of input items")
+		return nil, nil, nil, badRequest("input", "input must be a string or a list of input items")
 	}
 	if n := len(items); n > MaxChatMessages {
-		return nil, nil, tooMany("input", n, MaxChatMessages, "items")
+		return nil, nil, nil, tooMany("input", n, MaxChatMessages, "items")
 	}
 	var msgs []backends.Message
+	var loaded []loadedTools
 	var errs []error
+	// call appends a call to the assistant turn before it (or a new one)
+	call := func(c backends.ToolCall) {
+		if n := len(msgs); n > 0 && msgs[n-1].Role == "assistant" {
+			msgs[n-1].ToolCalls = append(msgs[n-1].ToolCalls, c)
+		} else {
+			msgs = append(msgs, backends.Message{Role: "assistant", ToolCalls: []backends.ToolCall{c}})
+		}
+	}
+	// result appends a tool result
+	result := func(param, kind string, it responseInputItem) {
+		if it.CallID == "" || !given(it.Output) {
+			errs = append(errs, badRequest(param, "%s is a %s and needs call_id and output", param, kind))
+			return
+		}
+		out, err := partsText(it.Output, param+".output")
+		if err != nil {
+			errs = append(errs, err)
+			return
+		}
+		msgs = append(msgs, backends.Message{Role: "tool", ToolCallID: it.CallID, Content: out})
+	}
 	for i, rawItem := range items {
 		param := fmt.Sprintf("input[%d]", i)
 		var it responseInputItem
@@ -77,40 +111,83 @@ func responseInput(raw json.RawMessage) ([]backends.Message, []json.RawMessage, 
 			}
 			msgs = append(msgs, backends.Message{Role: role, Content: content})
 		case "function_call":
-			if it.CallID == "" || it.Name == "" || it.Arguments == nil {
-				errs = append(errs, badRequest(param, "%s is a function_call and needs call_id, name and arguments", param))
+			var args string
+			if it.CallID == "" || it.Name == "" || json.Unmarshal(it.Arguments, &args) != nil {
+				errs = append(errs, badRequest(param, "%s is a function_call and needs call_id, name and arguments (a string)", param))
 				continue
 			}
-			call := backends.ToolCall{ID: it.CallID, Name: it.Name, Arguments: *it.Arguments}
-			if n := len(msgs); n > 0 && msgs[n-1].Role == "assistant" {
-				msgs[n-1].ToolCalls = append(msgs[n-1].ToolCalls, call)
-			} else {
-				msgs = append(msgs, backends.Message{Role: "assistant", ToolCalls: []backends.ToolCall{call}})
+			call(backends.ToolCall{ID: it.CallID, Name: namespacedName(it.Namespace, it.Name), Arguments: args})
+		case "custom_tool_call":
+			if it.CallID == "" || it.Name == "" || it.Input == nil {
+				errs = append(errs, badRequest(param, "%s is a custom_tool_call and needs call_id, name and input", param))
+				continue
 			}
+			call(backends.ToolCall{ID: it.CallID, Name: namespacedName(it.Namespace, it.Name), Arguments: freeformArguments(*it.Input)})
+		case "tool_search_call":
+			if it.CallID == "" {
+				// a search the server ran: nothing the model's template can show
+				continue
+			}
+			args := "{}"
+			if given(it.Arguments) {
+				args = compactJSON(it.Arguments)
+			}
+			call(backends.ToolCall{ID: it.CallID, Name: "tool_search", Arguments: args})
 		case "function_call_output":
-			if it.CallID == "" || !given(it.Output) {
-				errs = append(errs, badRequest(param, "%s is a function_call_output and needs call_id and output", param))
-				continue
+			result(param, "function_call_output", it)
+		case "custom_tool_call_output":
+			result(param, "custom_tool_call_output", it)
+		case "tool_search_output":
+			if given(it.Tools) {
+				loaded = append(loaded, loadedTools{param: param + ".tools", tools: it.Tools})
 			}
-			out, err := partsText(it.Output, param+".output")
-			if err != nil {
-				errs = append(errs, err)
-				continue
+			if it.CallID != "" {
+				msgs = append(msgs, backends.Message{Role: "tool", ToolCallID: it.CallID, Content: loadedSummary(it.Tools)})
 			}
-			msgs = append(msgs, backends.Message{Role: "tool", ToolCallID: it.CallID, Content: out})
 		case "reasoning":
 			// history only: not rendered
 		case "item_reference":
 			errs = append(errs, badRequest(param+".type", "%s is an item_reference; send the item itself, or continue with previous_response_id", param))
 		default:
-			errs = append(errs, badRequest(param+".type", "%s has type %s, which modeld does not take; input items are messages, function_call, function_call_output and reasoning (%s)",
+			errs = append(errs, badRequest(param+".type", "%s has type %s, which modeld does not take; input items are messages, function_call, custom_tool_call, tool_search_call, their outputs and reasoning (%s)",
 				param, quote(it.Type), builtinToolsHint))
 		}
 	}
 	if err := joinBadRequests(errs); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return msgs, withItemIDs(items), nil
+	return msgs, withItemIDs(items), loaded, nil
+}
+
+// freeformArguments are a freeform call's arguments: {"input": text}.
+func freeformArguments(text string) string {
+	b, _ := json.Marshal(map[string]string{"input": text}) // a string always encodes
+	return string(b)
+}
+
+// compactJSON is raw without insignificant whitespace (raw as it is when
+// it does not parse).
+func compactJSON(raw json.RawMessage) string {
+	var b bytes.Buffer
+	if json.Compact(&b, raw) != nil {
+		return string(raw)
+	}
+	return b.String()
+}
+
+// loadedSummary is a tool_search_output as the model reads it: the names
+// of the tools it loaded (their definitions join the request's tools).
+func loadedSummary(raw json.RawMessage) string {
+	ts := &responseTools{origin: map[string]toolOrigin{}}
+	if ts.loaded(raw, "tools") != nil {
+		return compactJSON(raw)
+	}
+	names := make([]string, len(ts.tools))
+	for i, t := range ts.tools {
+		names[i] = t.Name
+	}
+	b, _ := json.Marshal(map[string][]string{"loaded_tools": names})
+	return string(b)
 }
 
 // nameToolResults gives each tool result the name of the call it answers
@@ -171,6 +248,14 @@ func withItemIDs(items []json.RawMessage) []json.RawMessage {
 			switch m["type"] {
 			case "function_call":
 				prefix = "fc_"
+			case "custom_tool_call":
+				prefix = "ctc_"
+			case "tool_search_call":
+				prefix = "tsc_"
+			case "tool_search_output":
+				prefix = "tso_"
+			case "custom_tool_call_output":
+				prefix = "ctco_"
 			case "function_call_output":
 				prefix = "fco_"
 			case "reasoning":

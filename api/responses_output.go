@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -88,8 +89,31 @@ type functionCallItem struct {
 	ID        string `json:"id"`
 	CallID    string `json:"call_id"`
 	Name      string `json:"name"`
+	Namespace string `json:"namespace,omitempty"`
 	Arguments string `json:"arguments"`
 	Status    string `json:"status"`
+}
+
+// customToolCallItem is a call of a custom (freeform) tool: its input text.
+type customToolCallItem struct {
+	Type      string `json:"type"`
+	ID        string `json:"id"`
+	CallID    string `json:"call_id"`
+	Name      string `json:"name"`
+	Namespace string `json:"namespace,omitempty"`
+	Input     string `json:"input"`
+	Status    string `json:"status"`
+}
+
+// toolSearchCallItem is a call of the client's tool search: its arguments
+// as a JSON value.
+type toolSearchCallItem struct {
+	Type      string          `json:"type"`
+	ID        string          `json:"id"`
+	CallID    string          `json:"call_id"`
+	Execution string          `json:"execution"`
+	Arguments json.RawMessage `json:"arguments"`
+	Status    string          `json:"status"`
 }
 
 type reasoningPart struct {
@@ -121,7 +145,9 @@ type responseWriter struct {
 	text      string // the open item's text or arguments
 	callIndex int    // the backend's index of the open call
 	calls     map[int]int
-	reasoning int // tokens whose text was reasoning
+	args      map[int]string // each call's arguments as generated, by output index
+	sent      map[int]int    // a custom call's input bytes already streamed, by output index
+	reasoning int            // tokens whose text was reasoning
 }
 
 func newResponseWriter(c *gin.Context, req *ResponsesRequest, plan *responsePlan) *responseWriter {
@@ -162,7 +188,7 @@ func newResponseWriter(c *gin.Context, req *ResponsesRequest, plan *responsePlan
 	if req.User != "" {
 		r.User = &req.User
 	}
-	w := &responseWriter{c: c, resp: r, plan: plan, calls: map[int]int{}}
+	w := &responseWriter{c: c, resp: r, plan: plan, calls: map[int]int{}, args: map[int]string{}, sent: map[int]int{}}
 	w.summary = req.Reasoning != nil && req.Reasoning.Summary != nil && *req.Reasoning.Summary != ""
 	if req.Stream {
 		w.sse = newSSE(c)
@@ -304,26 +330,70 @@ func (w *responseWriter) deltaCall(d backends.ToolCallDelta) {
 	if w.open != "call" || w.callIndex != d.Index {
 		if i, ok := w.calls[d.Index]; ok && w.open == "call" {
 			// a later piece of an earlier call: calls stream one after another
-			item := w.resp.Output[i].(functionCallItem)
-			item.Arguments += d.Arguments
-			w.resp.Output[i] = item
+			w.args[i] += d.Arguments
+			w.finish(i, "completed")
 			return
 		}
 		id := d.ID
 		if id == "" {
 			id = newID("call_")
 		}
-		w.begin("call", functionCallItem{Type: "function_call", ID: newID("fc_"), CallID: id, Name: d.Name, Status: "in_progress"})
+		w.begin("call", w.callItem(id, d.Name))
 		w.callIndex = d.Index
 		w.calls[d.Index] = w.openIndex
 	} else if d.Name != "" {
-		item := w.resp.Output[w.openIndex].(functionCallItem)
-		item.Name += d.Name
-		w.resp.Output[w.openIndex] = item
+		if item, ok := w.resp.Output[w.openIndex].(functionCallItem); ok {
+			item.Name += d.Name
+			w.resp.Output[w.openIndex] = item
+		}
 	}
-	if d.Arguments != "" {
-		w.text += d.Arguments
-		w.event("response.function_call_arguments.delta", gin.H{"item_id": w.itemID(), "output_index": w.openIndex, "delta": d.Arguments})
+	if d.Arguments == "" {
+		return
+	}
+	i := w.openIndex
+	w.args[i] += d.Arguments
+	switch w.resp.Output[i].(type) {
+	case functionCallItem:
+		w.event("response.function_call_arguments.delta", gin.H{"item_id": w.itemID(), "output_index": i, "delta": d.Arguments})
+	case customToolCallItem:
+		// the input text decoded so far, past what was sent
+		if text := partialInput(w.args[i]); len(text) > w.sent[i] {
+			w.event("response.custom_tool_call_input.delta", gin.H{"item_id": w.itemID(), "output_index": i, "delta": text[w.sent[i]:]})
+			w.sent[i] = len(text)
+		}
+	}
+}
+
+// callItem is the output item of a call of the model-facing function name:
+// a function_call (namespace apart), custom_tool_call or tool_search_call.
+func (w *responseWriter) callItem(callID, name string) any {
+	o, ok := w.plan.tools.origin[name]
+	if !ok {
+		o = toolOrigin{kind: kindFunction, name: name}
+	}
+	switch o.kind {
+	case kindCustom:
+		return customToolCallItem{Type: "custom_tool_call", ID: newID("ctc_"), CallID: callID, Name: o.name, Namespace: o.namespace, Status: "in_progress"}
+	case kindToolSearch:
+		return toolSearchCallItem{Type: "tool_search_call", ID: newID("tsc_"), CallID: callID, Execution: "client",
+			Arguments: json.RawMessage(`{}`), Status: "in_progress"}
+	}
+	return functionCallItem{Type: "function_call", ID: newID("fc_"), CallID: callID, Name: o.name, Namespace: o.namespace, Status: "in_progress"}
+}
+
+// finish sets call item i's arguments (input) from what was generated.
+func (w *responseWriter) finish(i int, status string) {
+	args := w.args[i]
+	switch it := w.resp.Output[i].(type) {
+	case functionCallItem:
+		it.Arguments, it.Status = args, status
+		w.resp.Output[i] = it
+	case customToolCallItem:
+		it.Input, it.Status = freeformInput(args), status
+		w.resp.Output[i] = it
+	case toolSearchCallItem:
+		it.Arguments, it.Status = searchArguments(args), status
+		w.resp.Output[i] = it
 	}
 }
 
@@ -338,6 +408,10 @@ func (w *responseWriter) itemID() string {
 	case messageItem:
 		return it.ID
 	case functionCallItem:
+		return it.ID
+	case customToolCallItem:
+		return it.ID
+	case toolSearchCallItem:
 		return it.ID
 	case reasoningItem:
 		return it.ID
@@ -376,9 +450,17 @@ func (w *responseWriter) close(status string) {
 		it.Content, it.Status = []outputText{part}, status
 		w.resp.Output[i] = it
 	case functionCallItem:
-		it.Arguments, it.Status = text, status
-		w.event("response.function_call_arguments.done", gin.H{"item_id": it.ID, "output_index": i, "name": it.Name, "arguments": text})
-		w.resp.Output[i] = it
+		w.finish(i, status)
+		w.event("response.function_call_arguments.done", gin.H{"item_id": it.ID, "output_index": i, "name": it.Name, "arguments": w.args[i]})
+	case customToolCallItem:
+		w.finish(i, status)
+		input := w.resp.Output[i].(customToolCallItem).Input
+		if len(input) > w.sent[i] && strings.HasPrefix(input, partialInput(w.args[i])[:w.sent[i]]) {
+			w.event("response.custom_tool_call_input.delta", gin.H{"item_id": it.ID, "output_index": i, "delta": input[w.sent[i]:]})
+		}
+		w.event("response.custom_tool_call_input.done", gin.H{"item_id": it.ID, "output_index": i, "input": input})
+	case toolSearchCallItem:
+		w.finish(i, status)
 	}
 	w.event("response.output_item.done", gin.H{"output_index": i, "item": w.resp.Output[i]})
 	w.open = ""
@@ -405,7 +487,11 @@ func outputMessages(r *Response) []backends.Message {
 				m.Content += p.Text
 			}
 		case functionCallItem:
-			m.ToolCalls = append(m.ToolCalls, backends.ToolCall{ID: it.CallID, Name: it.Name, Arguments: it.Arguments})
+			m.ToolCalls = append(m.ToolCalls, backends.ToolCall{ID: it.CallID, Name: namespacedName(it.Namespace, it.Name), Arguments: it.Arguments})
+		case customToolCallItem:
+			m.ToolCalls = append(m.ToolCalls, backends.ToolCall{ID: it.CallID, Name: namespacedName(it.Namespace, it.Name), Arguments: freeformArguments(it.Input)})
+		case toolSearchCallItem:
+			m.ToolCalls = append(m.ToolCalls, backends.ToolCall{ID: it.CallID, Name: "tool_search", Arguments: compactJSON(it.Arguments)})
 		}
 	}
 	if m.Content == "" && len(m.ToolCalls) == 0 {

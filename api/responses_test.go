@@ -491,17 +491,18 @@ func TestResponsesStructuredOutput(t *testing.T) {
 }
 
 // TestResponsesRefusals: what modeld cannot honour is a 400 naming the
-// field (built-in tools by their type, image and file parts, background,
-// conversation, stored prompts, hosted tool choices); the fields agent
+// field (image and file parts, background, conversation, stored prompts,
+// hosted tool choices, custom tool formats it cannot read); the fields agent
 // CLIs send that do not change the answer are accepted.
 func TestResponsesRefusals(t *testing.T) {
 	s, _ := respServer(t, echoReply, ResponseStoreConfig{})
 	cases := []struct{ body, param, says string }{
-		{`{"model":"m","input":"x","tools":[{"type":"web_search"}]}`, "tools[0].type", "web_search"},
-		{`{"model":"m","input":"x","tools":[{"type":"function","name":"f"},{"type":"file_search","vector_store_ids":["vs_1"]}]}`, "tools[1].type", "file_search"},
-		{`{"model":"m","input":"x","tools":[{"type":"computer_use_preview","display_width":1024,"display_height":768,"environment":"browser"}]}`, "tools[0].type", "computer_use_preview"},
-		{`{"model":"m","input":"x","tools":[{"type":"code_interpreter","container":{"type":"auto"}}]}`, "tools[0].type", "code_interpreter"},
 		{`{"model":"m","input":"x","tool_choice":{"type":"web_search_preview"}}`, "tool_choice", "web_search_preview"},
+		{`{"model":"m","input":"x","tools":[{"type":"web_search"}],"tool_choice":{"type":"web_search"}}`, "tool_choice", "web_search"},
+		{`{"model":"m","input":"x","tools":[{"type":"custom","name":"p","format":{"type":"grammar","syntax":"ebnf","definition":"x"}}]}`, "tools[0].format.syntax", "ebnf"},
+		{`{"model":"m","input":"x","tools":[{"type":"custom","name":"p","format":{"type":"yaml"}}]}`, "tools[0].format.type", "yaml"},
+		{`{"model":"m","input":"x","tools":[{"type":"namespace","name":"n","tools":[{"type":"function","name":"a b"}]}]}`, "tools[0].tools[0].name", "n__a b"},
+		{`{"model":"m","input":"x","tools":[{"type":"custom","name":"p"}],"tool_choice":{"type":"function","name":"p"}}`, "tool_choice.name", "not among the tools"},
 		{`{"model":"m","input":[{"role":"user","content":[{"type":"input_text","text":"what is in this image?"},{"type":"input_image","image_url":"https://example.com/a.jpg"}]}]}`, "input[0].content[1]", "input_image"},
 		{`{"model":"m","input":[{"role":"user","content":[{"type":"input_file","file_id":"file-1"}]}]}`, "input[0].content[0]", "input_file"},
 		{`{"model":"m","input":[{"type":"web_search_call","id":"ws_1","status":"completed"}]}`, "input[0].type", "web_search_call"},
@@ -514,7 +515,7 @@ func TestResponsesRefusals(t *testing.T) {
 		{`{"model":"m","input":"x","tool_choice":"required"}`, "tool_choice", "needs tools"},
 		{`{"model":"m","input":"x","tools":[{"type":"function","name":"a b"}]}`, "tools[0].name", "tools[0].name"},
 		{`{"model":"m","input":"x","tools":[{"type":"function","name":"f","parameters":[1]}]}`, "tools[0].parameters", "JSON Schema"},
-		{`{"model":"m","input":"x","tools":[{"type":"function","name":"f"}],"tool_choice":{"type":"function","name":"g"}}`, "tool_choice", "not among the tools"},
+		{`{"model":"m","input":"x","tools":[{"type":"function","name":"f"}],"tool_choice":{"type":"function","name":"g"}}`, "tool_choice.name", "not among the tools"},
 		{`{"model":"m","input":"x","temperature":3}`, "temperature", "temperature"},
 		{`{"model":"m","input":"x","max_output_tokens":0}`, "max_output_tokens", "max_output_tokens"},
 		{`{"model":"m"}`, "input", "input"},

@@ -55,6 +55,11 @@ type Options struct {
 	// that a request of the wrong kind is refused before the model is loaded
 	// or queued for. An error leaves the answer to the cache.
 	Tasks func(id string) ([]string, error)
+	// ResolveModel, when set, gives the store model a request's model name
+	// means: the name itself, or the model an alias (--model-aliases) maps
+	// it to. Every dialect's lookup goes through it before the cache, so an
+	// alias and its model share one loaded instance.
+	ResolveModel func(name string) string
 	// Collectors are more metrics for GET /metrics.
 	Collectors []prometheus.Collector
 	// Responses bounds the store that previous_response_id reads

@@ -59,7 +59,24 @@ type Tool struct {
 	// Parameters is the JSON Schema of the arguments.
 	Parameters json.RawMessage `json:"parameters,omitempty"`
 	Strict     bool            `json:"strict,omitempty"`
+	// Input, when set, makes the tool freeform: its one argument is the
+	// string "input" (Parameters says so to the template), whose text the
+	// grammar constrains. A dialect with freeform tools (the Responses
+	// API's custom tools) returns that text as the call.
+	Input *ToolInput `json:"input,omitempty"`
 }
+
+// ToolInput is the grammar of a freeform tool's input text.
+type ToolInput struct {
+	// Syntax is "lark" (a Lark grammar), "regex" (a regular expression)
+	// or "" (any text).
+	Syntax     string `json:"syntax,omitempty"`
+	Definition string `json:"definition,omitempty"`
+}
+
+// FreeformParameters is the parameters schema of a freeform tool: one
+// required string, input.
+var FreeformParameters = json.RawMessage(`{"type":"object","properties":{"input":{"type":"string"}},"required":["input"],"additionalProperties":false}`)
 
 // ToolChoiceMode says whether and which tools the model may call.
 type ToolChoiceMode string

@@ -53,6 +53,9 @@ type Spec struct {
 	// Estimate is how RAM and VRAM were estimated (weights, KV, compute...),
 	// opaque to the cache and shown as is in ModelStatus.
 	Estimate any
+	// Context is the tokens one sequence of a chat model holds, as the
+	// Resolver chose it (0: not a chat model); shown in ModelStatus.
+	Context int
 }
 
 // Instance is a loaded model, as returned by a Loader.

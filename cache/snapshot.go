@@ -39,6 +39,7 @@ type ModelStatus struct {
 	ExpiresAt  time.Time     `json:"expires_at,omitzero"` // zero while busy or when kept loaded
 	KeepAlive  time.Duration `json:"keep_alive_ns"`       // 0 = unload when idle, < 0 = keep loaded
 	Estimate   any           `json:"estimate,omitempty"`  // Spec.Estimate: how RAM and VRAM were estimated
+	Context    int           `json:"context,omitempty"`   // Spec.Context: tokens per sequence of a chat model
 }
 
 // Snapshot returns the loaded, loading and unloading instances, sorted by id.
@@ -98,6 +99,7 @@ func (c *Cache) statusLocked(e *entry) ModelStatus {
 		LoadedAt:   e.loadedAt,
 		KeepAlive:  e.keep,
 		Estimate:   e.spec.Estimate,
+		Context:    e.spec.Context,
 	}
 	switch {
 	case e.loading:

@@ -9,6 +9,7 @@ import (
 
 	"github.com/modeld/modeld/backends"
 	"github.com/modeld/modeld/backends/llama/grammar"
+	"github.com/modeld/modeld/backends/llama/grammar/lark"
 )
 
 func init() { backends.RegisterToolCompiler(CompileToolChoice) }
@@ -32,7 +33,12 @@ func CompileToolChoice(r *backends.Request) error {
 		if r.ToolChoice.Mode == backends.ToolChoiceFunction && t.Name != r.ToolChoice.Name {
 			continue
 		}
-		tools = append(tools, grammar.Tool{Name: t.Name, Parameters: t.Parameters})
+		gt := grammar.Tool{Name: t.Name, Parameters: t.Parameters}
+		if in := t.Input; in != nil && in.Syntax != "" {
+			in := *in
+			gt.Input = func(root, prefix string) (string, error) { return freeformRules(in, root, prefix) }
+		}
+		tools = append(tools, gt)
 	}
 	auto := r.ToolChoice.Mode == "" || r.ToolChoice.Mode == backends.ToolChoiceAuto
 	for range len(tools) + 1 {
@@ -70,12 +76,35 @@ func unsupportedTool(err error, tools []grammar.Tool) int {
 	return -1
 }
 
+// freeformRules are the GBNF rules of a freeform tool's input text, written
+// as the body of a JSON string (the call carries it as {"input": "..."}).
+func freeformRules(in backends.ToolInput, root, prefix string) (string, error) {
+	opts := lark.Options{Root: root, Prefix: prefix, JSONString: true}
+	switch in.Syntax {
+	case "lark":
+		return lark.Translate(in.Definition, opts)
+	case "regex":
+		g, err := lark.Regex(in.Definition, "")
+		if err != nil {
+			return "", err
+		}
+		return g.GBNF(opts)
+	}
+	return "", fmt.Errorf("grammar syntax %q is not lark or regex", in.Syntax)
+}
+
 // toolSchemaError is the bad request for a tool's parameters schema the
 // converter refused.
 func toolSchemaError(err error) error {
 	var te *grammar.ToolError
 	if !errors.As(err, &te) {
 		return &backends.BadRequestError{Param: "tools", Message: "tools: " + err.Error(), Err: err}
+	}
+	var ue *lark.UnsupportedError
+	var se *lark.SyntaxError
+	if errors.As(te.Err, &ue) || errors.As(te.Err, &se) {
+		return &backends.BadRequestError{Param: "tools", Err: err,
+			Message: fmt.Sprintf("tools: tool %s's grammar: %s", backends.QuoteInput(te.Tool), strings.TrimPrefix(te.Err.Error(), "lark: "))}
 	}
 	br := schemaError(te.Err).(*backends.BadRequestError)
 	br.Param = "tools"

@@ -64,3 +64,40 @@ func TestCompileToolChoice(t *testing.T) {
 		t.Fatalf("a schema past the limits under auto: %v", err)
 	}
 }
+
+// TestCompileFreeformTool: a freeform tool's arguments are {"input": TEXT}
+// with TEXT under its Lark (or regex) grammar as a JSON string body; a
+// grammar construct the translation refuses is a 400 on tools naming the
+// tool and the construct when the call is forced, and unconstrained calls
+// under auto.
+func TestCompileFreeformTool(t *testing.T) {
+	lark := &backends.ToolInput{Syntax: "lark", Definition: "start: \"+\" /[a-z]+/ LF\n%import common.LF"}
+	tools := []backends.Tool{{Name: "patch", Parameters: backends.FreeformParameters, Input: lark},
+		{Name: "code", Parameters: backends.FreeformParameters, Input: &backends.ToolInput{Syntax: "regex", Definition: `[0-9]{3}`}}}
+	r := backends.Request{Tools: tools, ToolChoice: backends.ToolChoice{Mode: backends.ToolChoiceRequired}}
+	if err := backends.CompileToolChoice(&r); err != nil {
+		t.Fatal(err)
+	}
+	g := r.ToolChoice.Grammar
+	for _, want := range []string{
+		`call-args-0 ::= "{" space "\"input\"" space ":" space "\"" call-input-0 "\"" space "}" space`,
+		"call-input-0 ::= call-input-0-r-start\n",
+		`call-input-0-t-LF ::= "\\n"`,
+		"call-input-1 ::= call-input-1-r-start\n",
+	} {
+		if !strings.Contains(g, want) {
+			t.Fatalf("grammar lacks %q:\n%s", want, g)
+		}
+	}
+	tools[0].Input = &backends.ToolInput{Syntax: "lark", Definition: `start: /a(?=b)/`}
+	r = backends.Request{Tools: tools, ToolChoice: backends.ToolChoice{Mode: backends.ToolChoiceFunction, Name: "patch"}}
+	err := backends.CompileToolChoice(&r)
+	var br *backends.BadRequestError
+	if !errors.As(err, &br) || br.Param != "tools" || !strings.Contains(br.Message, `"patch"`) || !strings.Contains(br.Message, "lookaround") {
+		t.Fatalf("forced call of an untranslatable grammar: %v", err)
+	}
+	r.ToolChoice = backends.ToolChoice{Mode: backends.ToolChoiceAuto}
+	if err := backends.CompileToolChoice(&r); err != nil || r.ToolChoice.Grammar != "" {
+		t.Fatalf("auto: %v, grammar %q", err, r.ToolChoice.Grammar)
+	}
+}

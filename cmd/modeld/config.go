@@ -33,14 +33,17 @@ type Config struct {
 	LogLevel   string
 	LogFormat  string
 
-	KeepAlive    time.Duration // < 0: keep loaded forever
-	MaxLoaded    int
-	RAMBudget    int64 // 0: automatic (a share of total RAM)
-	VRAMBudget   int64 // per GPU; 0: automatic (a share of each GPU's memory)
-	QueueSize    int
-	LoadWait     time.Duration
-	ChatSlots    int
-	ContextSize  int
+	KeepAlive   time.Duration // < 0: keep loaded forever
+	MaxLoaded   int
+	RAMBudget   int64 // 0: automatic (a share of total RAM)
+	VRAMBudget  int64 // per GPU; 0: automatic (a share of each GPU's memory)
+	QueueSize   int
+	LoadWait    time.Duration
+	ChatSlots   int
+	ContextSize int
+	// Aliases map the model names agents ask for (claude-sonnet-*, gpt-5.5)
+	// to models of the store.
+	Aliases      modelAliases
 	Threads      int // 0: measured default
 	BatchThreads int // 0: measured default
 	GPUTasks     []string
@@ -222,9 +225,22 @@ var settings = []setting{
 	{name: "chat-slots", help: "parallel sequences per chat model (continuous batching)",
 		def: static(strconv.Itoa(llama.DefaultSlots)), apply: func(c *Config, v string) error { return parseInt(&c.ChatSlots, v, 1) },
 		show: func(c *Config) any { return c.ChatSlots }},
-	{name: "context-size", help: "largest context per chat model; a model's own trained context is used when smaller",
-		def: static(strconv.Itoa(backends.DefaultContextCap)), apply: func(c *Config, v string) error { return parseInt(&c.ContextSize, v, 64) },
-		show: func(c *Config) any { return c.ContextSize }},
+	{name: "context-size", help: "context per sequence of a chat model, in tokens: auto = the model's trained context, halved while the model's memory estimate exceeds the RAM budget (the daemon logs the choice, modeld ps shows it); a number caps it (a model's trained context is used when smaller)",
+		def: static("auto"), apply: func(c *Config, v string) error {
+			if strings.EqualFold(strings.TrimSpace(v), "auto") {
+				c.ContextSize = 0
+				return nil
+			}
+			return parseInt(&c.ContextSize, v, 64)
+		},
+		show: func(c *Config) any { return contextText(c.ContextSize) }},
+	{name: "model-aliases", help: "names a request may give for a model of the store (comma list of PATTERN=MODEL, * and ? as wildcards, the first match wins; a name the store holds is never an alias), e.g. claude-sonnet-*=qwen3,gpt-5.5=qwen3",
+		def: static(""), apply: func(c *Config, v string) error {
+			as, err := parseAliases(v)
+			c.Aliases = as
+			return err
+		},
+		show: func(c *Config) any { return c.Aliases.String() }},
 	{name: "threads", help: "CPU threads per model; for chat, of one-token decode steps (0 = measured default for this machine)",
 		def: static("0"), apply: func(c *Config, v string) error { return parseInt(&c.Threads, v, 0) },
 		show: func(c *Config) any { return c.Threads }},
@@ -448,4 +464,26 @@ func readConfigFile(path string, explicit bool) (map[string]any, error) {
 		return nil, fmt.Errorf("config file %s: unknown keys %s (home, config and hf_token cannot be set there)", path, strings.Join(unknown, ", "))
 	}
 	return m, nil
+}
+
+// autoContextBound is what the API takes as the largest context of any
+// model when --context-size is auto: no trained context is larger.
+const autoContextBound = 1 << 20
+
+// contextCap is the bound on every chat model's context that the API checks
+// requests against before a model is loaded: --context-size, or
+// autoContextBound for auto.
+func (c Config) contextCap() int {
+	if c.ContextSize > 0 {
+		return c.ContextSize
+	}
+	return autoContextBound
+}
+
+// contextText shows --context-size: auto or its number.
+func contextText(n int) any {
+	if n <= 0 {
+		return "auto"
+	}
+	return n
 }

@@ -12,7 +12,7 @@ var settingTypes = map[string]string{
 	"max-loaded": "int", "queue-size": "int", "chat-slots": "int", "context-size": "int", "threads": "int",
 	"batch-threads": "int", "batch-tokens": "int", "pipeline-lanes": "int",
 	"ram-budget": "size", "vram-budget": "size", "max-download": "size",
-	"gpu-tasks": "list", "origins": "list", "allowed-hosts": "list", "extensions": "list",
+	"gpu-tasks": "list", "model-aliases": "list", "origins": "list", "allowed-hosts": "list", "extensions": "list",
 	"responses-store-size": "size", "responses-store-entries": "int", "responses-store-lifetime": "duration",
 }
 

@@ -106,10 +106,17 @@ func (r *runtime) resolve(ctx context.Context, id string) (cache.Spec, error) {
 	default:
 		return cache.Spec{}, fmt.Errorf("model %q has unknown format %q", id, m.Format)
 	}
-	place, err := r.planner.Place(ctx, pm)
+	var place placement.Plan
+	if pm.Format == placement.GGUF && r.cfg.ContextSize == 0 {
+		place, err = r.placeAutoContext(ctx, &pm, int(m.GGUF.ContextLength))
+		plan.contextSize = pm.ContextSize
+	} else {
+		place, err = r.planner.Place(ctx, pm)
+	}
 	if err != nil {
 		return cache.Spec{}, err
 	}
+	spec.Context = plan.contextSize
 	plan.place = place
 	plan.useGPU, plan.gpuKind, plan.gpuLayers = place.Kind != "", place.Kind, place.GPULayers
 	spec.Device, spec.GPUShare, spec.RAM, spec.VRAM, spec.Estimate = place.Device, place.Share, place.RAM, place.VRAM, place.Estimate
@@ -139,4 +146,42 @@ func (r *runtime) load(ctx context.Context, spec cache.Spec) (cache.Instance, er
 		return nil, fmt.Errorf("load %s: %w", spec.ID, err)
 	}
 	return load(ctx, spec, plan)
+}
+
+// minAutoContext is the least context --context-size auto gives a chat
+// model, whatever its memory estimate: below it agents cannot work.
+const minAutoContext = 4096
+
+// placeAutoContext chooses the context of a chat model for --context-size
+// auto: its trained context (DefaultContextCap when the file does not say),
+// halved while the memory estimate of the model with its slots exceeds the
+// RAM budget, down to minAutoContext. It logs the choice and why.
+func (r *runtime) placeAutoContext(ctx context.Context, pm *placement.Model, trained int) (placement.Plan, error) {
+	budget := r.cacheConfig().RAM
+	pm.ContextSize = trained
+	if pm.ContextSize <= 0 {
+		pm.ContextSize = backends.DefaultContextCap
+	}
+	for {
+		place, err := r.planner.Place(ctx, *pm)
+		if err != nil {
+			return place, err
+		}
+		fits := budget <= 0 || place.RAM <= budget
+		if fits || pm.ContextSize/2 < minAutoContext {
+			why := "the trained context fits the RAM budget"
+			switch {
+			case !fits:
+				why = "the least context auto gives; the model does not fit the RAM budget even so"
+			case pm.ContextSize < trained:
+				why = "halved from the trained context until the estimate fits the RAM budget"
+			case trained <= 0:
+				why = "the file gives no trained context"
+			}
+			r.log.Info("chat context chosen", "model", pm.ID, "context", pm.ContextSize, "trained", trained,
+				"slots", pm.Slots, "ram", place.RAM, "ram_budget", budget, "reason", why)
+			return place, nil
+		}
+		pm.ContextSize /= 2
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -45,10 +46,14 @@ func newPsCommand(a *app) *cobra.Command {
 
 func printPs(w io.Writer, snap cache.Snapshot, now time.Time) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tTASK\tBACKEND\tPROCESSOR\tSIZE\tSLOTS\tQUEUE\tLOADED\tUNTIL")
+	fmt.Fprintln(tw, "ID\tTASK\tBACKEND\tPROCESSOR\tSIZE\tCONTEXT\tSLOTS\tQUEUE\tLOADED\tUNTIL")
 	for _, m := range snap.Models {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d/%d\t%d\t%s\t%s\n", m.ID, m.Task, m.Backend, processor(m),
-			humanBytes(m.SizeBytes+m.VRAMBytes), m.SlotsInUse, m.Slots, m.Queue, ago(m.LoadedAt, now), until(m, now))
+		ctx := "-"
+		if m.Context > 0 {
+			ctx = strconv.Itoa(m.Context)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d/%d\t%d\t%s\t%s\n", m.ID, m.Task, m.Backend, processor(m),
+			humanBytes(m.SizeBytes+m.VRAMBytes), ctx, m.SlotsInUse, m.Slots, m.Queue, ago(m.LoadedAt, now), until(m, now))
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "\n%d loaded", snap.Loaded)

@@ -97,16 +97,18 @@ func (a *app) serve(ctx context.Context) error {
 	}()
 
 	srv := api.New(api.Options{
-		Version:    modeldVersion(),
-		Probe:      info,
-		Libs:       libs,
-		Log:        a.log,
-		Settings:   cfg.public(),
-		Origins:    cfg.Origins,
-		Cache:      loaded,
-		Tasks:      rt.tasks, // a request of the wrong kind is refused before any load
-		Collectors: metrics.collectors(),
-		ContextCap: cfg.ContextSize,
+		Version:  modeldVersion(),
+		Probe:    info,
+		Libs:     libs,
+		Log:      a.log,
+		Settings: cfg.public(),
+		Origins:  cfg.Origins,
+		Cache:    loaded,
+		Tasks:    rt.tasks, // a request of the wrong kind is refused before any load
+		// Model aliases, applied in every dialect's lookup (aliases.go).
+		ResolveModel: modelResolver(store, cfg.Aliases),
+		Collectors:   metrics.collectors(),
+		ContextCap:   cfg.contextCap(),
 		// The responses store: a size of 0 keeps none.
 		Responses: api.ResponseStoreConfig{MaxEntries: cfg.ResponsesStoreEntries, MaxBytes: cmp.Or(cfg.ResponsesStoreSize, -1), Lifetime: cfg.ResponsesStoreLifetime},
 		// Claude Code's attribution line: dropped unless kept (api/anthropic.go).
@@ -120,7 +122,8 @@ func (a *app) serve(ctx context.Context) error {
 		MetricsWithoutKey: cfg.MetricsWithoutKey,
 	})
 	srv.AddSystemSection("gpu_fallbacks", fallbacks.snapshot)
-	srv.RegisterModels(api.ModelsOptions{Store: store, Puller: puller, Unloader: loaded})
+	srv.RegisterModels(api.ModelsOptions{Store: store, Puller: puller, Unloader: loaded,
+		Aliases: cfg.Aliases.of, Resolve: modelResolver(store, cfg.Aliases)})
 	srv.RegisterOllama(api.ModelsOptions{Store: store, Puller: puller, Unloader: loaded})
 
 	ln, err := net.Listen("tcp", cfg.Listen)

@@ -166,7 +166,8 @@ type listEntry struct {
 	Quantization string        `json:"quantization,omitempty"`
 	SizeBytes    int64         `json:"size_bytes"`
 	Modified     time.Time     `json:"modified"`
-	Broken       string        `json:"broken,omitempty"` // why the model cannot be used (Manifest.Broken)
+	Broken       string        `json:"broken,omitempty"`  // why the model cannot be used (Manifest.Broken)
+	Aliases      []string      `json:"aliases,omitempty"` // --model-aliases patterns naming it
 }
 
 func newListCommand(a *app) *cobra.Command {
@@ -194,7 +195,7 @@ func newListCommand(a *app) *cobra.Command {
 			if asJSON {
 				out := make([]listEntry, 0, len(ms))
 				for _, m := range ms {
-					out = append(out, listEntry{m.ID, m.Tasks, m.Format, m.Quantization(), m.Size(), m.Modified, m.Broken()})
+					out = append(out, listEntry{m.ID, m.Tasks, m.Format, m.Quantization(), m.Size(), m.Modified, m.Broken(), a.cfg.Aliases.of(m.ID)})
 				}
 				return writeJSON(a.stdout, out)
 			}
@@ -204,11 +205,30 @@ func newListCommand(a *app) *cobra.Command {
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", m.ID, taskList(m.Tasks), m.Format, orDash(m.Quantization()),
 					humanBytes(m.Size()), m.Modified.Local().Format("2006-01-02 15:04"))
 			}
-			return tw.Flush()
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			printAliases(a.stdout, a.cfg.Aliases)
+			return nil
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
+}
+
+// printAliases lists the model aliases under ls's table, in the order they
+// are tried.
+func printAliases(w io.Writer, as modelAliases) {
+	if len(as) == 0 {
+		return
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ALIAS\tMODEL")
+	for _, al := range as {
+		fmt.Fprintf(tw, "%s\t%s\n", al.Pattern, al.Target)
+	}
+	tw.Flush()
 }
 
 func newShowCommand(a *app) *cobra.Command {

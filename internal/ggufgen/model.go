@@ -79,6 +79,28 @@ type Options struct {
 	NoTemplate bool
 	// Name is general.name (default "modeld-test-<vocab>").
 	Name string
+	// EndsTurns makes sampled answers end, as a trained model's do (random
+	// weights never draw the end token, so every answer runs to its token
+	// limit). Every token embedding carries a constant in the last dimension,
+	// which the layers neither read nor write, and only the end token's
+	// output row reads it: at temperature 1 the end token is drawn with a
+	// probability of about 1/EndAfter at each step, so answers end after a
+	// few tens of tokens (greedy decoding ends at once). The end token is the
+	// vocabulary's end-of-turn token when it has one, else its eos.
+	EndsTurns bool
+	// EndAfter is the mean answer length of EndsTurns, in tokens (default 60).
+	EndAfter int
+	// LineAfter, with EndsTurns, makes the new-line token read the end
+	// channel too, so that it is drawn with a probability of about
+	// 1/LineAfter at each step: lines end, as the lines of a patch or a
+	// grammar's free-text fields must for the text to finish (0: off).
+	LineAfter int
+	// Raise lifts the logits of these token ids by about the given amount
+	// at every position: every token embedding carries a constant in
+	// dimension 0, and these tokens' output rows read it. Random weights
+	// then favour them, so that a test model ends what the grammar lets
+	// it end (lines, sections, a turn when EOS is raised).
+	Raise map[int]float32
 }
 
 // Tiny returns the options of a test model of under 1 MB: 64 wide, 2 layers,
@@ -123,6 +145,9 @@ func (o Options) withDefaults() Options {
 	if o.Name == "" {
 		o.Name = "modeld-test-" + o.Vocab.String()
 	}
+	if o.EndAfter == 0 {
+		o.EndAfter = 60
+	}
 	return o
 }
 
@@ -135,7 +160,7 @@ func (o Options) validate() error {
 		errs = append(errs, fmt.Errorf("unknown tensor type %d", int(o.Type)))
 	}
 	for name, n := range map[string]int{"Embd": o.Embd, "Layers": o.Layers, "Heads": o.Heads,
-		"HeadsKV": o.HeadsKV, "FF": o.FF, "Context": o.Context, "VocabSize": o.VocabSize} {
+		"HeadsKV": o.HeadsKV, "FF": o.FF, "Context": o.Context, "VocabSize": o.VocabSize, "EndAfter": o.EndAfter} {
 		if n < 0 {
 			errs = append(errs, fmt.Errorf("%s is negative (%d)", name, n))
 		}
@@ -144,6 +169,12 @@ func (o Options) validate() error {
 		errs = append(errs, fmt.Errorf("Embd %d is not a multiple of Heads %d", o.Embd, o.Heads))
 	} else if o.Heads > 0 && (o.Embd/o.Heads)%2 != 0 {
 		errs = append(errs, fmt.Errorf("head width %d must be even for RoPE", o.Embd/o.Heads))
+	}
+	if o.EndsTurns && (o.EndAfter < 2 || o.Embd < 8) {
+		errs = append(errs, fmt.Errorf("EndsTurns needs EndAfter >= 2 (%d) and Embd >= 8 (%d)", o.EndAfter, o.Embd))
+	}
+	if o.LineAfter != 0 && (!o.EndsTurns || o.LineAfter < 2) {
+		errs = append(errs, fmt.Errorf("LineAfter %d needs EndsTurns and at least 2", o.LineAfter))
 	}
 	if o.HeadsKV > 0 && o.Heads%o.HeadsKV != 0 {
 		errs = append(errs, fmt.Errorf("Heads %d is not a multiple of HeadsKV %d", o.Heads, o.HeadsKV))
@@ -181,6 +212,7 @@ func Write(w io.Writer, o Options) error {
 	} else {
 		v = spmVocab(o.VocabSize)
 	}
+	v.end, v.newline = int(v.eos), newlineToken(v.tokens)
 	return writeGGUF(w, metadata(o, v), tensors(o, v))
 }
 
@@ -245,7 +277,8 @@ func metadata(o Options, v *vocab) []kv {
 // scales keep every layer's output of order one and give the output
 // projection logits with a spread of a few units, so greedy decoding wanders
 // through the vocabulary instead of repeating one token. Control and byte
-// tokens get a zero output row: greedy decoding never picks them.
+// tokens get a zero output row: greedy decoding never picks them. With
+// o.EndsTurns the last dimension is the end channel (endChannel).
 func tensors(o Options, v *vocab) []*tensor {
 	typ := ggmlF32
 	if o.Type == F16 {
@@ -255,44 +288,92 @@ func tensors(o Options, v *vocab) []*tensor {
 	e, ff := uint64(o.Embd), uint64(o.FF)
 	kvDim := e / uint64(o.Heads) * uint64(o.HeadsKV)
 	inv := 1 / math.Sqrt(float64(o.Embd))
+	ch := endChannel{on: o.EndsTurns, dim: e - 1}
 	ones := func(dst []float32) {
 		for i := range dst {
 			dst[i] = 1
 		}
 	}
-	rnd := func(name string, std float64) func([]float32) {
-		return func(dst []float32) { uniform(dst, o.Seed, name, std) }
+	// rnd fills a d0×d1 matrix (d0 innermost: the input); blind keeps the
+	// end channel out of its input, mute out of its output.
+	rnd := func(name string, std float64, d0 uint64, blind, mute bool) func([]float32) {
+		return func(dst []float32) {
+			uniform(dst, o.Seed, name, std)
+			if blind {
+				ch.blind(dst, d0)
+			}
+			if mute {
+				ch.mute(dst, d0)
+			}
+		}
 	}
 	out := func(dst []float32) {
 		uniform(dst, o.Seed, "output.weight", 3*inv)
 		for _, id := range v.silence {
 			clear(dst[uint64(id)*e : uint64(id+1)*e])
 		}
+		ch.blind(dst, e)
+		if ch.on {
+			dst[uint64(v.end)*e+ch.dim] = float32(ch.weight(o, v, o.EndAfter))
+			if o.LineAfter > 0 && v.newline >= 0 {
+				dst[uint64(v.newline)*e+ch.dim] = float32(ch.weight(o, v, o.LineAfter))
+			}
+		}
+		for id, lift := range o.Raise {
+			if id >= 0 && uint64(id) < nv {
+				// dimension 0 of the normed hidden state is about raiseNormed
+				dst[uint64(id)*e] = lift / raiseNormed
+			}
+		}
+	}
+	embd := func(dst []float32) {
+		uniform(dst, o.Seed, "token_embd.weight", 1)
+		if ch.on {
+			for t, text := range v.tokens {
+				dst[uint64(t)*e+ch.dim] = endConstant
+				if blankToken(text) {
+					dst[uint64(t)*e+ch.dim] = 0
+				}
+			}
+		}
+		if len(o.Raise) > 0 {
+			for t := uint64(0); t < nv; t++ {
+				dst[t*e] = raiseConst
+			}
+		}
 	}
 	ts := []*tensor{
-		{name: "token_embd.weight", dims: []uint64{e, nv}, typ: typ, fill: rnd("token_embd.weight", 1)},
+		{name: "token_embd.weight", dims: []uint64{e, nv}, typ: typ, fill: embd},
 		{name: "output_norm.weight", dims: []uint64{e}, typ: ggmlF32, fill: ones},
 		{name: "output.weight", dims: []uint64{e, nv}, typ: typ, fill: out},
 	}
 	for l := 0; l < o.Layers; l++ {
 		p := fmt.Sprintf("blk.%d.", l)
-		mat := func(name string, d0, d1 uint64, std float64) *tensor {
-			return &tensor{name: p + name, dims: []uint64{d0, d1}, typ: typ, fill: rnd(p+name, std)}
+		mat := func(name string, d0, d1 uint64, std float64, blind, mute bool) *tensor {
+			return &tensor{name: p + name, dims: []uint64{d0, d1}, typ: typ, fill: rnd(p+name, std, d0, blind, mute)}
 		}
 		ts = append(ts,
 			&tensor{name: p + "attn_norm.weight", dims: []uint64{e}, typ: ggmlF32, fill: ones},
-			mat("attn_q.weight", e, e, 2*inv),
-			mat("attn_k.weight", e, kvDim, 2*inv),
-			mat("attn_v.weight", e, kvDim, inv),
-			mat("attn_output.weight", e, e, inv),
+			mat("attn_q.weight", e, e, 2*inv, true, false),
+			mat("attn_k.weight", e, kvDim, 2*inv, true, false),
+			mat("attn_v.weight", e, kvDim, inv, true, false),
+			mat("attn_output.weight", e, e, inv, false, true),
 			&tensor{name: p + "ffn_norm.weight", dims: []uint64{e}, typ: ggmlF32, fill: ones},
-			mat("ffn_gate.weight", e, ff, inv),
-			mat("ffn_up.weight", e, ff, inv),
-			mat("ffn_down.weight", ff, e, 1/math.Sqrt(float64(o.FF))),
+			mat("ffn_gate.weight", e, ff, inv, true, false),
+			mat("ffn_up.weight", e, ff, inv, true, false),
+			mat("ffn_down.weight", ff, e, 1/math.Sqrt(float64(o.FF)), false, true),
 		)
 	}
 	return ts
 }
+
+// raiseConst is dimension 0 of every token embedding of a model with Raise,
+// and raiseNormed about what the final norm makes of it (the other
+// dimensions and the layers' outputs are of order one).
+const (
+	raiseConst  = 4
+	raiseNormed = 3
+)
 
 // uniform fills dst with values uniform in [-std√3, std√3] (standard
 // deviation std) from a splitmix64 stream keyed by seed and tensor name, so a

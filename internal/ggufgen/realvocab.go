@@ -292,7 +292,8 @@ func WriteVocabModelFile(path string, v *Vocab, o Options) (err error) {
 // ChatMLTemplate, NoTemplate leaves it out). The token embedding and output
 // matrices have one row per token of v: with a 150k vocabulary and Embd 64,
 // F16 makes them ~19 MB each. Tokens that are not normal text (control, byte,
-// unused, user-defined) get a zero output row, so greedy decoding emits text.
+// unused, user-defined) get a zero output row, so greedy decoding emits text;
+// with o.EndsTurns the end token is the vocabulary's eot, else its eos.
 func WriteVocabModel(w io.Writer, v *Vocab, o Options) error {
 	if o.Name == "" {
 		o.Name = "modeld-test-" + v.Model
@@ -304,7 +305,13 @@ func WriteVocabModel(w io.Writer, v *Vocab, o Options) error {
 	if err := o.validate(); err != nil {
 		return err
 	}
-	tv := &vocab{tokens: v.Tokens}
+	tv := &vocab{tokens: v.Tokens, end: v.SpecialID("eot"), newline: newlineToken(v.Tokens)}
+	if tv.end < 0 {
+		tv.end = v.SpecialID("eos")
+	}
+	if o.EndsTurns && (tv.end < 0 || tv.end >= len(v.Tokens)) {
+		return errors.New("ggufgen: EndsTurns needs a vocabulary with an eot or eos token")
+	}
 	for id, typ := range v.Types {
 		if typ != tokNormal {
 			tv.silence = append(tv.silence, id)

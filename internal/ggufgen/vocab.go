@@ -52,6 +52,8 @@ type vocab struct {
 	eos     uint32
 	unk     int64 // -1 when absent
 	silence []int // ids whose output row is zero, so greedy never picks them
+	end     int   // the token Options.EndsTurns raises
+	newline int   // the new-line token Options.LineAfter raises; -1: none
 }
 
 func (v *vocab) add(text string, typ int32) bool {

@@ -101,6 +101,30 @@ func LlamaVocab(t testing.TB, name string) string {
 // "Qwen-Qwen2.5-7B-Instruct") tokenizes and renders chats like Qwen2.5.
 func LlamaChatModel(t testing.TB, vocab, template string) string {
 	t.Helper()
+	return LlamaModel(t, vocab, template, ggufgen.Options{Type: ggufgen.F16})
+}
+
+// AgentContext is the trained context of LlamaAgentModel: room for the
+// first prompts of the agent CLIs (Claude Code's is ~11.4k tokens) and a few
+// turns after them.
+const AgentContext = 32768
+
+// LlamaAgentModel is LlamaChatModel for agent clients: a trained context of
+// AgentContext tokens, and answers that end by themselves after a few tens
+// of tokens when sampled at temperature 1 (ggufgen.Options.EndsTurns), as an
+// agent expects of a model (Claude Code takes a max_tokens stop for an
+// error), in lines of about 12 tokens (LineAfter), so that a grammar's
+// line-by-line text (Codex's apply_patch) ends too.
+func LlamaAgentModel(t testing.TB, vocab, template string) string {
+	t.Helper()
+	return LlamaModel(t, vocab, template, ggufgen.Options{Type: ggufgen.F16, Context: AgentContext, EndsTurns: true, LineAfter: 12})
+}
+
+// LlamaModel writes into t.TempDir() a random-weight model of o's shape
+// (ggufgen.WriteVocabModel) with the real vocabulary VOCAB and the real chat
+// template TEMPLATE of LlamaAssets, and returns its path.
+func LlamaModel(t testing.TB, vocab, template string, o ggufgen.Options) string {
+	t.Helper()
 	v, err := ggufgen.ReadVocab(LlamaVocab(t, vocab))
 	if err != nil {
 		t.Fatal(err)
@@ -109,8 +133,9 @@ func LlamaChatModel(t testing.TB, vocab, template string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	o.Template = string(tmpl)
 	path := filepath.Join(t.TempDir(), vocab+"-"+template+".gguf")
-	if err := ggufgen.WriteVocabModelFile(path, v, ggufgen.Options{Type: ggufgen.F16, Template: string(tmpl)}); err != nil {
+	if err := ggufgen.WriteVocabModelFile(path, v, o); err != nil {
 		t.Fatal(err)
 	}
 	return path

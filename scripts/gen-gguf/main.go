@@ -3,6 +3,8 @@
 //
 //	go run ./scripts/gen-gguf -out /tmp/tiny.gguf
 //	go run ./scripts/gen-gguf -size bench -out /tmp/bench.gguf   # ~35 MB, F16
+//	go run ./scripts/gen-gguf -vocab-file ggml-vocab-qwen2.gguf -template-file qwen2.5.jinja \
+//	    -f16 -ctx 32768 -ends-turns -out /tmp/agent.gguf   # a real vocabulary; answers that end
 package main
 
 import (
@@ -30,6 +32,8 @@ func run(args []string) error {
 	ctx := fs.Int("ctx", 0, "trained context length (0 = preset default)")
 	noTemplate := fs.Bool("no-template", false, "omit tokenizer.chat_template")
 	templateFile := fs.String("template-file", "", "file holding the chat template (default ChatML)")
+	vocabFile := fs.String("vocab-file", "", "GGUF whose tokenizer the model carries (a vocabulary-only file such as llama.cpp's ggml-vocab-qwen2.gguf); -vocab and -size's vocabulary are then unused")
+	endsTurns := fs.Bool("ends-turns", false, "sampled answers end after a few tens of tokens (see ggufgen.Options.EndsTurns)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -57,6 +61,7 @@ func run(args []string) error {
 		o.Context = *ctx
 	}
 	o.NoTemplate = *noTemplate
+	o.EndsTurns = *endsTurns
 	if *templateFile != "" {
 		b, err := os.ReadFile(*templateFile)
 		if err != nil {
@@ -64,13 +69,25 @@ func run(args []string) error {
 		}
 		o.Template = string(b)
 	}
-	if err := ggufgen.WriteFile(*out, o); err != nil {
+	if *vocabFile != "" {
+		v, err := ggufgen.ReadVocab(*vocabFile)
+		if err != nil {
+			return err
+		}
+		if err := ggufgen.WriteVocabModelFile(*out, v, o); err != nil {
+			return err
+		}
+	} else if err := ggufgen.WriteFile(*out, o); err != nil {
 		return err
 	}
 	st, err := os.Stat(*out)
 	if err != nil {
 		return err
 	}
-	fmt.Printf("wrote %s (%d bytes, %s vocabulary)\n", *out, st.Size(), kind)
+	what := kind.String()
+	if *vocabFile != "" {
+		what = *vocabFile
+	}
+	fmt.Printf("wrote %s (%d bytes, %s vocabulary)\n", *out, st.Size(), what)
 	return nil
 }

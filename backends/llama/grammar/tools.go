@@ -11,6 +11,10 @@ import (
 type Tool struct {
 	Name       string
 	Parameters json.RawMessage
+	// Input, when set, makes the arguments {"input": TEXT}, TEXT a JSON
+	// string whose body the rules Input returns accept: GBNF rules, one a
+	// line, the first named root, every other name beginning with prefix.
+	Input func(root, prefix string) (string, error)
 }
 
 // ToolError is the error of ToolCall for one tool's parameters schema: Err
@@ -69,7 +73,12 @@ func ToolCall(tools []Tool, opts Options) (string, error) {
 			return "", &ToolError{Tool: t.Name, Err: err}
 		}
 		c.root, c.refs, c.left = root, map[string]string{}, map[string]bool{}
-		args, err := c.visit(root, "", 0)
+		var args string
+		if t.Input != nil {
+			args, err = c.inputArgs(t, i)
+		} else {
+			args, err = c.visit(root, "", 0)
+		}
 		if err != nil {
 			return "", &ToolError{Tool: t.Name, Err: err}
 		}
@@ -93,6 +102,26 @@ func ToolCall(tools []Tool, opts Options) (string, error) {
 		return "", err
 	}
 	return c.render()
+}
+
+// inputArgs adds the rules of tool i's freeform input and returns its
+// arguments object {"input": "..."}.
+func (c *converter) inputArgs(t Tool, i int) (string, error) {
+	root := fmt.Sprintf("call-input-%d", i)
+	rules, err := t.Input(root, root+"-")
+	if err != nil {
+		return "", err
+	}
+	for _, line := range strings.Split(strings.TrimRight(rules, "\n"), "\n") {
+		name, body, ok := strings.Cut(line, " ::= ")
+		if !ok || !strings.HasPrefix(name, root) {
+			return "", &InvalidError{Reason: fmt.Sprintf("freeform input rule %q is not named under %s", name, root)}
+		}
+		if err := c.addRule(name, body); err != nil {
+			return "", err
+		}
+	}
+	return `"{" space "\"input\"" space ":" space "\"" ` + root + ` "\"" space "}" space`, nil
 }
 
 // Literal is s as a GBNF string literal ("" for the empty string).
