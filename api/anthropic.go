@@ -296,14 +296,15 @@ func (req *AnthropicRequest) tooling(gen *backends.Request, call *chatCall) erro
 }
 
 // thinking turns thinking on or off through the chat template's
-// enable_thinking (Qwen3 and the templates that follow it). Absent means
+// enable_thinking and thinking (Qwen3, DeepSeek V3.1 and the templates that
+// follow them). Absent means
 // off, as it does on Anthropic's API: a template's own default (on, for
 // Qwen3) applies only to dialects without such a field. budget_tokens is
 // checked as Anthropic checks it but not enforced apart from max_tokens,
 // which bounds reasoning and answer together.
 func (req *AnthropicRequest) thinking(call *chatCall) error {
 	if !given(req.Thinking) {
-		call.vars = map[string]any{"enable_thinking": false}
+		call.vars = backends.ThinkingVars(nil, false)
 		return nil
 	}
 	var th anthropicThinking
@@ -315,9 +316,9 @@ func (req *AnthropicRequest) thinking(call *chatCall) error {
 		if th.BudgetTokens != nil && *th.BudgetTokens < 1 {
 			return badRequest("thinking.budget_tokens", "thinking.budget_tokens must be at least 1")
 		}
-		call.vars = map[string]any{"enable_thinking": true}
+		call.vars = backends.ThinkingVars(nil, true)
 	case "disabled":
-		call.vars = map[string]any{"enable_thinking": false}
+		call.vars = backends.ThinkingVars(nil, false)
 	default:
 		return badRequest("thinking.type", "thinking.type %s is not one of enabled, adaptive, disabled", quote(th.Type))
 	}

@@ -227,13 +227,13 @@ func ollamaThink(raw json.RawMessage) (map[string]any, error) {
 	}
 	var b bool
 	if json.Unmarshal(raw, &b) == nil {
-		return map[string]any{"enable_thinking": b}, nil
+		return backends.ThinkingVars(nil, b), nil
 	}
 	var level string
 	if json.Unmarshal(raw, &level) == nil {
 		switch level {
 		case "low", "medium", "high":
-			return map[string]any{"enable_thinking": true, "reasoning_effort": level}, nil
+			return backends.ThinkingVars(map[string]any{"reasoning_effort": level}, true), nil
 		}
 	}
 	return nil, badRequest("think", "think must be true, false, \"low\", \"medium\" or \"high\"")

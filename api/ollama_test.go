@@ -458,9 +458,9 @@ func TestOllamaChat(t *testing.T) {
 		t.Errorf("think false: vars %v, sampling %+v", vars, req.Sampling)
 	}
 	for think, want := range map[string]map[string]any{
-		`true`:   {"enable_thinking": true},
-		`"high"`: {"enable_thinking": true, "reasoning_effort": "high"},
-		`"low"`:  {"enable_thinking": true, "reasoning_effort": "low"},
+		`true`:   {"enable_thinking": true, "thinking": true},
+		`"high"`: {"enable_thinking": true, "reasoning_effort": "high", "thinking": true},
+		`"low"`:  {"enable_thinking": true, "reasoning_effort": "low", "thinking": true},
 	} {
 		e.call(t, "POST", "/api/chat", `{"model": "org/chat", "messages": [{"role": "user", "content": "Hello!"}], "stream": false, "think": `+think+`}`)
 		if _, vars := e.chat.last(t); fmt.Sprint(vars) != fmt.Sprint(want) {

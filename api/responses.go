@@ -153,12 +153,12 @@ func (req *ResponsesRequest) plan(prev *storedResponse, contextCap int) (*respon
 	}
 	// Reasoning as the dialect means it: none unless reasoning.effort asks
 	// for some (reasoning absent, or without an effort, is none).
-	p.vars = map[string]any{"enable_thinking": false}
+	p.vars = backends.ThinkingVars(nil, false)
 	if r := req.Reasoning; r != nil && r.Effort != nil {
 		switch *r.Effort {
 		case "none", "minimal":
 		case "low", "medium", "high", "xhigh":
-			p.vars["enable_thinking"] = true
+			p.vars = backends.ThinkingVars(nil, true)
 		default:
 			add(badRequest("reasoning.effort", "reasoning.effort %s is not one of none, minimal, low, medium, high, xhigh", quote(*r.Effort)))
 		}
