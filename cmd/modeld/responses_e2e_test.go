@@ -92,8 +92,10 @@ func TestResponsesSDKAgainstDaemon(t *testing.T) {
 	if c.Status != "completed" && c.Status != "incomplete" || c.Status == "incomplete" && c.Usage.OutputTokens != 8 {
 		t.Errorf("status %q with %d output tokens (max_output_tokens 8)", c.Status, c.Usage.OutputTokens)
 	}
+	// a Responses request without reasoning renders with enable_thinking false
 	counted := tokenizeIDs(t, base, map[string]any{"model": "t/qwen", "messages": []map[string]any{
-		{"role": "user", "content": "Tell me a three sentence bedtime story about a unicorn."}}})
+		{"role": "user", "content": "Tell me a three sentence bedtime story about a unicorn."}},
+		"chat_template_kwargs": map[string]any{"enable_thinking": false}})
 	if c.Usage.InputTokens != len(counted) {
 		t.Errorf("input_tokens %d, /v1/tokenize counts %d", c.Usage.InputTokens, len(counted))
 	}
