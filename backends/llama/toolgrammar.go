@@ -25,8 +25,10 @@ func init() { backends.RegisterToolCompiler(CompileToolChoice) }
 // uniqueItems, patternProperties, a lookaround in a pattern...) relaxes that
 // tool's arguments to any JSON object, so that the calls still parse and the
 // request of a client whose tools use such keywords (agent CLIs, MCP
-// servers) is served. A schema that is malformed or past the converter's
-// limits is refused under every choice.
+// servers) is served; a freeform tool whose grammar uses a construct the
+// translation refuses (a lookaround, an anchor) takes any text as its input
+// there. A schema that is malformed or past the converter's limits, and a
+// grammar that does not parse, are refused under every choice.
 func CompileToolChoice(r *backends.Request) error {
 	var tools []grammar.Tool
 	for _, t := range r.Tools {
@@ -51,6 +53,11 @@ func CompileToolChoice(r *backends.Request) error {
 		if !auto || i < 0 {
 			return toolSchemaError(err)
 		}
+		if tools[i].Input != nil {
+			tools[i].Input = nil // a freeform tool: its input any text
+			tools[i].Parameters = backends.FreeformParameters
+			continue
+		}
 		tools[i].Parameters = anyObject
 	}
 	return errors.New("llama: tool grammar: relaxing the unsupported schemas did not converge")
@@ -65,11 +72,19 @@ var anyObject = json.RawMessage(`{"type":"object"}`)
 func unsupportedTool(err error, tools []grammar.Tool) int {
 	var te *grammar.ToolError
 	var ue *grammar.UnsupportedError
-	if !errors.As(err, &te) || !errors.As(te.Err, &ue) {
+	var le *lark.UnsupportedError
+	if !errors.As(err, &te) {
+		return -1
+	}
+	freeform := errors.As(te.Err, &le)
+	if !freeform && !errors.As(te.Err, &ue) {
 		return -1
 	}
 	for i, t := range tools {
-		if t.Name == te.Tool && !bytes.Equal(t.Parameters, anyObject) {
+		if t.Name != te.Tool {
+			continue
+		}
+		if freeform && t.Input != nil || !freeform && t.Input == nil && !bytes.Equal(t.Parameters, anyObject) {
 			return i
 		}
 	}

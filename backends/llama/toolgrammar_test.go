@@ -68,8 +68,9 @@ func TestCompileToolChoice(t *testing.T) {
 // TestCompileFreeformTool: a freeform tool's arguments are {"input": TEXT}
 // with TEXT under its Lark (or regex) grammar as a JSON string body; a
 // grammar construct the translation refuses is a 400 on tools naming the
-// tool and the construct when the call is forced, and unconstrained calls
-// under auto.
+// tool and the construct when the call is forced; under auto that tool's
+// input is any text (the call itself still parses), and a grammar that does
+// not parse is a 400 there too.
 func TestCompileFreeformTool(t *testing.T) {
 	lark := &backends.ToolInput{Syntax: "lark", Definition: "start: \"+\" /[a-z]+/ LF\n%import common.LF"}
 	tools := []backends.Tool{{Name: "patch", Parameters: backends.FreeformParameters, Input: lark},
@@ -97,7 +98,21 @@ func TestCompileFreeformTool(t *testing.T) {
 		t.Fatalf("forced call of an untranslatable grammar: %v", err)
 	}
 	r.ToolChoice = backends.ToolChoice{Mode: backends.ToolChoiceAuto}
-	if err := backends.CompileToolChoice(&r); err != nil || r.ToolChoice.Grammar != "" {
-		t.Fatalf("auto: %v, grammar %q", err, r.ToolChoice.Grammar)
+	if err := backends.CompileToolChoice(&r); err != nil {
+		t.Fatalf("auto: %v", err)
+	}
+	// Under auto the untranslatable tool's input is any JSON string, the
+	// other keeps its grammar, and the request's tool is left as it was.
+	g = r.ToolChoice.Grammar
+	if !strings.Contains(g, `"\"input\""`) || strings.Contains(g, "call-input-0") || !strings.Contains(g, "call-input-1 ::= call-input-1-r-start") {
+		t.Fatalf("auto grammar:\n%s", g)
+	}
+	if tools[0].Input.Definition != `start: /a(?=b)/` {
+		t.Errorf("relaxing changed the request's tool: %+v", tools[0].Input)
+	}
+	tools[0].Input = &backends.ToolInput{Syntax: "lark", Definition: `start: (`}
+	r = backends.Request{Tools: tools, ToolChoice: backends.ToolChoice{Mode: backends.ToolChoiceAuto}}
+	if err := backends.CompileToolChoice(&r); !errors.As(err, &br) || !strings.Contains(br.Message, `"patch"`) {
+		t.Fatalf("a grammar that does not parse under auto: %v", err)
 	}
 }
