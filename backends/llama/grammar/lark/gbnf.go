@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"unicode"
+
+	"github.com/modeld/modeld/backends/llama/grammar"
 )
 
 // Options shape the GBNF.
@@ -249,30 +251,7 @@ func (w *writer) set(s charSet) (string, error) {
 }
 
 // gbnfLiteral is a GBNF string literal matching s.
-func gbnfLiteral(s string) string {
-	var b strings.Builder
-	b.WriteByte('"')
-	for _, r := range s {
-		switch {
-		case r == '"':
-			b.WriteString(`\"`)
-		case r == '\\':
-			b.WriteString(`\\`)
-		case r == '\n':
-			b.WriteString(`\n`)
-		case r == '\r':
-			b.WriteString(`\r`)
-		case r == '\t':
-			b.WriteString(`\t`)
-		case r < 0x20 || r == 0x7f:
-			fmt.Fprintf(&b, `\x%02X`, r)
-		default:
-			b.WriteRune(r)
-		}
-	}
-	b.WriteByte('"')
-	return b.String()
-}
+func gbnfLiteral(s string) string { return grammar.Literal(s) }
 
 // gbnfClass is a GBNF character class of s: its ranges, or the negation of
 // its complement when that is shorter.
