@@ -1,54 +1,15 @@
 package grammar
 
 import (
-	"os"
-	"path/filepath"
-	"sync"
 	"testing"
 
 	yz "github.com/hybridgroup/yzma/pkg/llama"
 
-	"github.com/modeld/modeld/backends/llama/engine"
-	"github.com/modeld/modeld/internal/ggufgen"
-	"github.com/modeld/modeld/internal/testenv"
+	"github.com/modeld/modeld/backends/llama/grammar/internal/grammartest"
 )
 
-// tiny is the process-wide random-weight model the sampling tests draw
-// from: with random weights only the grammar can make an output valid.
-var tiny struct {
-	once  sync.Once
-	model yz.Model
-	vocab yz.Vocab
-	err   error
-}
-
-func tinyModel(t *testing.T) (yz.Model, yz.Vocab) {
-	t.Helper()
-	dir := testenv.LlamaDir(t)
-	tiny.once.Do(func() {
-		if tiny.err = engine.Init(dir); tiny.err != nil {
-			return
-		}
-		tmp, err := os.MkdirTemp("", "grammar-test-")
-		if err != nil {
-			tiny.err = err
-			return
-		}
-		defer os.RemoveAll(tmp)
-		path := filepath.Join(tmp, "tiny.gguf")
-		if tiny.err = ggufgen.WriteFile(path, ggufgen.Tiny(ggufgen.BPE)); tiny.err != nil {
-			return
-		}
-		tiny.model, tiny.err = yz.ModelLoadFromFile(path, yz.ModelDefaultParams())
-		if tiny.err == nil {
-			tiny.vocab = yz.ModelGetVocab(tiny.model)
-		}
-	})
-	if tiny.err != nil {
-		t.Fatal(tiny.err)
-	}
-	return tiny.model, tiny.vocab
-}
+// tinyModel is the random-weight model the sampling tests draw from.
+func tinyModel(t *testing.T) (yz.Model, yz.Vocab) { return grammartest.TinyModel(t) }
 
 // compiles reports whether llama.cpp's grammar parser accepts g.
 func compiles(t *testing.T, g string) bool {
