@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -14,7 +13,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -86,40 +84,13 @@ func agentDaemonWith(t *testing.T, more map[string]string, args ...string) (base
 			t.Fatalf("import %s: %v\n%s", id, err, out)
 		}
 	}
-	cmd := exec.Command(os.Args[0], append([]string{"-test.run=^$", "--", "serve", "--listen", "127.0.0.1:0"}, args...)...)
-	cmd.Env = append(os.Environ(), "MODELD_TEST_MAIN=1", "MODELD_HOME="+home, "MODELD_LOG_FORMAT=json",
-		"MODELD_LIB_DIR="+testenv.LibDir(t))
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 	logs = &syncBuffer{}
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("daemon log:\n%s", logs)
 		}
 	})
-	listening := make(chan string, 1)
-	addrRE := regexp.MustCompile(`"msg":"modeld listening","addr":"([^"]+)"`)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		sc.Buffer(make([]byte, 1<<20), 16<<20)
-		for sc.Scan() {
-			logs.Write([]byte(sc.Text() + "\n"))
-			if m := addrRE.FindStringSubmatch(sc.Text()); m != nil {
-				listening <- "http://" + m[1]
-			}
-		}
-		close(listening)
-	}()
-	base, ok := <-listening
-	if !ok {
-		t.Fatalf("daemon exited before listening:\n%s", logs)
-	}
+	_, base = startDaemonLines(t, home, func(line string, _ bool) { logs.Write([]byte(line + "\n")) }, args...)
 	return base, logs
 }
 

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -34,12 +35,29 @@ func TestMain(m *testing.M) {
 
 // startDaemon runs `modeld serve` in a child process on a free port, with home as
 // MODELD_HOME (a fresh temp dir when empty) and the real runtime libraries, and
-// returns its base URL once it listens.
+// returns its base URL once it listens, with the log lines up to then.
 func startDaemon(t *testing.T, home string, args ...string) (*exec.Cmd, string, *bytes.Buffer) {
 	t.Helper()
 	if home == "" {
 		home = t.TempDir()
 	}
+	logs := &bytes.Buffer{}
+	started := false
+	cmd, base := startDaemonLines(t, home, func(line string, listening bool) {
+		if !started {
+			logs.WriteString(line + "\n")
+		}
+		started = started || listening
+	}, args...)
+	return cmd, base, logs
+}
+
+// startDaemonLines runs `modeld serve` as startDaemon does and hands each line
+// of its log to line (from one goroutine, in order; listening true for the line
+// that says where it listens), and returns its base URL once it listens. The
+// log is read to its end, so the daemon never blocks on it.
+func startDaemonLines(t *testing.T, home string, line func(text string, listening bool), args ...string) (*exec.Cmd, string) {
+	t.Helper()
 	cmd := exec.Command(os.Args[0], append([]string{"-test.run=^$", "--", "serve", "--listen", "127.0.0.1:0"}, args...)...)
 	cmd.Env = append(os.Environ(), "MODELD_TEST_MAIN=1", "MODELD_HOME="+home, "MODELD_LOG_FORMAT=json",
 		"MODELD_LIB_DIR="+testenv.LibDir(t))
@@ -51,21 +69,32 @@ func startDaemon(t *testing.T, home string, args ...string) (*exec.Cmd, string, 
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	logs := &bytes.Buffer{}
 	addrRE := regexp.MustCompile(`"msg":"modeld listening","addr":"([^"]+)"`)
-	sc := bufio.NewScanner(stderr)
-	for sc.Scan() {
-		logs.WriteString(sc.Text() + "\n")
-		if m := addrRE.FindStringSubmatch(sc.Text()); m != nil {
-			go func() {
-				for sc.Scan() {
-				}
-			}()
-			return cmd, "http://" + m[1], logs
+	listening := make(chan string, 1)
+	var head bytes.Buffer // the lines before it listens, for the failure
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		sc.Buffer(make([]byte, 64<<10), 16<<20)
+		found := false
+		for sc.Scan() {
+			m := addrRE.FindStringSubmatch(sc.Text())
+			line(sc.Text(), m != nil)
+			if !found {
+				head.WriteString(sc.Text() + "\n")
+			}
+			if m != nil && !found {
+				found = true
+				listening <- "http://" + m[1]
+			}
 		}
+		_, _ = io.Copy(io.Discard, stderr)
+		close(listening)
+	}()
+	base, ok := <-listening
+	if !ok {
+		t.Fatalf("daemon exited before listening:\n%s", head.String())
 	}
-	t.Fatalf("daemon exited before listening:\n%s", logs)
-	return nil, "", nil
+	return cmd, base
 }
 
 func TestServeHealthSystemAndSignals(t *testing.T) {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"io"
@@ -9,14 +8,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/modeld/modeld/internal/testenv"
 )
 
 // syncLog is a daemon's log, written by one goroutine and read by the test.
@@ -41,36 +37,9 @@ func (l *syncLog) String() string {
 // start.
 func startDaemonLogged(t *testing.T, home string, args ...string) (*exec.Cmd, string, *syncLog) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], append([]string{"-test.run=^$", "--", "serve", "--listen", "127.0.0.1:0"}, args...)...)
-	cmd.Env = append(os.Environ(), "MODELD_TEST_MAIN=1", "MODELD_HOME="+home, "MODELD_LOG_FORMAT=json",
-		"MODELD_LIB_DIR="+testenv.LibDir(t))
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 	logs := &syncLog{}
-	addrRE := regexp.MustCompile(`"msg":"modeld listening","addr":"([^"]+)"`)
-	addr := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		sc.Buffer(nil, 1<<20)
-		for sc.Scan() {
-			logs.add(sc.Text())
-			if m := addrRE.FindStringSubmatch(sc.Text()); m != nil {
-				addr <- m[1]
-			}
-		}
-		close(addr)
-	}()
-	a, ok := <-addr
-	if !ok {
-		t.Fatalf("daemon exited before listening:\n%s", logs)
-	}
-	return cmd, "http://" + a, logs
+	cmd, base := startDaemonLines(t, home, func(line string, _ bool) { logs.add(line) }, args...)
+	return cmd, base, logs
 }
 
 // timedStream reads a stream's events in the background, noting when each
