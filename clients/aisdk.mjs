@@ -15,7 +15,7 @@ run(async () => {
     get_time: tool({ description: 'Local time of a city', inputSchema: z.object({ city: z.string().max(8) }) }),
   };
   const required = await generateText({
-    model: provider(model), prompt: 'Weather in Paris?', tools, toolChoice: 'required', maxOutputTokens: 300, temperature: 1, seed: 7, maxRetries: 0,
+    model: provider(model), prompt: 'Weather in Paris?', tools, toolChoice: 'required', maxOutputTokens: 1500, temperature: 1, seed: 7, maxRetries: 0,
   });
   check(required.finishReason === 'tool-calls' && required.toolCalls.length > 0, 'generateText required: tool calls', required.toolCalls);
   for (const call of required.toolCalls) {
@@ -23,13 +23,13 @@ run(async () => {
   }
   const named = await generateText({
     model: provider(model), prompt: 'Weather in Paris?', tools, toolChoice: { type: 'tool', toolName: 'get_weather' },
-    maxOutputTokens: 300, temperature: 1, seed: 3, maxRetries: 0,
+    maxOutputTokens: 1500, temperature: 1, seed: 3, maxRetries: 0,
   });
   check(named.toolCalls.length > 0 && named.toolCalls.every((c) => c.toolName === 'get_weather' && Weather.safeParse(c.input).success),
     'generateText named: get_weather calls whose input validates', named.toolCalls);
 
   const obj = await generateObject({
-    model: provider(model), prompt: 'Weather in Paris?', schema: Weather, schemaName: 'weather', maxOutputTokens: 300, temperature: 0, maxRetries: 0,
+    model: provider(model), prompt: 'Weather in Paris?', schema: Weather, schemaName: 'weather', maxOutputTokens: 1500, temperature: 0, maxRetries: 0,
   });
   check(Weather.safeParse(obj.object).success, 'generateObject: the object validates', obj.object);
   return { required: required.toolCalls.length, named: named.toolCalls[0].input, object: obj.object, usage: obj.usage };

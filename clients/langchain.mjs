@@ -10,7 +10,7 @@ const Weather = z.object({ city: z.string().max(8), unit: z.enum(['c', 'f']) });
 
 run(async () => {
   const llm = new ChatOpenAI({
-    model, apiKey: 'unused', temperature: 1, maxTokens: 300, maxRetries: 0, modelKwargs: { seed: 5 },
+    model, apiKey: 'unused', temperature: 1, maxTokens: 1500, maxRetries: 0, modelKwargs: { seed: 5 },
     configuration: { baseURL: `${base}/v1` },
   });
   const getWeather = tool(async ({ city }) => `sunny in ${city}`, { name: 'get_weather', description: 'Weather of a city', schema: Weather });

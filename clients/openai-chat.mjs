@@ -13,7 +13,7 @@ const messages = [{ role: 'user', content: 'Weather in Paris?' }];
 
 run(async () => {
   const parsed = await client.chat.completions.parse({
-    model, messages, max_tokens: 300, temperature: 0,
+    model, messages, max_tokens: 1500, temperature: 0,
     response_format: zodResponseFormat(Weather, 'weather'),
   });
   const msg = parsed.choices[0].message;
@@ -21,7 +21,7 @@ run(async () => {
 
   const tools = [zodFunction({ name: 'get_weather', description: 'Weather of a city', parameters: Weather })];
   const required = await client.chat.completions.parse({
-    model, messages, tools, tool_choice: 'required', max_tokens: 300, temperature: 1, seed: 7,
+    model, messages, tools, tool_choice: 'required', max_tokens: 1500, temperature: 1, seed: 7,
   });
   const rc = required.choices[0];
   check(rc.finish_reason === 'tool_calls' && rc.message.tool_calls.length > 0, 'required: finish_reason tool_calls with calls', rc);
@@ -32,7 +32,7 @@ run(async () => {
 
   const other = zodFunction({ name: 'get_time', description: 'Local time of a city', parameters: z.object({ city: z.string().max(8) }) });
   const named = await client.chat.completions.parse({
-    model, messages, tools: [...tools, other], max_tokens: 300, temperature: 1, seed: 3,
+    model, messages, tools: [...tools, other], max_tokens: 1500, temperature: 1, seed: 3,
     tool_choice: { type: 'function', function: { name: 'get_time' } },
   });
   const nc = named.choices[0].message.tool_calls;
@@ -40,7 +40,7 @@ run(async () => {
     'named: only get_time calls with a city', nc);
 
   const stream = client.chat.completions.stream({
-    model, messages, tools, tool_choice: 'required', max_tokens: 300, temperature: 1, seed: 7,
+    model, messages, tools, tool_choice: 'required', max_tokens: 1500, temperature: 1, seed: 7,
   });
   const final = await stream.finalChatCompletion();
   const sc = final.choices[0].message.tool_calls;

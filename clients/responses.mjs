@@ -50,10 +50,10 @@ run(async () => {
   }
   const final = await stream.finalResponse();
 
-  const call = await client.responses.create({ model, input: 'Weather in Paris?', tools, tool_choice: forced, max_output_tokens: 300, temperature: 0 });
+  const call = await client.responses.create({ model, input: 'Weather in Paris?', tools, tool_choice: forced, max_output_tokens: 1500, temperature: 0 });
   const fc = call.output.find((o) => o.type === 'function_call');
   check(fc && fc.name === 'get_weather' && fc.call_id, 'call: a function_call item of get_weather', call.output);
-  const callStream = client.responses.stream({ model, input: 'Weather in Paris?', tools, tool_choice: forced, max_output_tokens: 300, temperature: 0 });
+  const callStream = client.responses.stream({ model, input: 'Weather in Paris?', tools, tool_choice: forced, max_output_tokens: 1500, temperature: 0 });
   const streamedCall = (await callStream.finalResponse()).output.find((o) => o.type === 'function_call');
   const result = await client.responses.create({
     model, previous_response_id: call.id, tools, max_output_tokens: 8, temperature: 0,
@@ -62,7 +62,7 @@ run(async () => {
 
   const Event = z.object({ name: z.string().max(8), day: z.enum(['friday', 'saturday']) });
   const parsed = await client.responses.parse({
-    model, input: 'Alice and Bob are going to a science fair on Friday.', max_output_tokens: 300, temperature: 0,
+    model, input: 'Alice and Bob are going to a science fair on Friday.', max_output_tokens: 1500, temperature: 0,
     text: { format: zodTextFormat(Event, 'event') },
   });
   check(parsed.output_parsed && Event.safeParse(parsed.output_parsed).success, 'parse: output_parsed validates', parsed.output_text);

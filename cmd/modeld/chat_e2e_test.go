@@ -138,9 +138,10 @@ func TestOpenAISDKAgainstDaemon(t *testing.T) {
 		t.Fatalf("context overflow: %v", err)
 	}
 
-	// A model whose file is garbage fails to load with a clear error; the daemon stays up.
+	// A model whose file is garbage is refused by the header scan before any
+	// parser or runner reads it: a 422 invalid_model; the daemon stays up.
 	_, err = client.Chat.Completions.New(ctx, chatParams("t/broken", 4))
-	if !errors.As(err, &apiErr) || apiErr.StatusCode < 500 {
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != 422 || apiErr.Code != "invalid_model" {
 		t.Fatalf("broken model: %v", err)
 	}
 	if _, err := client.Chat.Completions.New(ctx, chatParams("t/chat", 4)); err != nil {

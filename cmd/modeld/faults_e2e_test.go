@@ -168,7 +168,9 @@ func runnersOf(home string) []int {
 // TestDaemonShutdownLiveStreams: SIGTERM with four live streams and a
 // non-streaming request in flight: each stream ends with an error event (no
 // silent cut, no [DONE]) after the grace, the other request gets a 503, the
-// daemon exits within 5s, and no runner is left.
+// daemon exits soon after the grace (a generous ceiling: the machine may be
+// busy), and no runner is left. Every request is greedy: a sampled one could
+// end on the tiny vocabulary's end token before the signal.
 func TestDaemonShutdownLiveStreams(t *testing.T) {
 	home := longChatHome(t)
 	// Under -race each process sleeps 1s at exit (the race runtime's
@@ -183,7 +185,7 @@ func TestDaemonShutdownLiveStreams(t *testing.T) {
 	plain := make(chan answer, 1)
 	go func() {
 		res, err := http.Post(base+"/v1/chat/completions", "application/json", strings.NewReader(
-			`{"model":"t/long","max_tokens":15000,"messages":[{"role":"user","content":"Tell me a long story."}]}`))
+			`{"model":"t/long","max_tokens":15000,"temperature":0,"messages":[{"role":"user","content":"Tell me a long story."}]}`))
 		if err != nil {
 			plain <- answer{err: err}
 			return
@@ -227,8 +229,8 @@ func TestDaemonShutdownLiveStreams(t *testing.T) {
 		if err != nil {
 			t.Errorf("daemon exited with %v\n%s", err, logs)
 		}
-		if took > 5*time.Second {
-			t.Errorf("daemon took %s to exit, want at most 5s", took)
+		if took > 15*time.Second { // the grace is 2s; a busy machine stretches the rest
+			t.Errorf("daemon took %s to exit, want well under 15s", took)
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatalf("daemon still running 30s after SIGTERM\n%s", logs)
