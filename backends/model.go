@@ -29,7 +29,8 @@ type Info struct {
 	ContextSize int
 	// Slots is how many requests it runs at once.
 	Slots int
-	// Device is where it runs: "cpu" or a GPU id.
+	// Device is where it runs, in probe's device vocabulary: "cpu",
+	// "cuda:N", "vulkan:N" or "metal:0".
 	Device string
 	// GPUFallback says why a load meant for a GPU runs on the CPU ("" when it
 	// did not fall back).

@@ -29,9 +29,12 @@ type LoadSpec struct {
 
 	// UseGPU loads onto GPU (its native index) with GPULayers layers
 	// offloaded (-1: all); Env is the environment that shows a runner
-	// process that GPU and no other.
+	// process that GPU and no other. Device is that GPU's name in modeld's
+	// output (probe.DeviceName: "cuda:0", "vulkan:1", "metal:0"), which
+	// Info.Device reports while the model runs there.
 	UseGPU    bool
 	GPU       int
+	Device    string
 	GPULayers int
 	Env       []string
 

@@ -24,7 +24,10 @@ type Options struct {
 	Runtime    *onnx.Runtime // required: from onnx.Init
 	UseGPU     bool          // try the CUDA execution provider
 	CUDADevice int
-	Threads    int // ONNX Runtime intra-op threads; 0 = ONNX Runtime's default
+	// GPUName is that GPU's name in modeld's output ("cuda:0"), which
+	// Device reports while the pipeline runs there (see onnx.SessionOptions).
+	GPUName string
+	Threads int // ONNX Runtime intra-op threads; 0 = ONNX Runtime's default
 	// BatchTokens bounds the padded tokens of one merged forward pass (default 16384).
 	BatchTokens int
 	// BatchWait is how long an idle pipeline holds a request for others to join
@@ -107,7 +110,7 @@ func (o Options) session(path string, outputs ...string) (*onnx.Session, error) 
 		return nil, errors.New("pipelines: Options.Runtime is nil (call onnx.Init first)")
 	}
 	return o.Runtime.NewSession(path, onnx.SessionOptions{
-		Threads: o.Threads, UseCUDA: o.UseGPU, CUDADevice: o.CUDADevice, Outputs: outputs, Logger: o.Logger,
+		Threads: o.Threads, UseCUDA: o.UseGPU, CUDADevice: o.CUDADevice, GPUName: o.GPUName, Outputs: outputs, Logger: o.Logger,
 	})
 }
 

@@ -76,8 +76,9 @@ type GPU struct {
 	UnifiedMemory     bool   `json:"unified_memory,omitempty"`
 }
 
-// ID is the device's name in modeld's output, e.g. "cuda:0".
-func (g GPU) ID() string { return fmt.Sprintf("%s:%d", g.Kind, g.Index) }
+// ID is the device's name in modeld's output, e.g. "cuda:0" (see
+// DeviceName).
+func (g GPU) ID() string { return DeviceName(g.Kind, g.Index) }
 
 // BackendStatus says whether a backend kind can run models here and, if not, why.
 type BackendStatus struct {
@@ -179,6 +180,21 @@ func withoutSoftware(rd GPUReading, allow bool) (GPUReading, []string) {
 	return rd, names
 }
 
+// metalDefault keeps the one Metal device ggml runs on, the system's
+// default: the discrete GPU of a Mac that has one besides its integrated
+// one, else the first.
+func metalDefault(devs []GPU) []GPU {
+	if len(devs) <= 1 {
+		return devs
+	}
+	for _, g := range devs {
+		if g.Type == "discrete" {
+			return []GPU{g}
+		}
+	}
+	return devs[:1]
+}
+
 // Decide turns raw readings into an Info: the GPU list and, for every backend
 // kind, whether modeld can use it and why not.
 func Decide(r Readings) Info {
@@ -202,6 +218,9 @@ func Decide(r Readings) Info {
 				k, strings.Join(software, ", "))
 		case len(rd.Devices) == 0:
 			st.Reason = fmt.Sprintf("%s: no devices", k)
+		}
+		if k == Metal {
+			rd.Devices = metalDefault(rd.Devices)
 		}
 		if ok && rd.Err == nil {
 			for i, g := range rd.Devices {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/modeld/modeld/backends"
+	"github.com/modeld/modeld/probe"
 )
 
 // Name is the llama backend's name in the registry.
@@ -31,6 +32,7 @@ type LoadOptions struct {
 // Runner's other methods give what only this backend knows.
 type Loaded struct {
 	*Runner
+	device string // the GPU it was loaded onto (LoadSpec.Device), "" for the CPU
 }
 
 var (
@@ -41,16 +43,18 @@ var (
 )
 
 // Info is the model's description in the backends contract's terms.
-func (l *Loaded) Info() backends.Info { return contract(l.Runner.Info()) }
+func (l *Loaded) Info() backends.Info { return contract(l.Runner.Info(), l.device) }
 
 // Details is the engine's own description of the model.
 func (l *Loaded) Details() Info { return l.Runner.Info() }
 
-// contract describes the model in the backends contract's terms.
-func contract(i Info) backends.Info {
-	dev := "cpu"
-	if i.GPULayers != 0 && i.GPUFallback == "" {
-		dev = "gpu"
+// contract describes the model, loaded onto the GPU named gpu ("" for
+// none), in the backends contract's terms: it runs there when layers were
+// offloaded and the load did not fall back to the CPU.
+func contract(i Info, gpu string) backends.Info {
+	dev := probe.DeviceCPU
+	if gpu != "" && i.GPULayers != 0 && i.GPUFallback == "" {
+		dev = gpu
 	}
 	return backends.Info{
 		Backend: Name, Path: i.Path, Arch: i.Arch, Task: "chat",
@@ -80,9 +84,13 @@ func load(ctx context.Context, spec backends.LoadSpec) (backends.Model, error) {
 		MaxWaiting:   spec.QueueLimit,
 	}
 	env := cpuOnlyEnv() // a GPU load gets the placement's instead
+	device := ""
 	if spec.UseGPU {
+		if !probe.ValidDevice(spec.Device) || spec.Device == probe.DeviceCPU {
+			return nil, fmt.Errorf("llama: a GPU load names its device as cuda:N, vulkan:N or metal:0, not %q", spec.Device)
+		}
 		opts.GPULayers = spec.GPULayers
-		env = spec.Env
+		env, device = spec.Env, spec.Device
 	}
 	log := spec.Logger
 	if log == nil {
@@ -103,5 +111,5 @@ func load(ctx context.Context, spec backends.LoadSpec) (backends.Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Loaded{Runner: r}, nil
+	return &Loaded{Runner: r, device: device}, nil
 }

@@ -12,15 +12,23 @@ import (
 	"sync"
 
 	ort "github.com/yalue/onnxruntime_go"
+
+	"github.com/modeld/modeld/probe"
 )
 
 // Devices a session reports.
 const (
-	DeviceCPU = "cpu"
+	DeviceCPU = probe.DeviceCPU
 )
 
-// cudaDevice names CUDA device n the way sessions report it.
-func cudaDevice(n int) string { return "cuda:" + strconv.Itoa(n) }
+// cudaDevice names the CUDA device a session runs on: name when it is
+// given, else CUDA device n.
+func cudaDevice(name string, n int) string {
+	if name != "" {
+		return name
+	}
+	return probe.DeviceName(probe.CUDA, n)
+}
 
 // SessionOptions choose how a model runs.
 type SessionOptions struct {
@@ -32,6 +40,9 @@ type SessionOptions struct {
 	UseCUDA bool
 	// CUDADevice is the CUDA device id used when UseCUDA is set.
 	CUDADevice int
+	// GPUName is that device's name in modeld's output (probe.GPU.ID, e.g.
+	// "cuda:0"), which Device reports; "" names it cuda:<CUDADevice>.
+	GPUName string
 	// Outputs restricts the outputs Run computes and returns (nil: all of them).
 	Outputs []string
 	// Logger receives the CPU-fallback warning; nil uses slog.Default().
@@ -77,7 +88,7 @@ func (r *Runtime) NewSession(path string, opts SessionOptions) (*Session, error)
 	if opts.UseCUDA {
 		sess, err := createSession(path, inNames, outNames, opts.Threads, &opts.CUDADevice)
 		if err == nil {
-			s.sess, s.device = sess, cudaDevice(opts.CUDADevice)
+			s.sess, s.device = sess, cudaDevice(opts.GPUName, opts.CUDADevice)
 			return s, nil
 		}
 		s.fallback = err.Error()

@@ -174,7 +174,7 @@ func loadChat(ctx context.Context, cfg Config, log *slog.Logger, libs backends.L
 		Options:      llama.LoadOptions{LogLevel: logLevel(cfg), StallTimeout: cfg.StallTimeout, CrashDir: filepath.Join(cfg.Home, crashDir)},
 	}
 	if plan.useGPU {
-		ls.UseGPU, ls.GPU, ls.GPULayers = true, plan.place.GPU.NativeIndex, plan.gpuLayers
+		ls.UseGPU, ls.GPU, ls.Device, ls.GPULayers = true, plan.place.GPU.NativeIndex, spec.Device, plan.gpuLayers
 		ls.Env = plan.place.Env // shows the runner its GPU and no other
 	}
 	m, err := backends.Load(ctx, spec.Backend, ls)
@@ -260,6 +260,7 @@ func (o *onnxLoader) load(_ context.Context, spec cache.Spec, plan *loadPlan) (c
 		Runtime:     o.rt,
 		UseGPU:      plan.useGPU,
 		CUDADevice:  plan.place.GPU.NativeIndex,
+		GPUName:     spec.Device,
 		Threads:     o.cfg.Threads,
 		BatchTokens: o.cfg.BatchTokens,
 		BatchWait:   o.cfg.BatchWait,

@@ -284,6 +284,72 @@ func (d *vkDaemon) chat(model string) greedy {
 	return greedy{out.Choices[0].Message.Content, out.Usage.CompletionTokens}
 }
 
+// checkDeviceNames: every device /v1/system names (the loaded models', the
+// VRAM accounts', the probe's GPUs') is in modeld's one vocabulary, the
+// model runs on vulkan:0 by every account, and a request to it says so in
+// X-Modeld-Device.
+func (d *vkDaemon) checkDeviceNames(model string) {
+	d.t.Helper()
+	res, err := http.Get(d.base + "/v1/system")
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	b, err := io.ReadAll(res.Body)
+	res.Body.Close()
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	var raw struct {
+		Probe struct {
+			GPUs []struct {
+				Kind  string `json:"kind"`
+				Index int    `json:"index"`
+			} `json:"gpus"`
+		} `json:"probe"`
+		Loaded struct {
+			Models []struct {
+				ID     string `json:"id"`
+				Device string `json:"device"`
+			} `json:"models"`
+			VRAM map[string]json.RawMessage `json:"vram"`
+		} `json:"loaded"`
+	}
+	if err := json.Unmarshal(b, &raw); err != nil {
+		d.t.Fatalf("/v1/system: %v: %s", err, b)
+	}
+	var names []string
+	for _, g := range raw.Probe.GPUs {
+		names = append(names, fmt.Sprintf("%s:%d", g.Kind, g.Index))
+	}
+	onVK := false
+	for _, m := range raw.Loaded.Models {
+		names = append(names, m.Device)
+		onVK = onVK || (m.ID == model && m.Device == vkDevice)
+	}
+	for dev := range raw.Loaded.VRAM {
+		names = append(names, dev)
+	}
+	for _, n := range names {
+		if !deviceVocabulary.MatchString(n) {
+			d.t.Errorf("/v1/system names a device %q, not in %s", n, deviceVocabulary)
+		}
+	}
+	if !onVK {
+		d.t.Errorf("/v1/system does not show %s on %s: %s", model, vkDevice, b)
+	}
+	body, _ := json.Marshal(map[string]any{"model": model, "max_tokens": 1,
+		"messages": []map[string]string{{"role": "user", "content": "hi"}}})
+	res, err = http.Post(d.base+"/v1/chat/completions", "application/json", bytes.NewReader(body))
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	if got := res.Header.Get("X-Modeld-Device"); got != vkDevice {
+		d.t.Errorf("X-Modeld-Device %q, want %s", got, vkDevice)
+	}
+}
+
 func (d *vkDaemon) unload(model string) {
 	d.t.Helper()
 	var out map[string]any
@@ -469,6 +535,7 @@ func TestSoftwareVulkanOffload(t *testing.T) {
 			t.Errorf("modeld ps: %q, want 100%% %s", row, vkDevice)
 		}
 		checkAccounting(t, sys, "one model loaded")
+		d.checkDeviceNames(vkChatModel)
 
 		// The estimate's parts against what llama.cpp allocated on the device.
 		t.Logf("%s on %s: estimate weights %d B, KV %d B, compute %d B, overhead %d B; llama.cpp's buffers: model %d B, KV %d B, compute %d B",
