@@ -94,7 +94,15 @@ func (s *scheduler) sharePrompts() {
 			if f.idle() {
 				continue
 			}
-			s.dec.seqCopy(sl.id, f.id)
+			if err := s.dec.seqCopy(sl.id, f.id); err != nil {
+				// The follower's KV is not the prompt's: it must not
+				// sample from it. It ends with the error; the leader
+				// and the other choices go on.
+				s.dec.seqRemove(f.id, -1)
+				f.cache, f.exact = f.cache[:0], 0
+				s.finish(f, FinishError, fmt.Errorf("%w: sequence %d could not take a copy of the prompt's KV: %w", ErrDecode, f.id, err), false)
+				continue
+			}
 			f.cache = append(f.cache[:0], sl.cache...)
 			f.exact = sl.exact
 			f.logit = sl.logit

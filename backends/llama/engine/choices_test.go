@@ -17,19 +17,24 @@ import (
 	"github.com/modeld/modeld/internal/ggufgen"
 )
 
-func (d *fakeDecoder) seqCopy(int, int) {}
+func (d *fakeDecoder) seqCopy(int, int) error { return nil }
 
 // copyDecoder is a fakeDecoder that records its sequence copies.
 type copyDecoder struct {
 	*fakeDecoder
 	mu     sync.Mutex
 	copies [][2]int
+	fail   func(dst int) error // nil: every copy succeeds
 }
 
-func (d *copyDecoder) seqCopy(src, dst int) {
+func (d *copyDecoder) seqCopy(src, dst int) error {
 	d.mu.Lock()
+	defer d.mu.Unlock()
 	d.copies = append(d.copies, [2]int{src, dst})
-	d.mu.Unlock()
+	if d.fail != nil {
+		return d.fail(dst)
+	}
+	return nil
 }
 
 // TestSchedulerChoicesSharePrompt: a request of three choices takes three
@@ -68,6 +73,58 @@ func TestSchedulerChoicesSharePrompt(t *testing.T) {
 	dec.mu.Unlock()
 	if len(copies) != 2 || copies[0][0] != copies[1][0] || copies[0][1] == copies[1][1] || copies[0][0] == copies[0][1] {
 		t.Errorf("sequence copies %v, want two from the prompt's sequence to the two others", copies)
+	}
+}
+
+// TestSchedulerChoicesCopyFails: when the copy of the prompt's KV to one
+// choice's sequence fails, that choice ends with an error (ErrDecode,
+// wrapping the copy's error) after drawing no token from a state that is
+// not the prompt's; the leader and the other follower run to their budget.
+func TestSchedulerChoicesCopyFails(t *testing.T) {
+	errCopy := errors.New("seq_cp refused")
+	dec := &copyDecoder{fakeDecoder: newFakeDecoder()}
+	failed := -1
+	dec.fail = func(dst int) error {
+		if failed < 0 {
+			failed = dst
+			return errCopy
+		}
+		return nil
+	}
+	s := newSchedulerWith(dec, 3, 8, 1<<20, 0, Hooks{})
+	go s.loop()
+	t.Cleanup(s.stop)
+	prompt := []yz.Token{10, 11, 12, 13}
+	r := &request{ctx: context.Background(), prompt: prompt, budget: 3, stream: newStream()}
+	r.withChoices(3)
+	if err := s.submit(r); err != nil {
+		t.Fatal(err)
+	}
+	var errs, ok int
+	for i, c := range r.group() {
+		go c.stream.pump()
+		var evs []Event
+		for ev := range c.stream.out {
+			evs = append(evs, ev)
+		}
+		end := evs[len(evs)-1]
+		switch {
+		case end.Finish == FinishError:
+			errs++
+			if !errors.Is(end.Err, ErrDecode) || !errors.Is(end.Err, errCopy) || len(evs) != 1 || end.Usage.CompletionTokens != 0 {
+				t.Errorf("choice %d: %d events, final %+v; want only an error wrapping ErrDecode and the copy's error, no token", i, len(evs), end)
+			}
+		case end.Finish == FinishLength && end.Usage.CompletionTokens == 3:
+			ok++
+		default:
+			t.Errorf("choice %d ended with %+v", i, end)
+		}
+	}
+	if errs != 1 || ok != 2 {
+		t.Errorf("%d choices failed and %d finished, want 1 and 2", errs, ok)
+	}
+	if st := s.stats(); st.Active != 0 {
+		t.Errorf("%d slots still active after every choice ended", st.Active)
 	}
 }
 

@@ -26,8 +26,8 @@ type decoder interface {
 	// when the backend could not drop a partial range.
 	seqRemove(seq int, from int) bool
 	// seqCopy makes dst's KV a copy of src's, all of it (the copy is made
-	// before the next decode).
-	seqCopy(src, dst int)
+	// before the next decode); an error leaves dst's KV unknown.
+	seqCopy(src, dst int) error
 	isEOG(tok yz.Token) bool
 	piece(tok yz.Token) string
 	// close frees the native state; the decoder is not used after.
@@ -134,10 +134,13 @@ func (d *llamaDecoder) seqRemove(seq int, from int) bool {
 	return err == nil && ok
 }
 
-func (d *llamaDecoder) seqCopy(src, dst int) {
+func (d *llamaDecoder) seqCopy(src, dst int) error {
 	// Each sequence has its own KV stream (KVUnified 0): llama.cpp copies
 	// a whole stream, which is what a full-range copy asks for.
-	_ = yz.MemorySeqCp(d.mem, yz.SeqId(src), yz.SeqId(dst), -1, -1)
+	if err := yz.MemorySeqCp(d.mem, yz.SeqId(src), yz.SeqId(dst), -1, -1); err != nil {
+		return fmt.Errorf("llama_memory_seq_cp %d -> %d: %w", src, dst, err)
+	}
+	return nil
 }
 
 func (d *llamaDecoder) isEOG(tok yz.Token) bool   { return yz.VocabIsEOG(d.m.vocab, tok) }
