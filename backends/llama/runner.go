@@ -133,6 +133,7 @@ type Runner struct {
 	unwatch   chan struct{} // closed by Close: the watchdog ends
 	closing   atomic.Bool
 	closeOnce sync.Once
+	closeErr  error // Close's, set once
 }
 
 // runnerBase is the URL prefix of calls; the host is never resolved (the
@@ -160,7 +161,12 @@ func StartRunner(ctx context.Context, opts RunnerOptions) (*Runner, error) {
 	}
 	argv := append(append([]string(nil), opts.Command...), cfg.Args()...)
 	log := opts.Logger.With("model_path", opts.ModelPath) // the logger names the model id
-	proc, err := startProcess(argv, opts.Env, log, crashReports{dir: opts.CrashDir, name: opts.Name}, func() { _ = os.RemoveAll(dir) })
+	proc, err := startProcess(argv, opts.Env, log, crashReports{dir: opts.CrashDir, name: opts.Name}, func() error {
+		if err := os.RemoveAll(dir); err != nil {
+			return fmt.Errorf("removing its socket: %w", err)
+		}
+		return nil
+	})
 	if err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, err
@@ -253,9 +259,12 @@ func (r *Runner) stopQuietly() {
 	}
 }
 
-func (r *Runner) tailSuffix() string {
-	if s := r.proc.tail.String(); s != "" {
-		return "; runner stderr ended with:\n" + s
+func (r *Runner) tailSuffix() string { return tailSuffix(r.proc.tail.String()) }
+
+// tailSuffix is an error's end that quotes a runner's stderr tail.
+func tailSuffix(tail string) string {
+	if tail != "" {
+		return "; runner stderr ended with:\n" + tail
 	}
 	return ""
 }
@@ -297,17 +306,19 @@ func (r *Runner) RSS() (uint64, error) {
 // Close stops the runner: its stdin is closed and it gets SIGTERM (it
 // closes the model, so streams in flight end with ErrClosed), then SIGKILL
 // after RunnerOptions.StopGrace. It returns once the process is reaped and
-// its memory freed. Safe to call more than once.
+// its memory freed. Its error says what did not go cleanly: the runner had
+// to be killed, it exited with another status than 0, a signal could not
+// be sent, or its socket could not be removed (nil for a runner that had
+// already ended on its own: Err says how). Safe to call more than once; each
+// call returns the first's error.
 func (r *Runner) Close() error {
 	r.closeOnce.Do(func() {
 		r.closing.Store(true)
 		close(r.unwatch)
-		if r.proc.stop(r.opts.StopGrace) {
-			r.opts.Logger.Warn("llama: runner ignored SIGTERM; killed", "model_path", r.opts.ModelPath, "pid", r.proc.pid)
-		}
+		r.closeErr = r.proc.stop(r.opts.StopGrace)
 		r.client.CloseIdleConnections()
 	})
-	return nil
+	return r.closeErr
 }
 
 // alive is nil while calls may be made.

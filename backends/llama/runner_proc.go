@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -54,11 +55,14 @@ type process struct {
 	killedFor atomic.Pointer[string] // set by killFor: why the daemon killed it
 	done      chan struct{}
 	exitErr   error // set before done is closed
+	waitErr   error // Wait's own error, set before done is closed
+	exitedErr error // onExit's error, set before done is closed
 }
 
 // startProcess starts argv with the runner's pipes. onExit runs after the
-// process is reaped and its output read, before done is closed.
-func startProcess(argv, env []string, log *slog.Logger, reports crashReports, onExit func()) (*process, error) {
+// process is reaped and its output read, before done is closed; its error
+// is stop's.
+func startProcess(argv, env []string, log *slog.Logger, reports crashReports, onExit func() error) (*process, error) {
 	p := &process{
 		tail:    &tailBuffer{max: stderrTail},
 		status:  make(chan wire.Status, 1),
@@ -124,9 +128,10 @@ func startProcess(argv, env []string, log *slog.Logger, reports crashReports, on
 		werr := cmd.Wait()
 		stdout.flush()
 		stderr.flush()
+		p.waitErr = werr
 		p.exitErr = p.describeExit(werr)
 		if onExit != nil {
-			onExit()
+			p.exitedErr = onExit()
 		}
 		close(p.done)
 	}()
@@ -167,29 +172,52 @@ func (p *process) exited() bool {
 
 // stop ends the process politely (SIGTERM, SIGCONT in case it was stopped,
 // stdin closed), then with SIGKILL after grace, and waits until it is
-// reaped. It reports whether the kill was needed. SIGTERM goes first: a
-// runner that ended on stdin's EOF first would have restored SIGTERM's
-// default action on its way out, and die of it instead of exiting 0.
-func (p *process) stop(grace time.Duration) (killed bool) {
+// reaped. SIGTERM goes first: a runner that ended on stdin's EOF first
+// would have restored SIGTERM's default action on its way out, and die of
+// it instead of exiting 0. The error says what did not go cleanly: the
+// signal could not be sent or stdin closed, the process had to be killed,
+// it exited with another status than 0 (or Wait failed), or onExit's
+// cleanup failed. A process that had already ended on its own reports no
+// exit error here: that end is exitErr's.
+func (p *process) stop(grace time.Duration) error {
+	gone := p.exited()
 	p.stopping.Store(true)
-	if !p.exited() {
-		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	var errs []error
+	if !gone {
+		if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
+			errs = append(errs, fmt.Errorf("llama: runner %d: SIGTERM: %w", p.pid, err))
+		}
 		_ = p.cmd.Process.Signal(syscall.SIGCONT) // a stopped runner acts on it too
 	}
-	_ = p.stdin.Close()
-	if p.exited() {
-		return false
+	if err := p.stdin.Close(); err != nil && !errors.Is(err, os.ErrClosed) {
+		errs = append(errs, fmt.Errorf("llama: runner %d: closing its stdin: %w", p.pid, err))
 	}
-	t := time.NewTimer(grace)
-	defer t.Stop()
-	select {
-	case <-p.done:
-		return false
-	case <-t.C:
+	killed := false
+	if !p.exited() {
+		t := time.NewTimer(grace)
+		select {
+		case <-p.done:
+		case <-t.C:
+			killed = true
+			if err := p.cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
+				errs = append(errs, fmt.Errorf("llama: runner %d: SIGKILL: %w", p.pid, err))
+			}
+			<-p.done
+		}
+		t.Stop()
 	}
-	_ = p.cmd.Process.Kill()
-	<-p.done
-	return true
+	switch {
+	case gone:
+	case killed:
+		errs = append(errs, fmt.Errorf("llama: runner %d did not exit within %s of SIGTERM; killed%s", p.pid, grace, tailSuffix(p.tail.String())))
+	case p.waitErr != nil:
+		errs = append(errs, fmt.Errorf("llama: runner %d ended its shutdown with %s: %w%s", p.pid,
+			exitStatus(p.cmd.ProcessState, p.waitErr), p.waitErr, tailSuffix(p.tail.String())))
+	}
+	if p.exitedErr != nil {
+		errs = append(errs, fmt.Errorf("llama: runner %d: %w", p.pid, p.exitedErr))
+	}
+	return errors.Join(errs...)
 }
 
 // killStalled kills a process that made no progress for timeout; its exit
