@@ -2,15 +2,16 @@ package engine
 
 import (
 	"bytes"
-	"strings"
-	"unicode/utf8"
+
+	"github.com/modeld/modeld/internal/utf8text"
 )
 
 // textAssembler turns token pieces into the text a client may see. It holds
 // back (a) a tail that could be the start of a stop string and (b) an
 // incomplete UTF-8 sequence, so a stop string is never emitted, even when it
 // arrives split across tokens, and emitted text never ends inside a
-// character. Invalid bytes are replaced by U+FFFD.
+// character. Bytes that are not UTF-8 become U+FFFD, one per byte
+// (internal/utf8text), however the tokens split them.
 type textAssembler struct {
 	stops   [][]byte
 	pending []byte
@@ -36,7 +37,7 @@ func (a *textAssembler) push(piece string) (string, bool) {
 		a.pending = nil
 		return out, true
 	}
-	hold := max(a.stopPrefixHold(), incompleteTail(a.pending))
+	hold := max(a.stopPrefixHold(), utf8text.IncompleteTail(a.pending))
 	n := len(a.pending) - hold
 	out := sanitize(a.pending[:n])
 	a.pending = append(a.pending[:0], a.pending[n:]...)
@@ -77,22 +78,9 @@ func (a *textAssembler) stopPrefixHold() int {
 	return hold
 }
 
-// incompleteTail is the number of trailing bytes of b that start a UTF-8
-// sequence that is not complete yet (0 when b ends on a whole character or
-// on bytes that can never become one).
-func incompleteTail(b []byte) int {
-	for i := 1; i <= utf8.UTFMax-1 && i <= len(b); i++ {
-		c := b[len(b)-i]
-		if utf8.RuneStart(c) {
-			if c >= utf8.RuneSelf && !utf8.FullRune(b[len(b)-i:]) {
-				return i
-			}
-			return 0
-		}
-	}
-	return 0
-}
-
-func sanitize(b []byte) string {
-	return strings.ToValidUTF8(string(b), "\uFFFD")
-}
+// sanitize is b as text, by modeld's one UTF-8 rule (internal/utf8text):
+// each byte that does not begin a valid encoding is U+FFFD. The cuts push
+// makes (before an incomplete character, before a stop string's first
+// byte) are where decoding the whole output would be too, so the text
+// released token by token equals the whole output's.
+func sanitize(b []byte) string { return utf8text.Valid(b) }

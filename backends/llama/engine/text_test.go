@@ -94,15 +94,3 @@ func TestUTF8HeldUntilComplete(t *testing.T) {
 		t.Errorf("flush gave %q", out)
 	}
 }
-
-func TestIncompleteTail(t *testing.T) {
-	cases := map[string]int{
-		"": 0, "a": 0, "\xe2": 1, "\xe2\x82": 2, "\xe2\x82\xac": 0, "a\xf0\x9f\x99": 3,
-		"\x82": 0, "\xff": 0, "é": 0,
-	}
-	for in, want := range cases {
-		if got := incompleteTail([]byte(in)); got != want {
-			t.Errorf("incompleteTail(%q) = %d, want %d", in, got, want)
-		}
-	}
-}

@@ -14,6 +14,7 @@ import (
 	"github.com/modeld/modeld/backends/llama/grammar"
 	"github.com/modeld/modeld/backends/toolcall"
 	"github.com/modeld/modeld/internal/testenv"
+	"github.com/modeld/modeld/internal/utf8text"
 )
 
 // grammarTools are tools whose arguments are bounded (short strings,
@@ -65,9 +66,12 @@ func runTools(t *testing.T, m *Model, req Request) toolRun {
 	if len(tokens) > 0 && yz.VocabIsEOG(m.vocab, yz.Token(tokens[len(tokens)-1])) {
 		tokens = tokens[:len(tokens)-1]
 	}
+	var raw []byte
 	for _, tok := range tokens { // as the stream renders them (detokenizing may clean spaces up)
-		res.raw += m.piece(yz.Token(tok), true)
+		raw = append(raw, m.piece(yz.Token(tok), true)...)
 	}
+	// The non-streamed assembly of the same bytes, by the same UTF-8 rule.
+	res.raw = utf8text.Valid(raw)
 	return res
 }
 
