@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"log/slog"
 	"path/filepath"
@@ -22,7 +23,7 @@ var deviceVocabulary = regexp.MustCompile(`^(cpu|cuda:\d+|vulkan:\d+|metal:0)$`)
 // TestDeviceNamesOneVocabulary: every producer of a device name below the
 // HTTP layer — the probe's GPU list (CUDA, Vulkan with a software device,
 // a Mac with two Metal GPUs), placement of GGUF and ONNX models onto each
-// GPU and onto the CPU, ps's PROCESSOR column and
+// GPU and onto the CPU, the cache's VRAM budgets, `modeld probe`'s DEVICE column, ps's PROCESSOR column and
 // the GPU-fallback section of /v1/system — names devices only as cpu,
 // cuda:N, vulkan:N or metal:0.
 func TestDeviceNamesOneVocabulary(t *testing.T) {
@@ -61,6 +62,20 @@ func TestDeviceNamesOneVocabulary(t *testing.T) {
 		info := probe.Decide(r)
 		if n := len(info.Devices(probe.Metal)); n > 1 {
 			t.Errorf("%s: %d Metal devices, want the one ggml runs on", host, n)
+		}
+		var out bytes.Buffer
+		printProbe(&out, info, nil)
+		_, table, _ := strings.Cut(out.String(), "DEVICE ")
+		for _, line := range strings.Split(table, "\n")[1:] {
+			f := strings.Fields(line)
+			if len(f) == 0 {
+				break // the end of the device table
+			}
+			add(host+" modeld probe", f[0])
+		}
+		_, vram := placement.Budgets(info, 0, 0)
+		for dev := range vram {
+			add(host+" VRAM budgets (the cache's accounts)", dev)
 		}
 		for _, g := range info.GPUs {
 			add(host+" probe", g.ID())
