@@ -383,6 +383,12 @@ type transportError struct{ err error }
 func (e *transportError) Error() string { return e.err.Error() }
 func (e *transportError) Unwrap() error { return e.err }
 
+// maxCallAnswer bounds the answer to a non-streaming call, as
+// wire.MaxCallBody bounds the request: the largest answers (a tokenized
+// prompt with its pieces, a rendered chat prompt) hold what a request of
+// that size asks about, a few bytes of JSON per token.
+const maxCallAnswer = wire.MaxCallBody
+
 // roundTrip sends one request and returns the body of a 200 answer; a
 // failed answer is its decoded error, a broken exchange a *transportError.
 func (r *Runner) roundTrip(ctx context.Context, method, route string, q url.Values, body []byte) ([]byte, error) {
@@ -403,9 +409,15 @@ func (r *Runner) roundTrip(ctx context.Context, method, route string, q url.Valu
 		return nil, &transportError{err}
 	}
 	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxCallAnswer+1))
 	if err != nil {
 		return nil, &transportError{err}
+	}
+	if len(b) > maxCallAnswer {
+		// A runner that sends this is broken or hostile: it goes, not
+		// the daemon's memory.
+		r.proc.killFor(fmt.Sprintf("it answered %s with over %d MiB (the most a legitimate answer can be); killed", route, maxCallAnswer>>20))
+		return nil, &transportError{fmt.Errorf("llama: runner answer to %s over %d bytes", route, maxCallAnswer)}
 	}
 	if resp.StatusCode != http.StatusOK {
 		return nil, replyError(resp.StatusCode, b)

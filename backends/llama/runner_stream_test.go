@@ -135,3 +135,51 @@ func TestOversizedEventKillsRunner(t *testing.T) {
 		t.Errorf("reading the line allocated %d MiB, want a few times the %d MiB bound", allocated>>20, maxEventLine>>20)
 	}
 }
+
+// TestOversizedAnswerKillsRunner: a runner that answers a plain call (here
+// /tokenize) with a body that never ends is killed once the answer passes
+// the bound; the call fails saying why, and the daemon's side reads only
+// about the bound.
+func TestOversizedAnswerKillsRunner(t *testing.T) {
+	const offered = 1 << 30
+	var sent atomic.Int64
+	socket := filepath.Join(t.TempDir(), "s.sock")
+	ln, err := net.Listen("unix", socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusOK)
+		_, _ = io.WriteString(w, `{"tokens":[`)
+		chunk := []byte(strings.Repeat("1,", 1<<19))
+		for sent.Load() < offered {
+			if _, err := w.Write(chunk); err != nil {
+				return // the daemon's side stopped reading
+			}
+			sent.Add(int64(len(chunk)))
+		}
+	})}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	log := slog.New(slog.DiscardHandler)
+	proc, err := startProcess([]string{"sleep", "600"}, nil, log, crashReports{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &Runner{opts: RunnerOptions{ModelPath: "stand-in", StallTimeout: -1, CallTimeout: 10 * time.Minute, StopGrace: time.Second, Logger: log},
+		proc: proc, client: unixClient(socket), live: newLiveness(), unwatch: make(chan struct{})}
+	t.Cleanup(func() { _ = r.Close() })
+
+	_, err = r.Tokenize("hello", true, false)
+	if !errors.Is(err, ErrRunnerExited) || !strings.Contains(err.Error(), "with over 64 MiB") {
+		t.Fatalf("tokenize: %v; want the runner's death for its oversized answer", err)
+	}
+	<-r.Done()
+	if st := r.proc.cmd.ProcessState; st == nil || st.Success() {
+		t.Errorf("the runner was not killed: %v", st)
+	}
+	if sent.Load() >= offered {
+		t.Errorf("the whole %d MiB answer was read", offered>>20)
+	}
+	t.Logf("runner offered %d MiB; the bound is %d MiB", sent.Load()>>20, maxCallAnswer>>20)
+}
