@@ -54,7 +54,10 @@ type llamaDecoder struct {
 	shaped []float32
 	nCtx   int
 	seqIDs [][]yz.SeqId
-	lazy   lazyWatch       // lazy grammars' triggers (toolcalls_lazy.go)
+	lazy   lazyWatch  // lazy grammars' triggers (toolcalls_lazy.go)
+	u8     []utf8Seq  // by sequence: the UTF-8 guard under a grammar (utf8guard.go)
+	u8v    *utf8Vocab // the vocabulary's UTF-8 shape, read on first use
+	u8keep []float32
 	pools  []yz.Threadpool // the context's CPU thread pools (threads.go), freed after it
 }
 
@@ -112,12 +115,15 @@ func (d *llamaDecoder) decode(batch []batchToken) error {
 }
 
 func (d *llamaDecoder) sample(seq int, i int32) yz.Token {
+	d.guard(seq, i)
 	tok := yz.SamplerSample(d.smpl[seq], d.lctx, i)
 	d.lazyAccept(seq, tok)
+	d.guardAccept(seq, tok)
 	return tok
 }
 
 func (d *llamaDecoder) startSeq(seq int, samp Sampling, grammar constraint) {
+	d.guardStart(seq, grammar)
 	d.smpl[seq] = newSampler(samp, d.m.vocab, d.lazyStart(seq, grammar), d.m.nVocab, d.nCtx)
 }
 

@@ -82,6 +82,7 @@ type lpSeq struct {
 }
 
 func (d *llamaDecoder) startSeqLogprobs(seq int, samp Sampling, grammar constraint) {
+	d.guardStart(seq, grammar)
 	shape, draw := samplerStages(samp, d.m.vocab, d.lazyStart(seq, grammar), d.m.nVocab, d.nCtx)
 	d.lp[seq] = lpSeq{shape: shape, draw: draw}
 }
@@ -104,6 +105,7 @@ func (d *llamaDecoder) sampleLogprobs(seq int, i int32, top int) (yz.Token, *bac
 		d.cur = make([]yz.TokenData, n)
 		d.shaped = make([]float32, n)
 	}
+	d.guard(seq, i)
 	logits, err := yz.GetLogitsIth(d.lctx, i, n)
 	if err != nil || len(logits) < n {
 		logits = nil // cannot happen after a decode that asked for them: a flat distribution
@@ -137,6 +139,7 @@ func (d *llamaDecoder) sampleLogprobs(seq int, i int32, top int) (yz.Token, *bac
 	yz.SamplerAccept(st.shape, tok)
 	yz.SamplerAccept(st.draw, tok)
 	d.lazyAccept(seq, tok)
+	d.guardAccept(seq, tok)
 	return tok, d.tokenLogprobs(tok, top)
 }
 
