@@ -10,6 +10,11 @@
 // (tokens decoded in steps of two or more; ggml's one-token kernels round
 // differently), so greedy output with reuse equals output without it.
 //
+// Text follows modeld's one UTF-8 rule (internal/utf8text): a character
+// split across tokens is held until complete, each byte that cannot begin
+// one becomes U+FFFD, and under a grammar no token that would break UTF-8
+// is drawn (utf8guard.go), so streamed and whole-output text agree.
+//
 // The scheduler reaches llama.cpp only through the decoder interface
 // (decoder.go: decode a batch, sample, drop KV, read the vocabulary), so its
 // admission, queue limit and cancellation are tested with a fake decoder.
