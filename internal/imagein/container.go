@@ -11,7 +11,7 @@ var (
 
 // sniff names the format from the magic bytes, and names the formats it
 // recognises but refuses.
-func sniff(b []byte) (Format, error) {
+func sniff(b []byte) (string, error) {
 	switch {
 	case bytes.HasPrefix(b, magicPNG):
 		return PNG, nil

@@ -7,21 +7,19 @@ import (
 	"image/jpeg"
 	"image/png"
 
+	"github.com/modeld/modeld/backends"
 	"golang.org/x/image/webp"
 )
 
-// Format is an accepted image encoding.
-type Format string
-
-// Accepted formats.
+// Accepted formats, as Image.Format names them.
 const (
-	PNG  Format = "png"
-	JPEG Format = "jpeg"
-	WebP Format = "webp"
+	PNG  = "png"
+	JPEG = "jpeg"
+	WebP = "webp"
 )
 
-// MediaType is the format's MIME type.
-func (f Format) MediaType() string { return "image/" + string(f) }
+// MediaType is the MIME type of an accepted format ("image/png").
+func MediaType(format string) string { return "image/" + format }
 
 // Limits bound what one image and one request may cost. A zero field is
 // refused by Check; DefaultLimits gives the daemon's values.
@@ -64,21 +62,13 @@ func DefaultLimits() Limits {
 	}
 }
 
-// Image is a decoded image: 8-bit RGB, row-major, no padding.
-type Image struct {
-	Format        Format
-	Width, Height int
-	RGB           []byte // len Width*Height*3
-	// Digest is the SHA-256 of the encoded bytes: the same file gives the
-	// same digest (a cache key for an encoded image).
-	Digest [32]byte
-	// EncodedBytes is the size of the file the image came from.
-	EncodedBytes int
-}
+// Image is a decoded image (backends.Image): 8-bit RGB, row-major, no
+// padding, with the SHA-256 of the encoded bytes.
+type Image = backends.Image
 
 // Header is what the container says about an image, read without decoding.
 type Header struct {
-	Format        Format
+	Format        string
 	Width, Height int
 	Metadata      int64 // bytes of metadata chunks and segments
 }
@@ -149,11 +139,11 @@ func Decode(data []byte, lim Limits) (*Image, error) {
 	return &Image{Format: h.Format, Width: h.Width, Height: h.Height, RGB: rgb, Digest: sha256.Sum256(data), EncodedBytes: len(data)}, nil
 }
 
-func corrupt(f Format) *Error {
+func corrupt(f string) *Error {
 	return refuse(CodeCorrupt, "the %s image is truncated or corrupt", f)
 }
 
-func decodeConfig(f Format, data []byte) (cfg image.Config, err error) {
+func decodeConfig(f string, data []byte) (cfg image.Config, err error) {
 	defer func() {
 		if recover() != nil {
 			err = corrupt(f)
@@ -172,7 +162,7 @@ func decodeConfig(f Format, data []byte) (cfg image.Config, err error) {
 
 // decodePixels runs the standard decoder; its messages are not passed on
 // (they are the decoder's words, not modeld's), and a panic is a corrupt file.
-func decodePixels(f Format, data []byte) (m image.Image, err error) {
+func decodePixels(f string, data []byte) (m image.Image, err error) {
 	defer func() {
 		if recover() != nil {
 			m, err = nil, corrupt(f)
