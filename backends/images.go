@@ -1,6 +1,10 @@
 package backends
 
-import "context"
+import (
+	"context"
+	"fmt"
+	"net/http"
+)
 
 // Image is one decoded input image: 8-bit RGB, row-major, Width*Height*3
 // bytes. internal/imagein makes them from what a client sent, within its
@@ -34,4 +38,40 @@ type ImageEmbedder interface {
 // ImageClassifier scores images against the model's own labels.
 type ImageClassifier interface {
 	ClassifyImages(ctx context.Context, images []*Image, opts ClassifyOptions) (ClassifyResult, error)
+}
+
+// ImageInputError says that a model cannot read the images a request sent:
+// a text-only model, or a chat model loaded without its multimodal
+// projector. It is the client's 400 (errors.Is ErrInvalidRequest), with the
+// code image_input_unsupported.
+type ImageInputError struct {
+	Model  string // the model's name as the request gave it ("" when unknown)
+	Images int    // the images sent
+	Param  string // the request field holding them ("messages"); "" leaves it to the caller
+}
+
+func (e *ImageInputError) Error() string {
+	who := "the model"
+	if e.Model != "" {
+		who = "model " + QuoteInput(e.Model)
+	}
+	return fmt.Sprintf("%s does not accept image input (it has no multimodal projector), and the request has %d image(s)", who, e.Images)
+}
+
+func (e *ImageInputError) Is(target error) bool { return target == ErrInvalidRequest }
+func (e *ImageInputError) HTTPStatus() int      { return http.StatusBadRequest }
+func (e *ImageInputError) ErrorCode() string    { return "image_input_unsupported" }
+func (e *ImageInputError) ErrorParam() string   { return e.Param }
+
+// CountImages is the number of image parts in msgs.
+func CountImages(msgs []Message) int {
+	n := 0
+	for _, m := range msgs {
+		for _, p := range m.Parts {
+			if p.Type == PartImage {
+				n++
+			}
+		}
+	}
+	return n
 }
