@@ -3,6 +3,7 @@ package models
 import (
 	"context"
 	"errors"
+	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -18,10 +19,12 @@ func TestImportImageModels(t *testing.T) {
 		opts   ImportOptions
 		tasks  []Task
 		labels []string
+		model  string // the graph kept (default onnx/model.onnx)
 	}{
 		{dir: "vit-classify", tasks: []Task{TaskImageClassify}, labels: []string{"cat", "dog", "car", "tree"}},
 		{dir: "vit-embed", tasks: []Task{TaskImageEmbed}},
 		{dir: "vit-classify", opts: ImportOptions{Task: TaskImageEmbed}, tasks: []Task{TaskImageEmbed}, labels: []string{"cat", "dog", "car", "tree"}},
+		{dir: "clip-vision", tasks: []Task{TaskImageEmbed}, model: "onnx/vision_model.onnx"},
 	} {
 		t.Run(tc.dir+"/"+string(tc.opts.Task), func(t *testing.T) {
 			s := newTestStore(t)
@@ -37,11 +40,24 @@ func TestImportImageModels(t *testing.T) {
 			for _, f := range m.Files {
 				got = append(got, f.Path)
 			}
-			if want := []string{"config.json", "preprocessor_config.json", "onnx/model.onnx"}; !reflect.DeepEqual(got, want) {
+			if tc.model == "" {
+				tc.model = "onnx/model.onnx"
+			}
+			if want := []string{"config.json", "preprocessor_config.json", tc.model}; !reflect.DeepEqual(got, want) || m.ONNX.Model != tc.model {
 				t.Errorf("files %v, want %v", got, want)
 			}
 			if !reflect.DeepEqual(m.ONNX.Labels, tc.labels) {
 				t.Errorf("labels %v, want %v", m.ONNX.Labels, tc.labels)
+			}
+			// The model dir the pipelines load has the graph at onnx/model.onnx.
+			dir, err := s.ModelDir(m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, f := range []string{"config.json", "preprocessor_config.json", "onnx/model.onnx"} {
+				if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+					t.Errorf("model dir: %v", err)
+				}
 			}
 		})
 	}

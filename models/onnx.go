@@ -133,6 +133,12 @@ func planONNX(paths []string, configJSON []byte, variant string, task Task) (*on
 	encDec := !image && len(encVariants) > 0 && len(decVariants) > 0 && (task == "" || task == TaskSummarize)
 
 	plan := &onnxPlan{files: slices.Clone(required)}
+	// A CLIP-style folder's image tower is onnx/vision_model*.onnx; its
+	// model*.onnx, when there is one, is the text and image graph together.
+	base := "model"
+	if image && task != TaskImageClassify && len(variantsOf(paths, "vision_model")) > 0 {
+		base = "vision_model"
+	}
 	var candidates []string
 	if encDec {
 		for _, v := range encVariants {
@@ -141,7 +147,7 @@ func planONNX(paths []string, configJSON []byte, variant string, task Task) (*on
 			}
 		}
 	} else {
-		candidates = variantsOf(paths, "model")
+		candidates = variantsOf(paths, base)
 	}
 	v, err := chooseVariant(candidates, variant, encDec)
 	if err != nil {
@@ -162,7 +168,7 @@ func planONNX(paths []string, configJSON []byte, variant string, task Task) (*on
 			plan.files = append(plan.files, plan.info.DecoderPast)
 		}
 	} else {
-		plan.info.Model = file("model")
+		plan.info.Model = file(base)
 		plan.files = append(plan.files, plan.info.Model)
 	}
 	// External data of large models lives next to the graph ("model.onnx_data").

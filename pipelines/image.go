@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 
 	"github.com/modeld/modeld/backends"
 	"github.com/modeld/modeld/backends/onnx"
@@ -30,7 +31,9 @@ type imageModel struct {
 	size   int64
 }
 
-func loadImageModel(dir, task string, opts Options, outputs ...string) (*imageModel, error) {
+// loadImageModel opens dir/onnx/file (the first of files present) as an
+// image model for task with one of outputs.
+func loadImageModel(dir, task string, files []string, opts Options, outputs ...string) (*imageModel, error) {
 	if st, err := os.Stat(dir); err != nil {
 		return nil, fmt.Errorf("pipelines: model folder: %w", err)
 	} else if !st.IsDir() {
@@ -48,8 +51,15 @@ func loadImageModel(dir, task string, opts Options, outputs ...string) (*imageMo
 	if err != nil {
 		return nil, err
 	}
-	files := &modelFiles{dir: dir, config: cfg}
-	path, err := files.onnxPath("model.onnx", task)
+	mf := &modelFiles{dir: dir, config: cfg}
+	name := files[len(files)-1]
+	for _, f := range files {
+		if _, err := os.Stat(filepath.Join(dir, "onnx", f)); err == nil {
+			name = f
+			break
+		}
+	}
+	path, err := mf.onnxPath(name, task)
 	if err != nil {
 		return nil, err
 	}
@@ -164,7 +174,7 @@ type ImageClassifier struct {
 
 // LoadImageClassifier loads an image-classification model folder.
 func LoadImageClassifier(dir string, opts Options) (*ImageClassifier, error) {
-	m, err := loadImageModel(dir, "image-classification", opts, "logits")
+	m, err := loadImageModel(dir, "image-classification", []string{"model.onnx"}, opts, "logits")
 	if err != nil {
 		return nil, err
 	}
@@ -228,10 +238,13 @@ type ImageEmbedder struct {
 	dim    int
 }
 
-// LoadImageEmbedder loads an image encoder folder.
+// LoadImageEmbedder loads an image encoder folder: onnx/vision_model.onnx
+// (a CLIP-style vision tower) when present, else onnx/model.onnx.
 func LoadImageEmbedder(dir string, opts Options) (*ImageEmbedder, error) {
 	outs := []string{"image_embeds", "pooler_output", "last_hidden_state"}
-	m, err := loadImageModel(dir, "image-feature-extraction", opts, outs...)
+	// A CLIP-style folder's image tower is onnx/vision_model.onnx (its
+	// model.onnx, when there is one, is the text and image graph together).
+	m, err := loadImageModel(dir, "image-feature-extraction", []string{"vision_model.onnx", "model.onnx"}, opts, outs...)
 	if err != nil {
 		return nil, err
 	}

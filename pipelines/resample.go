@@ -7,9 +7,10 @@ import "math"
 // input position X·(in/out)), black outside the image, and libvips's
 // fixed-point 8-bit interpolators. Nearest, bilinear and bicubic
 // (Catmull-Rom) are supported. Against transformers.js's goldens
-// (TestImagePreprocessGoldens): bilinear is equal to the byte; bicubic is
-// within one level in 3-6% of samples (libvips rounds its 8-bit bicubic
-// differently somewhere this does not reproduce).
+// (TestImagePreprocessGoldens): bilinear is equal to the byte when the
+// scale's inverse is a multiple of 1/64 (32 from 20, 24, 40, 48, 56, 64 or
+// 97); otherwise, and for bicubic, within one level in 3-6% of samples
+// (libvips derives its sampling positions in a way this does not reproduce).
 func resample(m rgbImage, w, h, method int) rgbImage {
 	out := rgbImage{w: w, h: h, pix: make([]byte, w*h*3)}
 	px := func(x, y, c int) int {

@@ -183,6 +183,22 @@ def gen_vision(out):
         "image_mean": [0.48145466, 0.4578275, 0.40821073], "image_std": [0.26862954, 0.26130258, 0.27577711],
         "do_convert_rgb": True,
     })
+    # clip-vision: a CLIP-style folder (model_type clip) whose image tower is
+    # onnx/vision_model.onnx with a projection (image_embeds, 16 dims).
+    d = os.path.join(out, "clip-vision")
+    save_model(vision.vit(cfg, seed=43, head="project", num_labels=16), os.path.join(d, "onnx", "vision_model.onnx"))
+    write_json(os.path.join(d, "config.json"), {
+        "architectures": ["CLIPModel"], "model_type": "clip", "projection_dim": 16,
+        "vision_config": {"model_type": "clip_vision_model", "hidden_size": cfg.hidden, "image_size": cfg.image,
+                          "patch_size": cfg.patch, "num_attention_heads": cfg.heads, "num_hidden_layers": cfg.layers,
+                          "intermediate_size": cfg.ffn, "projection_dim": 16},
+    })
+    write_json(os.path.join(d, "preprocessor_config.json"), {
+        "image_processor_type": "CLIPImageProcessor", "do_resize": True, "size": {"shortest_edge": cfg.image},
+        "resample": 2, "do_center_crop": True, "crop_size": cfg.image,
+        "do_rescale": True, "rescale_factor": 0.00392156862745098, "do_normalize": True,
+        "image_mean": [0.48145466, 0.4578275, 0.40821073], "image_std": [0.26862954, 0.26130258, 0.27577711],
+    })
 
 
 def main():

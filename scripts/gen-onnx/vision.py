@@ -21,7 +21,8 @@ class VitCfg:
 
 
 def vit(cfg, seed, head=None, num_labels=0):
-    """head=None: ViTModel (last_hidden_state, pooler_output); head="classify": logits."""
+    """head=None: ViTModel (last_hidden_state, pooler_output); head="classify": logits;
+    head="project": a CLIP vision tower with projection (image_embeds, last_hidden_state)."""
     g = Graph()
     p = Params(g, seed)
     inputs = [tensor_input("pixel_values", F32, ["batch_size", cfg.channels, cfg.image, cfg.image])]
@@ -42,7 +43,14 @@ def vit(cfg, seed, head=None, num_labels=0):
         x = models._ffn(g, p, mc, f"vit.layer.{i}.ffn", x)
     x = g.layer_norm(x, p.ones("vit.ln.weight", cfg.hidden), p.zeros("vit.ln.bias", cfg.hidden))
     first = g.op("Gather", [x, g.i64(0)], axis=1)
-    if head is None:
+    if head == "project":
+        g.op("Identity", [x], outputs=["last_hidden_state"])
+        post = g.layer_norm(first, p.ones("vit.post_ln.weight", cfg.hidden), p.zeros("vit.post_ln.bias", cfg.hidden))
+        wp = p.normal("visual_projection.weight", (cfg.hidden, num_labels), 1.0 / np.sqrt(cfg.hidden))
+        g.op("MatMul", [post, wp], outputs=["image_embeds"])
+        outputs = [tensor_input("image_embeds", F32, ["batch_size", num_labels]),
+                   tensor_input("last_hidden_state", F32, ["batch_size", cfg.patches + 1, cfg.hidden])]
+    elif head is None:
         g.op("Identity", [x], outputs=["last_hidden_state"])
         pw = p.normal("vit.pooler.weight", (cfg.hidden, cfg.hidden), 1.0 / np.sqrt(cfg.hidden))
         g.op("Tanh", [g.linear(first, pw, p.zeros("vit.pooler.bias", cfg.hidden))], outputs=["pooler_output"])

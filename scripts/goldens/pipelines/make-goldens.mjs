@@ -16,7 +16,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import {
-    env, pipeline, AutoTokenizer, AutoModelForSequenceClassification, AutoModelForSeq2SeqLM, AutoProcessor, RawImage, Tensor,
+    env, pipeline, AutoTokenizer, AutoModelForSequenceClassification, AutoModelForSeq2SeqLM, AutoProcessor, CLIPVisionModelWithProjection, RawImage, Tensor,
 } from '@huggingface/transformers';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
@@ -273,6 +273,14 @@ async function images() {
             }
             cases.push(c);
         }
+    }
+    // A CLIP folder: its vision tower (onnx/vision_model.onnx) and image_embeds.
+    const processor = await AutoProcessor.from_pretrained('clip-vision');
+    const vision = await CLIPVisionModelWithProjection.from_pretrained('clip-vision', load);
+    for (const [w, h] of IMAGE_SIZES) {
+        const { pixel_values } = await processor(patternImage(w, h));
+        const { image_embeds } = await vision({ pixel_values });
+        cases.push({ model: 'clip-vision', width: w, height: h, pixel_dims: pixel_values.dims, pixel_values: arr(pixel_values), image_embeds: arr(image_embeds) });
     }
     write('images.json', { cases });
 }
