@@ -44,14 +44,16 @@
 //     or shortest/longest edge, center crop with black padding, rescale,
 //     normalize, each stored as float32), with its Node resampler (sharp's
 //     affine: corner-aligned, black beyond the edge, libvips's 8-bit
-//     fixed-point bilinear and bicubic). Bilinear resizes, crops and
-//     unresized images give pixel_values equal to transformers.js's within
-//     1e-6; bicubic is within one 8-bit level in a few percent of values.
+//     fixed-point bilinear and bicubic). Crops, unresized images and
+//     bilinear resizes whose inverse scale is a multiple of 1/64 give
+//     pixel_values equal to transformers.js's within 1e-6; other resizes are
+//     within one 8-bit level in a few percent of values.
 //     Options modeld does not implement (do_pad, thumbnails, lanczos, ...)
 //     refuse the model at load. Image classification is softmax, as
 //     transformers.js's image-classification; an image embedding is the
-//     model's image_embeds, else pooler_output, else the first token of
-//     last_hidden_state, normalized only when asked.
+//     model's image_embeds (a CLIP-style onnx/vision_model.onnx), else
+//     pooler_output, else the first token of last_hidden_state, normalized
+//     only when asked.
 //
 // # Batching
 //
