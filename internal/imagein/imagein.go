@@ -3,6 +3,8 @@ package imagein
 import (
 	"bytes"
 	"crypto/sha256"
+	"errors"
+	"fmt"
 	"image"
 	"image/jpeg"
 	"image/png"
@@ -21,8 +23,8 @@ const (
 // MediaType is the MIME type of an accepted format ("image/png").
 func MediaType(format string) string { return "image/" + format }
 
-// Limits bound what one image and one request may cost. A zero field is
-// refused by Check; DefaultLimits gives the daemon's values.
+// Limits bound what one image and one request may cost. Check refuses a
+// field that is zero or negative; DefaultLimits gives the daemon's values.
 type Limits struct {
 	// MaxBytes is one image's encoded size.
 	MaxBytes int64
@@ -52,6 +54,21 @@ const (
 	DefaultMaxRequestBytes  = 64 << 20
 	DefaultMaxRequestPixels = 1 << 26
 )
+
+// Check reports every field that is not positive.
+func (l Limits) Check() error {
+	var errs []error
+	for name, v := range map[string]int64{
+		"max bytes": l.MaxBytes, "max pixels": l.MaxPixels, "max side": int64(l.MaxSide),
+		"max metadata bytes": l.MaxMetadataBytes, "max images": int64(l.MaxImages),
+		"max request bytes": l.MaxRequestBytes, "max request pixels": l.MaxRequestPixels,
+	} {
+		if v <= 0 {
+			errs = append(errs, fmt.Errorf("image limits: %s is %d, want more than 0", name, v))
+		}
+	}
+	return errors.Join(errs...)
+}
 
 // DefaultLimits returns the limits the daemon applies unless configured.
 func DefaultLimits() Limits {

@@ -278,6 +278,14 @@ func TestHugeHeaderAllocatesNothing(t *testing.T) {
 }
 
 func TestLimits(t *testing.T) {
+	if err := DefaultLimits().Check(); err != nil {
+		t.Fatal(err)
+	}
+	bad := DefaultLimits()
+	bad.MaxImages, bad.MaxPixels = 0, -1
+	if err := bad.Check(); err == nil || !strings.Contains(err.Error(), "max images") || !strings.Contains(err.Error(), "max pixels") {
+		t.Fatalf("Check of zero limits: %v", err)
+	}
 	data := encPNG(t, pattern(40, 30))
 	lim := DefaultLimits()
 	lim.MaxPixels = 40*30 - 1
