@@ -19,6 +19,11 @@
 // Limits.MaxMetadataBytes. Error texts are modeld's own: they never quote the
 // decoder's message, the bytes or an address.
 //
+// A dialect handler calls DecodeMessages once per request, after putting each
+// image in a backends.ContentPart (Data for raw bytes, URL for a data URL):
+// every image part then carries its decoded Image, and the request's limits
+// hold across all its messages (tool results included).
+//
 // Decoding is pure Go (image/png, image/jpeg, golang.org/x/image/webp): no
 // native code sees an image before this package has turned it into RGB. The
 // package does not resize, normalise or tokenise (the pipelines and the
