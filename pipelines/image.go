@@ -252,8 +252,8 @@ func LoadImageEmbedder(dir string, opts Options) (*ImageEmbedder, error) {
 	for _, name := range outs {
 		if o := m.output(name); o != nil {
 			e.output = name
-			if d := o.Shape[len(o.Shape)-1]; d > 0 {
-				e.dim = int(d)
+			if len(o.Shape) > 1 && o.Shape[len(o.Shape)-1] > 0 {
+				e.dim = int(o.Shape[len(o.Shape)-1])
 			}
 			break
 		}
