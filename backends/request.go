@@ -50,6 +50,9 @@ type ContentPart struct {
 	// WireType is the dialect's own name for the part ("image_url",
 	// "input_audio"), for error messages.
 	WireType string `json:"wire_type,omitempty"`
+	// Image is an image part's decoded pixels (internal/imagein decodes
+	// what the client sent, within its limits, before a backend sees it).
+	Image *Image `json:"image,omitempty"`
 }
 
 // Tool is a function the model may call.

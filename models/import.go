@@ -16,6 +16,9 @@ type ImportOptions struct {
 	Task    Task   // "" infers the task from the files
 	Variant string // ONNX: use onnx/model_<Variant>.onnx
 	Replace bool   // replace a model with the same id instead of failing with ErrExists
+	// Projector is a GGUF chat model's multimodal projector (an mmproj
+	// .gguf, general.architecture "clip"), kept with the model.
+	Projector string
 }
 
 // Import copies a local model into the store under opts.Name: a .gguf file
@@ -86,6 +89,9 @@ func (s *Store) importGGUF(ctx context.Context, path string, opts ImportOptions,
 	if opts.Variant != "" {
 		return nil, fmt.Errorf("%w: --variant applies to ONNX models, not GGUF", ErrInvalidModel)
 	}
+	if opts.Projector != "" && opts.Task != "" && opts.Task != TaskChat {
+		return nil, fmt.Errorf("%w: --mmproj applies to chat models", ErrInvalidModel)
+	}
 	name := filepath.Base(path)
 	info, err := readGGUF(path, name)
 	if err != nil {
@@ -97,14 +103,59 @@ func (s *Store) importGGUF(ctx context.Context, path string, opts ImportOptions,
 			return nil, err
 		}
 	}
+	if info.Architecture == projectorArch {
+		return nil, fmt.Errorf("%w: %s is a multimodal projector (mmproj), not a model: import its chat model with --mmproj %s", ErrInvalidModel, name, name)
+	}
+	var proj *GGUFInfo
+	if opts.Projector != "" {
+		if proj, err = readProjector(opts.Projector, name); err != nil {
+			return nil, err
+		}
+		info.Projector = proj.File
+	}
 	f, err := s.importFile(ctx, path, name, em, pins)
 	if err != nil {
 		return nil, err
 	}
-	return &Manifest{Format: FormatGGUF, Tasks: tasks, Files: []File{f}, GGUF: info}, nil
+	m := &Manifest{Format: FormatGGUF, Tasks: tasks, Files: []File{f}, GGUF: info}
+	if proj != nil {
+		pf, err := s.importFile(ctx, opts.Projector, proj.File, em, pins)
+		if err != nil {
+			return nil, err
+		}
+		m.Files = append(m.Files, pf)
+	}
+	return m, nil
+}
+
+// projectorArch is the general.architecture of llama.cpp's multimodal
+// projector files.
+const projectorArch = "clip"
+
+// readProjector checks that path is a multimodal projector GGUF to keep
+// beside the model file named model.
+func readProjector(path, model string) (*GGUFInfo, error) {
+	if !strings.EqualFold(filepath.Ext(path), ".gguf") {
+		return nil, fmt.Errorf("%w: the projector %s is not a .gguf file", ErrInvalidModel, filepath.Base(path))
+	}
+	name := filepath.Base(path)
+	if name == model {
+		return nil, fmt.Errorf("%w: the projector and the model are both named %s", ErrInvalidModel, name)
+	}
+	info, err := readGGUF(path, name)
+	if err != nil {
+		return nil, err
+	}
+	if info.Architecture != projectorArch {
+		return nil, fmt.Errorf("%w: %s is not a multimodal projector (its general.architecture is %q, a projector's is %q)", ErrInvalidModel, name, info.Architecture, projectorArch)
+	}
+	return info, nil
 }
 
 func (s *Store) importONNX(ctx context.Context, dir string, opts ImportOptions, em *Emitter, pins *pinSet) (*Manifest, error) {
+	if opts.Projector != "" {
+		return nil, fmt.Errorf("%w: --mmproj applies to GGUF chat models, not ONNX", ErrInvalidModel)
+	}
 	// The folder's links are resolved and checked first (folder.go): only
 	// the folder's own files are read.
 	realDir, roots, err := folderRoots(dir)

@@ -80,6 +80,9 @@ type GGUFInfo struct {
 	FileType        string `json:"file_type,omitempty"` // quantization, e.g. "Q4_K_M", "F16"
 	ChatTemplate    bool   `json:"chat_template"`
 	Tokenizer       string `json:"tokenizer,omitempty"` // tokenizer.ggml.model
+	// Projector is the path inside the model of its multimodal projector
+	// (an mmproj .gguf), "" for a text-only model.
+	Projector string `json:"projector,omitempty"`
 }
 
 // ONNXInfo is what the store read from an ONNX model folder.
@@ -187,6 +190,9 @@ func (m *Manifest) validate() error {
 		if f.Size < 0 {
 			errs = append(errs, fmt.Errorf("file %q: negative size", shownID(f.Path)))
 		}
+	}
+	if m.GGUF != nil && m.GGUF.Projector != "" && !seen[m.GGUF.Projector] {
+		errs = append(errs, fmt.Errorf("projector %q is not one of the files", shownID(m.GGUF.Projector)))
 	}
 	if len(errs) > 5 { // a message, not a copy of the file
 		errs = append(errs[:5], fmt.Errorf("and %d more problems", len(errs)-5))

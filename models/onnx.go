@@ -16,6 +16,7 @@ const (
 	onnxConfig          = "config.json"
 	onnxTokenizer       = "tokenizer.json"
 	onnxTokenizerConfig = "tokenizer_config.json"
+	onnxPreprocessor    = "preprocessor_config.json" // an image model's, instead of a tokenizer
 	onnxDir             = "onnx/"
 )
 
@@ -100,8 +101,14 @@ func planONNX(paths []string, configJSON []byte, variant string, task Task) (*on
 	for _, p := range paths {
 		have[p] = true
 	}
+	// An image model (preprocessor_config.json and no tokenizer) needs no tokenizer.
+	image := have[onnxPreprocessor] && !have[onnxTokenizer]
+	required := []string{onnxConfig, onnxTokenizer, onnxTokenizerConfig}
+	if image {
+		required = []string{onnxConfig, onnxPreprocessor}
+	}
 	var errs []error
-	for _, req := range []string{onnxConfig, onnxTokenizer, onnxTokenizerConfig} {
+	for _, req := range required {
 		if !have[req] {
 			errs = append(errs, fmt.Errorf("missing %s", req))
 		}
@@ -123,9 +130,15 @@ func planONNX(paths []string, configJSON []byte, variant string, task Task) (*on
 
 	encVariants := variantsOf(paths, "encoder_model")
 	decVariants := append(variantsOf(paths, "decoder_model_merged"), variantsOf(paths, "decoder_model")...)
-	encDec := len(encVariants) > 0 && len(decVariants) > 0 && (task == "" || task == TaskSummarize)
+	encDec := !image && len(encVariants) > 0 && len(decVariants) > 0 && (task == "" || task == TaskSummarize)
 
-	plan := &onnxPlan{files: []string{onnxConfig, onnxTokenizer, onnxTokenizerConfig}}
+	plan := &onnxPlan{files: slices.Clone(required)}
+	// A CLIP-style folder's image tower is onnx/vision_model*.onnx; its
+	// model*.onnx, when there is one, is the text and image graph together.
+	base := "model"
+	if image && task != TaskImageClassify && len(variantsOf(paths, "vision_model")) > 0 {
+		base = "vision_model"
+	}
 	var candidates []string
 	if encDec {
 		for _, v := range encVariants {
@@ -134,7 +147,7 @@ func planONNX(paths []string, configJSON []byte, variant string, task Task) (*on
 			}
 		}
 	} else {
-		candidates = variantsOf(paths, "model")
+		candidates = variantsOf(paths, base)
 	}
 	v, err := chooseVariant(candidates, variant, encDec)
 	if err != nil {
@@ -155,11 +168,11 @@ func planONNX(paths []string, configJSON []byte, variant string, task Task) (*on
 			plan.files = append(plan.files, plan.info.DecoderPast)
 		}
 	} else {
-		plan.info.Model = file("model")
+		plan.info.Model = file(base)
 		plan.files = append(plan.files, plan.info.Model)
 	}
 	// External data of large models lives next to the graph ("model.onnx_data").
-	for _, f := range slices.Clone(plan.files[3:]) {
+	for _, f := range slices.Clone(plan.files[len(required):]) {
 		for _, p := range paths {
 			if strings.HasPrefix(p, f+"_data") || strings.HasPrefix(p, f+".data") {
 				plan.files = append(plan.files, p)
@@ -172,10 +185,20 @@ func planONNX(paths []string, configJSON []byte, variant string, task Task) (*on
 		}
 	}
 
-	if task == "" {
+	switch {
+	case image:
+		if plan.tasks, err = imageTasks(cfg, labels, task); err != nil {
+			return nil, err
+		}
+	case task == "":
 		plan.tasks = inferONNXTasks(cfg, labels, encDec)
-	} else if plan.tasks, err = overrideTasks(task, FormatONNX, labels, encDec); err != nil {
-		return nil, err
+	default:
+		if task.isImage() {
+			return nil, fmt.Errorf("%w: task %q needs an image model (%s and no %s)", ErrInvalidModel, task, onnxPreprocessor, onnxTokenizer)
+		}
+		if plan.tasks, err = overrideTasks(task, FormatONNX, labels, encDec); err != nil {
+			return nil, err
+		}
 	}
 	plan.info.Architectures = cfg.Architectures
 	plan.info.ModelType = cfg.ModelType

@@ -23,11 +23,43 @@ const (
 	TaskZeroShot  Task = backends.TaskZeroShot  // NLI classifier used for zero-shot labels
 	TaskRerank    Task = backends.TaskRerank    // cross-encoder with one score
 	TaskSummarize Task = backends.TaskSummarize // encoder-decoder generation
+	// Image models (preprocessor_config.json instead of a tokenizer).
+	TaskImageClassify Task = backends.TaskImageClassify // image classification
+	TaskImageEmbed    Task = backends.TaskImageEmbed    // image feature extraction
 )
 
 // Tasks lists every known task, in a stable order.
 func Tasks() []Task {
-	return []Task{TaskChat, TaskEmbed, TaskClassify, TaskZeroShot, TaskRerank, TaskSummarize}
+	return []Task{TaskChat, TaskEmbed, TaskClassify, TaskZeroShot, TaskRerank, TaskSummarize, TaskImageClassify, TaskImageEmbed}
+}
+
+// isImage reports whether t is a task of an image model.
+func (t Task) isImage() bool { return t == TaskImageClassify || t == TaskImageEmbed }
+
+// imageTasks infers or checks the task of an image model: an architecture
+// ending in ForImageClassification with labels classifies; anything else (a
+// ViTModel, a CLIP vision tower) embeds. A classifier may be used to embed
+// only when the user says so, and then its logits are the vector.
+func imageTasks(cfg *hfConfig, labels []string, task Task) ([]Task, error) {
+	classifier := false
+	for _, a := range cfg.Architectures {
+		classifier = classifier || strings.HasSuffix(a, "ForImageClassification")
+	}
+	switch task {
+	case "":
+		if classifier && len(labels) > 0 {
+			return []Task{TaskImageClassify}, nil
+		}
+		return []Task{TaskImageEmbed}, nil
+	case TaskImageClassify:
+		if len(labels) == 0 {
+			return nil, fmt.Errorf("%w: task %q needs id2label in config.json", ErrInvalidModel, task)
+		}
+		return []Task{task}, nil
+	case TaskImageEmbed:
+		return []Task{task}, nil
+	}
+	return nil, fmt.Errorf("%w: task %q needs a text model; this is an image model (%s, no %s)", ErrInvalidModel, task, onnxPreprocessor, onnxTokenizer)
 }
 
 // ParseTask returns the Task named s, or an error listing the known tasks.

@@ -1,13 +1,16 @@
 // Package pipelines runs Hugging Face ONNX models (the folders transformers.js
 // loads: config.json, tokenizer.json, tokenizer_config.json, onnx/*.onnx) as task
-// pipelines: embed, classify, zero-shot classify, rerank and summarize. Each
-// request goes through preprocess (tokenize, pad into tensors) -> forward (one
+// pipelines: embed, classify, zero-shot classify, rerank and summarize, and on
+// image models (preprocessor_config.json instead of a tokenizer) image
+// classification and image embeddings. Each request goes through preprocess
+// (tokenize and pad, or resize, crop, rescale and normalize) -> forward (one
 // backend call per batch) -> postprocess (pool, normalize, softmax, decode).
 //
 // The package owns the task semantics. It does not choose devices (the caller
 // decides Options.UseGPU from the per-task GPU allowlist and the probe), cache
-// pipelines, or speak HTTP. Text-to-ids lives in the tokenizer subpackage, ONNX
-// Runtime in backends/onnx.
+// pipelines, decode image files (internal/imagein does, and hands over RGB), or
+// speak HTTP. Text-to-ids lives in the tokenizer subpackage, ONNX Runtime in
+// backends/onnx.
 //
 // # Semantics
 //
@@ -37,6 +40,20 @@
 //     search there); modeld's is Hugging Face transformers' BeamSearchScorer,
 //     checked against a reference implementation in the goldens script. The
 //     decoder length is capped by max_position_embeddings.
+//   - Images: transformers.js's ImageProcessor steps and order (resize by size
+//     or shortest/longest edge, center crop with black padding, rescale,
+//     normalize, each stored as float32), with its Node resampler (sharp's
+//     affine: corner-aligned, black beyond the edge, libvips's 8-bit
+//     fixed-point bilinear and bicubic). Crops, unresized images and
+//     bilinear resizes whose inverse scale is a multiple of 1/64 give
+//     pixel_values equal to transformers.js's within 1e-6; other resizes are
+//     within one 8-bit level in a few percent of values.
+//     Options modeld does not implement (do_pad, thumbnails, lanczos, ...)
+//     refuse the model at load. Image classification is softmax, as
+//     transformers.js's image-classification; an image embedding is the
+//     model's image_embeds (a CLIP-style onnx/vision_model.onnx), else
+//     pooler_output, else the first token of last_hidden_state, normalized
+//     only when asked.
 //
 // # Batching
 //

@@ -20,10 +20,11 @@ const (
 
 // Tasks lists every task, in a stable order.
 func Tasks() []Task {
-	return []Task{TaskEmbed, TaskClassify, TaskZeroShot, TaskRerank, TaskSummarize}
+	return []Task{TaskEmbed, TaskClassify, TaskZeroShot, TaskRerank, TaskSummarize, TaskImageClassify, TaskImageEmbed}
 }
 
-// ParseTask accepts a task name (embed, classify, zero-shot-classify, rerank, summarize).
+// ParseTask accepts a task name (embed, classify, zero-shot-classify, rerank,
+// summarize, image-classify, image-embed).
 func ParseTask(s string) (Task, error) {
 	for _, t := range Tasks() {
 		if string(t) == s {
@@ -56,7 +57,8 @@ var (
 )
 
 // Load loads the model folder dir as a pipeline for task. The result's concrete
-// type is *Embedder, *Classifier, *ZeroShot, *Reranker or *Summarizer.
+// type is *Embedder, *Classifier, *ZeroShot, *Reranker, *Summarizer,
+// *ImageClassifier or *ImageEmbedder.
 func Load(task Task, dir string, opts Options) (Pipeline, error) {
 	switch task {
 	case TaskEmbed:
@@ -69,6 +71,10 @@ func Load(task Task, dir string, opts Options) (Pipeline, error) {
 		return loaded(LoadReranker(dir, opts))
 	case TaskSummarize:
 		return loaded(LoadSummarizer(dir, opts))
+	case TaskImageClassify:
+		return loaded(LoadImageClassifier(dir, opts))
+	case TaskImageEmbed:
+		return loaded(LoadImageEmbedder(dir, opts))
 	}
 	return nil, fmt.Errorf("pipelines: unknown task %q: %w", task, ErrInvalidInput)
 }

@@ -14,6 +14,7 @@ func TestLoadByTask(t *testing.T) {
 	opts := testOptions(t)
 	cases := map[Task]string{
 		TaskEmbed: "embed-mean", TaskClassify: "classify", TaskZeroShot: "nli", TaskRerank: "rerank", TaskSummarize: "summarize",
+		TaskImageClassify: "vit-classify", TaskImageEmbed: "vit-embed",
 	}
 	for _, task := range Tasks() {
 		parsed, err := ParseTask(string(task))
@@ -110,6 +111,10 @@ func hasCapability(p Pipeline, task Task) bool {
 		_, ok = p.(backends.Reranker)
 	case TaskSummarize:
 		_, ok = p.(backends.Summarizer)
+	case TaskImageClassify:
+		_, ok = p.(backends.ImageClassifier)
+	case TaskImageEmbed:
+		_, ok = p.(backends.ImageEmbedder)
 	}
 	return ok
 }

@@ -29,6 +29,10 @@ if(LLAMA_BUILD_SERVER)
   add_executable(llama-server server.c)
   target_link_libraries(llama-server llama)
 endif()
+if(LLAMA_BUILD_MTMD)
+  add_library(mtmd SHARED lib.c)
+  target_link_libraries(mtmd llama)
+endif()
 `,
 	"lib.c":    "int fake_llama(void) { return 1; }\n",
 	"server.c": "int main(void) { return 0; }\n",
@@ -128,5 +132,62 @@ func TestBootstrapNativeBuildsFromTheBundle(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(llama, "libggml-cpu.so")); err == nil {
 		t.Fatal("--prebuilt kept the native build's libraries")
+	}
+}
+
+// --with-mtmd adds llama.cpp's multimodal library, which the prebuilt package
+// lacks: on the prebuilt path it is built alone from the same bundle and only
+// libmtmd.so joins the prebuilt libraries; with --native it comes from the
+// same build, and a plain run keeps that build.
+func TestBootstrapWithMtmd(t *testing.T) {
+	e := newEnv(t, []fakePkg{llamaPkg, ortPkg, fakeNodeLlamaCpp(t)}, "")
+	out, err := e.run(nil, "--with-mtmd")
+	if err != nil {
+		t.Fatalf("--with-mtmd: %v\n%s", err, out)
+	}
+	if !strings.Contains(out, "compiling mtmd") || !strings.Contains(out, "libmtmd.so built") {
+		t.Errorf("no progress lines:\n%s", out)
+	}
+	llama := filepath.Join(e.libDir, "llama")
+	for _, f := range []string{"libmtmd.so", "libllama.v0.4.0.so", "libggml-cpu-x64.so", "libllama.so"} {
+		if _, err := os.Stat(filepath.Join(llama, f)); err != nil {
+			t.Errorf("prebuilt + mtmd: %v", err)
+		}
+	}
+	for _, f := range []string{"libggml-cpu.so", "libconfigured.so.txt"} {
+		if _, err := os.Stat(filepath.Join(llama, f)); err == nil {
+			t.Errorf("the source build's %s is in the prebuilt dir", f)
+		}
+	}
+	if b, _ := os.ReadFile(filepath.Join(llama, "libllama.so")); string(b) != "llama" {
+		t.Errorf("libllama.so is %q, not the prebuilt library", b)
+	}
+	stamp, _ := os.ReadFile(filepath.Join(llama, ".installed"))
+	if !strings.Contains(string(stamp), "@node-llama-cpp/linux-x64@3.21.1 + mtmd") {
+		t.Errorf(".installed = %q", stamp)
+	}
+	if l := e.leftovers(); len(l) > 0 {
+		t.Fatalf("leftover dirs: %v", l)
+	}
+	out, err = e.run(nil, "--with-mtmd")
+	if err != nil || !strings.Contains(out, "nothing to do") {
+		t.Fatalf("second --with-mtmd run: %v\n%s", err, out)
+	}
+
+	out, err = e.run(nil, "--native", "--with-mtmd")
+	if err != nil {
+		t.Fatalf("--native --with-mtmd: %v\n%s", err, out)
+	}
+	for _, f := range []string{"libmtmd.so", "libggml-cpu.so"} {
+		if _, err := os.Stat(filepath.Join(llama, f)); err != nil {
+			t.Errorf("native + mtmd: %v", err)
+		}
+	}
+	out, err = e.run(nil)
+	if err != nil || !strings.Contains(out, "the native build is installed") {
+		t.Fatalf("plain run after --native --with-mtmd: %v\n%s", err, out)
+	}
+	if _, err := os.Stat(filepath.Join(llama, "libmtmd.so")); err != nil {
+		t.Fatalf("a plain run dropped the native build's mtmd: %v", err)
 	}
 }

@@ -100,7 +100,8 @@ const (
 
 // Tasks the GPU allowlist may name, from backends' task vocabulary. Zero-shot
 // classification runs on a classifier, so it follows classify.
-var knownTasks = []string{backends.TaskChat, backends.TaskEmbed, backends.TaskClassify, backends.TaskRerank, backends.TaskSummarize}
+var knownTasks = []string{backends.TaskChat, backends.TaskEmbed, backends.TaskClassify, backends.TaskRerank, backends.TaskSummarize,
+	backends.TaskImageClassify, backends.TaskImageEmbed}
 
 // setting is one configuration value: a flag --name, the environment variable
 // MODELD_NAME, and the config-file key name (dashes become underscores). It is
@@ -247,8 +248,8 @@ var settings = []setting{
 	{name: "batch-threads", help: "CPU threads of a chat model's multi-token steps: prompt chunks, several streams (0 = measured default for this machine)",
 		def: static("0"), apply: func(c *Config, v string) error { return parseInt(&c.BatchThreads, v, 0) },
 		show: func(c *Config) any { return c.BatchThreads }},
-	{name: "gpu-tasks", help: "tasks allowed on a GPU when one is usable (comma list of chat, embed, classify, rerank, summarize; or none); summarize runs on the CPU unless listed",
-		def: static("chat,embed,classify,rerank"), apply: parseTasks,
+	{name: "gpu-tasks", help: "tasks allowed on a GPU when one is usable (comma list of chat, embed, classify, rerank, summarize, image-classify, image-embed; or none); summarize runs on the CPU unless listed",
+		def: static("chat,embed,classify,rerank,image-classify,image-embed"), apply: parseTasks,
 		show: func(c *Config) any { return listText(c.GPUTasks) }},
 	{name: "batch-tokens", help: "token budget of one merged forward pass of a task pipeline",
 		def: static(strconv.Itoa(pipelines.DefaultBatchTokens)), apply: func(c *Config, v string) error { return parseInt(&c.BatchTokens, v, 1) },

@@ -35,7 +35,7 @@ func TestConfigDefaults(t *testing.T) {
 	if c.KeepAlive != 5*time.Minute || c.ChatSlots != 4 || c.MaxLoaded != 3 || c.RAMBudget != 0 {
 		t.Fatalf("defaults: %+v", c)
 	}
-	if strings.Join(c.GPUTasks, ",") != "chat,embed,classify,rerank" {
+	if strings.Join(c.GPUTasks, ",") != "chat,embed,classify,rerank,image-classify,image-embed" {
 		t.Fatalf("gpu tasks = %v", c.GPUTasks)
 	}
 }

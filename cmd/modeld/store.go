@@ -155,6 +155,7 @@ modules.json, 1_Pooling/config.json. The task is inferred from the files unless
 	f.StringVar(&task, "task", "", "task instead of the inferred one: chat, embed, classify, zero-shot-classify, rerank, summarize")
 	f.StringVar(&opts.Variant, "variant", "", "ONNX weights variant to take (onnx/model_<variant>.onnx)")
 	f.BoolVar(&opts.Replace, "replace", false, "replace a model with the same id")
+	f.StringVar(&opts.Projector, "mmproj", "", "a GGUF chat model's multimodal projector (mmproj .gguf), kept with the model")
 	return cmd
 }
 

@@ -19,6 +19,7 @@ from onnx import numpy_helper
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import models  # noqa: E402
+import vision  # noqa: E402
 import vocab as vocabmod  # noqa: E402
 
 VOCAB = vocabmod.build_vocab()
@@ -147,12 +148,66 @@ def gen_seq2seq(out):
     write_tokenizer(d, cfg.max_pos)
 
 
+def vit_config(cfg, arch, **extra):
+    c = {
+        "architectures": [arch], "model_type": "vit", "hidden_size": cfg.hidden,
+        "num_attention_heads": cfg.heads, "num_hidden_layers": cfg.layers,
+        "intermediate_size": cfg.ffn, "image_size": cfg.image, "patch_size": cfg.patch,
+        "num_channels": cfg.channels, "hidden_act": "gelu", "layer_norm_eps": 1e-12,
+    }
+    c.update(extra)
+    return c
+
+
+def gen_vision(out):
+    """Image models: preprocessor_config.json instead of a tokenizer."""
+    cfg = vision.VitCfg()
+    # vit-classify: ViT's own preprocessing (resize to 32x32 bilinear, mean/std 0.5).
+    d = os.path.join(out, "vit-classify")
+    save_model(vision.vit(cfg, seed=41, head="classify", num_labels=4), os.path.join(d, "onnx", "model.onnx"))
+    write_json(os.path.join(d, "config.json"), vit_config(cfg, "ViTForImageClassification", **labels(["cat", "dog", "car", "tree"])))
+    write_json(os.path.join(d, "preprocessor_config.json"), {
+        "image_processor_type": "ViTImageProcessor", "do_resize": True, "size": {"height": cfg.image, "width": cfg.image},
+        "resample": 2, "do_rescale": True, "rescale_factor": 0.00392156862745098,
+        "do_normalize": True, "image_mean": [0.5, 0.5, 0.5], "image_std": [0.5, 0.5, 0.5],
+    })
+    # vit-embed: CLIP-style preprocessing (shortest edge, center crop, bicubic, CLIP's
+    # mean/std) on a ViTModel with a pooler.
+    d = os.path.join(out, "vit-embed")
+    save_model(vision.vit(cfg, seed=42), os.path.join(d, "onnx", "model.onnx"))
+    write_json(os.path.join(d, "config.json"), vit_config(cfg, "ViTModel"))
+    write_json(os.path.join(d, "preprocessor_config.json"), {
+        "image_processor_type": "CLIPImageProcessor", "do_resize": True, "size": {"shortest_edge": cfg.image},
+        "resample": 3, "do_center_crop": True, "crop_size": {"height": cfg.image, "width": cfg.image},
+        "do_rescale": True, "rescale_factor": 0.00392156862745098, "do_normalize": True,
+        "image_mean": [0.48145466, 0.4578275, 0.40821073], "image_std": [0.26862954, 0.26130258, 0.27577711],
+        "do_convert_rgb": True,
+    })
+    # clip-vision: a CLIP-style folder (model_type clip) whose image tower is
+    # onnx/vision_model.onnx with a projection (image_embeds, 16 dims).
+    d = os.path.join(out, "clip-vision")
+    save_model(vision.vit(cfg, seed=43, head="project", num_labels=16), os.path.join(d, "onnx", "vision_model.onnx"))
+    write_json(os.path.join(d, "config.json"), {
+        "architectures": ["CLIPModel"], "model_type": "clip", "projection_dim": 16,
+        "vision_config": {"model_type": "clip_vision_model", "hidden_size": cfg.hidden, "image_size": cfg.image,
+                          "patch_size": cfg.patch, "num_attention_heads": cfg.heads, "num_hidden_layers": cfg.layers,
+                          "intermediate_size": cfg.ffn, "projection_dim": 16},
+    })
+    write_json(os.path.join(d, "preprocessor_config.json"), {
+        "image_processor_type": "CLIPImageProcessor", "do_resize": True, "size": {"shortest_edge": cfg.image},
+        "resample": 2, "do_center_crop": True, "crop_size": cfg.image,
+        "do_rescale": True, "rescale_factor": 0.00392156862745098, "do_normalize": True,
+        "image_mean": [0.48145466, 0.4578275, 0.40821073], "image_std": [0.26862954, 0.26130258, 0.27577711],
+    })
+
+
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
     out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(here, "..", "..", "testdata", "onnx")
     out = os.path.abspath(out)
     gen_encoders(out)
     gen_seq2seq(out)
+    gen_vision(out)
     print(f"wrote test models under {out}")
 
 

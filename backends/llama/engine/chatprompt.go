@@ -57,6 +57,10 @@ func (m *Model) chatPrompt(ctx context.Context, msgs []Message, tools []Tool, ad
 	if len(msgs) == 0 {
 		return nil, fmt.Errorf("%w: no messages", ErrInvalidRequest)
 	}
+	if n := backends.CountImages(msgs); n > 0 {
+		// No projector is loaded with a model yet: every model is text-only.
+		return nil, &backends.ImageInputError{Images: n}
+	}
 	sp, err := m.controlTokens()
 	if err != nil {
 		return nil, err

@@ -64,6 +64,7 @@ type Error struct {
 	Busy       *backends.BusyError            `json:"busy,omitempty"`
 	BadRequest *backends.BadRequestError      `json:"bad_request,omitempty"`
 	Died       *backends.RunnerDiedError      `json:"died,omitempty"`
+	Images     *backends.ImageInputError      `json:"images,omitempty"`
 }
 
 // errorKinds names the sentinels that survive the trip, so callers can use
@@ -113,6 +114,11 @@ func FromError(err error) *Error {
 		c := *rd
 		w.Died = &c
 	}
+	var ie *backends.ImageInputError
+	if errors.As(err, &ie) {
+		c := *ie
+		w.Images = &c
+	}
 	for _, k := range errorKinds {
 		if errors.Is(err, k.err) {
 			w.Kinds = append(w.Kinds, k.name)
@@ -142,6 +148,10 @@ func (w *Error) ToError() error {
 	}
 	if w.Died != nil {
 		c := *w.Died
+		re.wrapped = append(re.wrapped, &c)
+	}
+	if w.Images != nil {
+		c := *w.Images
 		re.wrapped = append(re.wrapped, &c)
 	}
 	for _, name := range w.Kinds {

@@ -4,7 +4,7 @@
 //
 //   cd scripts/goldens/pipelines
 //   npm install --ignore-scripts --no-package-lock   # onnxruntime-node's binding ships in its tarball
-//   node make-goldens.mjs                            # writes testdata/onnx/goldens/*.json
+//   node make-goldens.mjs [SECTION...]               # writes testdata/onnx/goldens/*.json (all sections, or those named)
 //
 // transformers.js 4.3.1 has no beam search of its own (with num_beams > 1 its
 // generate() keeps only the best candidate of one beam, i.e. greedy search), so the
@@ -16,7 +16,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import {
-    env, pipeline, AutoTokenizer, AutoModelForSequenceClassification, AutoModelForSeq2SeqLM, Tensor,
+    env, pipeline, AutoTokenizer, AutoModelForSequenceClassification, AutoModelForSeq2SeqLM, AutoProcessor, CLIPVisionModelWithProjection, RawImage, Tensor,
 } from '@huggingface/transformers';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
@@ -240,8 +240,53 @@ async function summarization() {
     write('summarize.json', { texts, greedy, summary_text: summaryText, beam, transformers_js_generate_num_beams_3: tjsBeam });
 }
 
-await embeddings();
-await classification();
-await zeroShot();
-await rerank();
-await summarization();
+// images: the test images, made from a formula the Go tests repeat (no image
+// files are committed): value(x, y, c) for an RGB image of w×h.
+export function patternImage(w, h) {
+    const data = new Uint8ClampedArray(w * h * 3);
+    for (let y = 0; y < h; y++) {
+        for (let x = 0; x < w; x++) {
+            for (let c = 0; c < 3; c++) data[(y * w + x) * 3 + c] = (x * 29 + y * 53 + c * 97 + ((x * y) % 11) * 7) % 256;
+        }
+    }
+    return new RawImage(data, w, h, 3);
+}
+
+const IMAGE_SIZES = [[32, 32], [32, 48], [48, 32], [40, 56], [20, 24], [64, 40], [1, 1], [3, 97]];
+
+async function images() {
+    const cases = [];
+    for (const model of ['vit-classify', 'vit-embed']) {
+        const processor = await AutoProcessor.from_pretrained(model);
+        const task = model === 'vit-classify' ? 'image-classification' : 'image-feature-extraction';
+        const pipe = await pipeline(task, model, load);
+        for (const [w, h] of IMAGE_SIZES) {
+            const img = patternImage(w, h);
+            const { pixel_values } = await processor(img);
+            const c = { model, width: w, height: h, pixel_dims: pixel_values.dims, pixel_values: arr(pixel_values) };
+            if (task === 'image-classification') {
+                c.results = await pipe(img, { top_k: null });
+            } else {
+                c.pooler_output = arr(await pipe(img, { pool: true }));
+                const hidden = await pipe(img);
+                c.cls = Array.from(hidden.data.slice(0, hidden.dims[2]), Number);
+            }
+            cases.push(c);
+        }
+    }
+    // A CLIP folder: its vision tower (onnx/vision_model.onnx) and image_embeds.
+    const processor = await AutoProcessor.from_pretrained('clip-vision');
+    const vision = await CLIPVisionModelWithProjection.from_pretrained('clip-vision', load);
+    for (const [w, h] of IMAGE_SIZES) {
+        const { pixel_values } = await processor(patternImage(w, h));
+        const { image_embeds } = await vision({ pixel_values });
+        cases.push({ model: 'clip-vision', width: w, height: h, pixel_dims: pixel_values.dims, pixel_values: arr(pixel_values), image_embeds: arr(image_embeds) });
+    }
+    write('images.json', { cases });
+}
+
+const sections = { embeddings, classification, zeroShot, rerank, summarization, images };
+const only = process.argv.slice(2);
+for (const [name, run] of Object.entries(sections)) {
+    if (only.length === 0 || only.includes(name)) await run();
+}
