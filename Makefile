@@ -76,11 +76,11 @@ cross-test:
 	scripts/qemu-test
 
 # The linux/arm64 binary end to end under qemu-user: a GGUF chat and an ONNX embedding through the arm64
-# libraries (minutes: not part of make test; docs/PLATFORMS.md has the figure).
+# libraries (docs/PLATFORMS.md has the figures).
 cross-e2e: cross
 	scripts/arm64-e2e
 
-test: cross cross-test
+test: cross cross-test cross-e2e
 
 clean:
 	rm -rf bin
