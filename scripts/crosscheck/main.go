@@ -7,11 +7,13 @@
 package main
 
 import (
+	"debug/buildinfo"
 	"debug/elf"
 	"debug/macho"
 	"errors"
 	"fmt"
 	"os"
+	"runtime/debug"
 	"slices"
 	"strings"
 )
@@ -126,7 +128,14 @@ func checkMachO(path string) (string, error) {
 	if err := only(libs, darwinLibs); err != nil {
 		return "", err
 	}
-	return "Mach-O arm64 executable, code-signed, links " + strings.Join(libs, " "), nil
+	bi, err := buildinfo.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("read build info: %w", err)
+	}
+	if err := without(bi, nvmlModule); err != nil {
+		return "", err
+	}
+	return "Mach-O arm64 executable, code-signed, without NVML, links " + strings.Join(libs, " "), nil
 }
 
 func only(libs, allowed []string) error {
@@ -138,6 +147,20 @@ func only(libs, allowed []string) error {
 	}
 	if extra != nil {
 		return fmt.Errorf("links %s, which the platform does not provide (runtime libraries must be opened at run time)", strings.Join(extra, ", "))
+	}
+	return nil
+}
+
+// nvmlModule is NVIDIA's NVML binding: a Linux and Windows matter, kept out
+// of the macOS build.
+const nvmlModule = "github.com/NVIDIA/go-nvml"
+
+// without fails when module mod is compiled into the binary bi describes.
+func without(bi *debug.BuildInfo, mod string) error {
+	for _, d := range bi.Deps {
+		if d.Path == mod {
+			return fmt.Errorf("%s %s is compiled in", d.Path, d.Version)
+		}
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"runtime"
+	"runtime/debug"
 	"strings"
 	"testing"
 )
@@ -35,5 +36,16 @@ func TestCheckTellsPlatformsApart(t *testing.T) {
 	}
 	if err := only([]string{"libc.so.6", "libonnxruntime.so.1"}, glibcLibs); err == nil || !strings.Contains(err.Error(), "libonnxruntime.so.1") {
 		t.Errorf("a linked runtime library passed: %v", err)
+	}
+}
+
+func TestWithoutNVML(t *testing.T) {
+	bi := &debug.BuildInfo{Deps: []*debug.Module{{Path: "github.com/yalue/onnxruntime_go", Version: "v1.27.0"}}}
+	if err := without(bi, nvmlModule); err != nil {
+		t.Fatalf("no NVML: %v", err)
+	}
+	bi.Deps = append(bi.Deps, &debug.Module{Path: nvmlModule, Version: "v0.13.4-1"})
+	if err := without(bi, nvmlModule); err == nil || !strings.Contains(err.Error(), "go-nvml v0.13.4-1 is compiled in") {
+		t.Fatalf("NVML compiled in: %v", err)
 	}
 }
