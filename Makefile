@@ -64,5 +64,23 @@ test: test-deps test-assets test-clients fmt vet
 
 check: test
 
+.PHONY: cross cross-test cross-e2e
+
+# dist/modeld-linux-arm64 and dist/modeld-darwin-arm64, with the cross compilers they need (Debian's
+# gcc-aarch64-linux-gnu; Zig from npm, pinned in scripts/runtime-libs.sha256), each checked by scripts/crosscheck.
+cross:
+	scripts/cross
+
+# The unit tests of the packages that need no native library, built for linux/arm64 and run under qemu-user.
+cross-test:
+	scripts/qemu-test
+
+# The linux/arm64 binary end to end under qemu-user: a GGUF chat and an ONNX embedding through the arm64
+# libraries (docs/PLATFORMS.md has the figures).
+cross-e2e: cross
+	scripts/arm64-e2e
+
+test: cross cross-test cross-e2e
+
 clean:
 	rm -rf bin

@@ -20,12 +20,45 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 )
 
 // Libs is the layout of the runtime-library root that scripts/bootstrap fills.
 type Libs struct {
 	Root string // holds llama/ and onnxruntime/
+	// GOOS names the platform whose file names the libraries have
+	// (runtime.GOOS when empty): .so on Linux, .dylib on macOS.
+	GOOS string
+}
+
+// LibNames are the files one platform's runtime libraries are loaded by.
+type LibNames struct {
+	Llama []string // in llama/: what yzma loads
+	CPU   string   // glob in llama/ of the ggml CPU backends (one is needed)
+	ONNX  string   // in onnxruntime/
+}
+
+// PlatformLibNames returns the library names of platform goos, as
+// scripts/bootstrap installs them.
+func PlatformLibNames(goos string) LibNames {
+	if goos == "darwin" {
+		return LibNames{
+			Llama: []string{"libllama.dylib", "libggml.dylib", "libggml-base.dylib"},
+			CPU:   "libggml-cpu*.so", ONNX: "libonnxruntime.1.dylib",
+		}
+	}
+	return LibNames{
+		Llama: []string{"libllama.so", "libggml.so", "libggml-base.so"},
+		CPU:   "libggml-cpu*.so", ONNX: "libonnxruntime.so.1",
+	}
+}
+
+func (l Libs) names() LibNames {
+	if l.GOOS == "" {
+		return PlatformLibNames(runtime.GOOS)
+	}
+	return PlatformLibNames(l.GOOS)
 }
 
 // LlamaDir is the directory holding libllama.so and the ggml backends.
@@ -33,7 +66,7 @@ func (l Libs) LlamaDir() string { return filepath.Join(l.Root, "llama") }
 
 // ONNXRuntimePath is the path of the ONNX Runtime shared library.
 func (l Libs) ONNXRuntimePath() string {
-	return filepath.Join(l.Root, "onnxruntime", "libonnxruntime.so.1")
+	return filepath.Join(l.Root, "onnxruntime", l.names().ONNX)
 }
 
 // LibStatus says whether one runtime library set is installed.
@@ -61,17 +94,18 @@ func (l Libs) Check() []LibStatus {
 func (l Libs) checkLlama() LibStatus {
 	dir := l.LlamaDir()
 	s := LibStatus{Name: "llama.cpp", Dir: dir}
-	for _, f := range []string{"libllama.so", "libggml.so", "libggml-base.so"} {
+	names := l.names()
+	for _, f := range names.Llama {
 		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
 			s.Missing = append(s.Missing, f)
 		}
 	}
 	// libggml-cpu-<variant>.so in the prebuilt libraries, libggml-cpu.so in
 	// a native build (scripts/bootstrap --native).
-	if cpus, _ := filepath.Glob(filepath.Join(dir, "libggml-cpu*.so")); len(cpus) == 0 {
-		s.Missing = append(s.Missing, "libggml-cpu*.so")
+	if cpus, _ := filepath.Glob(filepath.Join(dir, names.CPU)); len(cpus) == 0 {
+		s.Missing = append(s.Missing, names.CPU)
 	}
-	for _, g := range []string{"cuda", "vulkan"} {
+	for _, g := range []string{"cuda", "vulkan", "metal"} {
 		if _, err := os.Stat(filepath.Join(dir, "libggml-"+g+".so")); err == nil {
 			s.GPU = append(s.GPU, g)
 		}
@@ -83,7 +117,7 @@ func (l Libs) checkONNX() LibStatus {
 	dir := filepath.Dir(l.ONNXRuntimePath())
 	s := LibStatus{Name: "onnxruntime", Dir: dir}
 	if _, err := os.Stat(l.ONNXRuntimePath()); err != nil {
-		s.Missing = append(s.Missing, "libonnxruntime.so.1")
+		s.Missing = append(s.Missing, filepath.Base(l.ONNXRuntimePath()))
 	}
 	return l.finish(s, dir)
 }

@@ -39,8 +39,10 @@ type Info struct {
 	Memory   MemoryInfo      `json:"memory"`
 	GPUs     []GPU           `json:"gpus"`
 	Backends []BackendStatus `json:"backends"`
-	ProbedAt time.Time       `json:"probed_at"`
-	Took     Duration        `json:"took"`
+	// Library is what llama.cpp loaded from the lib dir (nil: not read).
+	Library  *Library  `json:"library,omitempty"`
+	ProbedAt time.Time `json:"probed_at"`
+	Took     Duration  `json:"took"`
 }
 
 // CPUInfo describes the processor.
@@ -125,6 +127,9 @@ type Sources struct {
 	// GGML reports which ggml GPU backend libraries are installed next to libllama
 	// (e.g. {"cuda": true}); nil means the llama lib dir is absent.
 	GGML func() map[Kind]bool
+	// Library reads what llama.cpp itself loads from the lib dir (a child
+	// process); on macOS its device list is where Metal GPUs come from.
+	Library func() Library
 	// AllowSoftware makes software devices (a Vulkan device of type "cpu",
 	// such as Mesa's llvmpipe) usable GPUs; see Readings.AllowSoftware.
 	AllowSoftware bool
@@ -150,6 +155,7 @@ type Readings struct {
 	GPU          map[Kind]GPUReading
 	GGML         map[Kind]bool
 	GGMLMissing  bool // the llama.cpp lib dir is not installed at all
+	Library      *Library
 	// AllowSoftware keeps the software devices a reader saw (Type "cpu":
 	// a rasterizer running on the CPU, such as Mesa's llvmpipe) as usable
 	// GPUs. They run the real offload code path at CPU speed or worse, so
@@ -198,7 +204,15 @@ func metalDefault(devs []GPU) []GPU {
 // Decide turns raw readings into an Info: the GPU list and, for every backend
 // kind, whether modeld can use it and why not.
 func Decide(r Readings) Info {
-	in := Info{OS: r.GOOS, Arch: r.GOARCH, CPU: r.CPU, Memory: r.Memory, GPUs: []GPU{}}
+	in := Info{OS: r.GOOS, Arch: r.GOARCH, CPU: r.CPU, Memory: r.Memory, GPUs: []GPU{}, Library: r.Library}
+	if _, ok := r.GPU[Metal]; !ok && r.GOOS == "darwin" {
+		// macOS has no Metal reader of its own: llama.cpp's device list is it.
+		gpu := map[Kind]GPUReading{Metal: metalFromLibrary(r.Library)}
+		for k, v := range r.GPU {
+			gpu[k] = v
+		}
+		r.GPU = gpu
+	}
 	in.Backends = append(in.Backends, BackendStatus{Kind: CPU, Devices: 1, Usable: true})
 	for _, k := range GPUKinds {
 		rd, ok := r.GPU[k]
@@ -292,6 +306,12 @@ func Run(ctx context.Context, src Sources, timeout time.Duration) Info {
 			g := f()
 			return func(rr *Readings) { rr.GPU[k] = g }
 		}, func(rr *Readings, err error) { rr.GPU[k] = GPUReading{Err: err} })
+	}
+	if src.Library != nil {
+		launch("library", func() func(*Readings) {
+			l := src.Library()
+			return func(rr *Readings) { rr.Library = &l }
+		}, func(rr *Readings, err error) { rr.Library = &Library{Error: err.Error()} })
 	}
 	if src.GGML != nil {
 		launch("ggml", func() func(*Readings) {

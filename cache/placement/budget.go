@@ -12,7 +12,9 @@ const (
 // setting, or RAMShare of the total when it is 0), and for every GPU of a
 // usable backend whose size is known, vram bytes (the setting, the same for
 // each GPU, or VRAMShare of its total when it is 0). vram is nil without
-// such a GPU.
+// such a GPU. A GPU on unified memory (UnifiedMemory) shares the RAM
+// budget: its own is no larger than that, and what a model holds on it
+// counts against the RAM budget too (Plan.RAM).
 func Budgets(info probe.Info, ram, vram int64) (ramBudget int64, vramBudgets map[string]int64) {
 	ramBudget = ram
 	if ramBudget == 0 {
@@ -28,6 +30,9 @@ func Budgets(info probe.Info, ram, vram int64) (ramBudget int64, vramBudgets map
 		b := vram
 		if b == 0 {
 			b = int64(float64(g.TotalBytes) * VRAMShare)
+		}
+		if UnifiedMemory(info.OS, g) {
+			b = min(b, ramBudget)
 		}
 		vramBudgets[g.ID()] = b
 	}

@@ -248,6 +248,7 @@ func (p *Planner) placeGGUF(m Model) (Plan, error) {
 func (p *Planner) gpuPlan(plan Plan, g probe.GPU, e Estimate, layers int, why string) Plan {
 	plan.Device, plan.Kind, plan.GPU, plan.Estimate, plan.Reason = g.ID(), g.Kind, g, e, why
 	plan.RAM, plan.VRAM = e.RAM.Total(), e.VRAM.Total()
+	plan.RAM = unifiedRAM(p.cfg.Info.OS, g, plan.RAM, plan.VRAM)
 	plan.GPULayers, plan.Share = layers, 1
 	if layers > 0 && e.Layers > 0 {
 		plan.Share = float64(layers) / float64(e.Layers)

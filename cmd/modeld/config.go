@@ -70,6 +70,7 @@ type Config struct {
 	ShutdownGrace    time.Duration // how long live streams may finish after SIGTERM
 	AllowPrivatePull bool          // pull may fetch loopback, link-local and private addresses
 	MaxDownload      int64         // largest model file pull accepts; 0: bounded by free disk only
+	RunnerWrapper    []string      // program and arguments chat runners start under (an emulator, nice); empty: directly
 
 	// The responses /v1/responses keeps for previous_response_id.
 	ResponsesStoreSize     int64 // bytes; 0: keep none
@@ -285,6 +286,9 @@ var settings = []setting{
 	{name: "stall-timeout", help: "a chat runner that answers nothing this long while it has work is killed and reloaded (it is refused with 503s after a quarter of it; one decode step may take three times it)",
 		def: static(durationText(llama.DefaultStallTimeout)), apply: func(c *Config, v string) error { return parsePositiveDuration(&c.StallTimeout, v) },
 		show: func(c *Config) any { return durationText(c.StallTimeout) }},
+	{name: "runner-wrapper", help: "program and arguments every chat runner is started under, space-separated (nice -n 10, or an emulator such as qemu-aarch64 -L /usr/aarch64-linux-gnu); empty: runners run directly",
+		def: static(""), apply: parseRunnerWrapper,
+		show: func(c *Config) any { return strings.Join(c.RunnerWrapper, " ") }},
 	{name: "shutdown-grace", help: "on SIGTERM, how long live streams may finish before they are ended with an error event",
 		def: static("2s"), apply: func(c *Config, v string) error { return parseDuration(&c.ShutdownGrace, v, false) },
 		show: func(c *Config) any { return durationText(c.ShutdownGrace) }},

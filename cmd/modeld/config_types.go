@@ -8,7 +8,7 @@ var settingTypes = map[string]string{
 	"listen": "host:port", "host": "address",
 	"log-level": "level", "log-format": "format", "hf-endpoint": "url", "api-key": "key",
 	"keep-alive": "duration", "load-wait": "duration", "batch-wait": "duration",
-	"stall-timeout": "duration", "shutdown-grace": "duration", "probe-timeout": "duration",
+	"stall-timeout": "duration", "runner-wrapper": "command", "shutdown-grace": "duration", "probe-timeout": "duration",
 	"max-loaded": "int", "queue-size": "int", "chat-slots": "int", "context-size": "int", "threads": "int",
 	"batch-threads": "int", "batch-tokens": "int", "pipeline-lanes": "int",
 	"ram-budget": "size", "vram-budget": "size", "max-download": "size",

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"time"
@@ -181,4 +182,18 @@ func splitList(v string) []string {
 		}
 	}
 	return out
+}
+
+// parseRunnerWrapper reads the runner wrapper: words split on spaces, the
+// first a program that must exist now, not at the first model load.
+func parseRunnerWrapper(c *Config, v string) error {
+	c.RunnerWrapper = strings.Fields(v)
+	if len(c.RunnerWrapper) == 0 {
+		c.RunnerWrapper = nil
+		return nil
+	}
+	if _, err := exec.LookPath(c.RunnerWrapper[0]); err != nil {
+		return fmt.Errorf("program %q: %w", c.RunnerWrapper[0], err)
+	}
+	return nil
 }

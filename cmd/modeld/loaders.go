@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -159,6 +161,14 @@ func (c *chatInstance) Placement() cache.Placement {
 // loadChat loads a generating model with the backend the registry holds
 // under spec.Backend.
 func loadChat(ctx context.Context, cfg Config, log *slog.Logger, libs backends.Libs, fallbacks *gpuFallbacks, metrics *chatMetrics, spec cache.Spec, plan *loadPlan) (cache.Instance, error) {
+	opts := llama.LoadOptions{LogLevel: logLevel(cfg), StallTimeout: cfg.StallTimeout, CrashDir: filepath.Join(cfg.Home, crashDir)}
+	if len(cfg.RunnerWrapper) > 0 {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, fmt.Errorf("load %s: find own executable for --runner-wrapper: %w", spec.ID, err)
+		}
+		opts.Command = append(slices.Clone(cfg.RunnerWrapper), exe, "runner")
+	}
 	ls := backends.LoadSpec{
 		ID:           spec.ID,
 		Path:         plan.path,
@@ -171,7 +181,7 @@ func loadChat(ctx context.Context, cfg Config, log *slog.Logger, libs backends.L
 		BatchThreads: cfg.BatchThreads,
 		QueueLimit:   cfg.QueueSize,
 		Logger:       log.With("model", spec.ID),
-		Options:      llama.LoadOptions{LogLevel: logLevel(cfg), StallTimeout: cfg.StallTimeout, CrashDir: filepath.Join(cfg.Home, crashDir)},
+		Options:      opts,
 	}
 	if plan.useGPU {
 		ls.UseGPU, ls.GPU, ls.Device, ls.GPULayers = true, plan.place.GPU.NativeIndex, spec.Device, plan.gpuLayers

@@ -44,11 +44,16 @@ func newProbeCommand(a *app) *cobra.Command {
 func probeSources(cfg Config) probe.Sources {
 	src := probe.DefaultSources(backends.Libs{Root: cfg.LibDir}.LlamaDir())
 	src.AllowSoftware = cfg.AllowSoftwareGPU
+	src.Library = librarySource(cfg)
 	return src
 }
 
 func printProbe(w io.Writer, in probe.Info, libs []backends.LibStatus) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "Platform\t%s/%s\n", in.OS, in.Arch)
+	if in.Library != nil {
+		fmt.Fprintf(tw, "llama.cpp\t%s\n", in.Library.Variant())
+	}
 	fmt.Fprintf(tw, "CPU\t%s\n", in.CPU.Model)
 	fmt.Fprintf(tw, "\t%d cores, %d threads, %s\n", in.CPU.Cores, in.CPU.Threads, strings.Join(in.CPU.Features, " "))
 	mem := fmt.Sprintf("%s total, %s available", humanBytes(int64(in.Memory.TotalBytes)), humanBytes(int64(in.Memory.AvailableBytes)))

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,6 +17,7 @@ import (
 	yz "github.com/hybridgroup/yzma/pkg/llama"
 	"golang.org/x/sys/unix"
 
+	"github.com/modeld/modeld/backends"
 	"github.com/modeld/modeld/backends/llama/wire"
 )
 
@@ -34,8 +36,8 @@ var native struct {
 }
 
 // requiredLibs are the files Init needs in the library dir (besides at least
-// one libggml-cpu*.so).
-var requiredLibs = []string{"libllama.so", "libggml.so", "libggml-base.so"}
+// one libggml-cpu*.so): the .so names on Linux, .dylib on macOS.
+var requiredLibs = backends.PlatformLibNames(runtime.GOOS).Llama
 
 // Init loads the llama.cpp libraries from libDir and initialises the ggml
 // backends found there. It runs once per process; later calls return the
@@ -98,7 +100,7 @@ func LibVersion() string {
 	if !initialized() {
 		return ""
 	}
-	target, err := filepath.EvalSymlinks(filepath.Join(native.dir, "libllama.so"))
+	target, err := filepath.EvalSymlinks(filepath.Join(native.dir, requiredLibs[0]))
 	if err != nil {
 		return ""
 	}
@@ -108,7 +110,7 @@ func LibVersion() string {
 	if v, ok := strings.CutPrefix(base, "libllama.so."); ok && v != "" {
 		return "native " + v
 	}
-	v := strings.TrimSuffix(strings.TrimPrefix(base, "libllama."), ".so")
+	v := strings.TrimSuffix(strings.TrimPrefix(base, "libllama."), filepath.Ext(base))
 	if v == base || v == "" {
 		return ""
 	}
