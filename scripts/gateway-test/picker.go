@@ -21,6 +21,7 @@ import (
 	"github.com/go-logr/logr"
 	k8stypes "k8s.io/apimachinery/pkg/types"
 
+	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/config"
 	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/config/loader"
 	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
@@ -94,6 +95,7 @@ func (h *Host) SetMetrics(m *fwkdl.Metrics) { h.ep.UpdateMetrics(m) }
 
 // Picker is a configured endpoint picker over a fixed set of hosts.
 type Picker struct {
+	cfg       *config.Config // what the loader built
 	handle    fwkplugin.Handle
 	scheduler *scheduling.Scheduler
 	sources   []sourceWithExtractors
@@ -134,6 +136,7 @@ func NewPicker(ctx context.Context, config []byte, hosts map[string]string) (*Pi
 	if err != nil {
 		return nil, fmt.Errorf("picker config: %w", err)
 	}
+	p.cfg = cfg
 	p.scheduler = scheduling.NewSchedulerWithConfig(cfg.SchedulerConfig)
 	if cfg.DataConfig != nil {
 		for _, s := range cfg.DataConfig.Sources {
