@@ -17,9 +17,11 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"time"
 
 	"github.com/go-logr/logr"
 	k8stypes "k8s.io/apimachinery/pkg/types"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/config"
 	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/config/loader"
@@ -27,6 +29,7 @@ import (
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 	fwkrc "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/requestcontrol"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
+	attrprefix "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/plugins/datalayer/attribute/prefix"
 	extractormetrics "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/plugins/datalayer/extractor/metrics"
 	sourcemetrics "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/plugins/datalayer/source/metrics"
 	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/plugins/flowcontrol/saturationdetector/utilization"
@@ -54,6 +57,7 @@ var registerOnce sync.Once
 // its binary does at start.
 func register() {
 	registerOnce.Do(func() {
+		ctrllog.SetLogger(logr.Discard()) // the plugins log through it; unset, it prints a warning with a stack
 		for typ, f := range map[string]fwkplugin.FactoryFunc{
 			queuedepth.QueueScorerType:                      queuedepth.QueueScorerFactory,
 			kvcacheutilization.KvCacheUtilizationScorerType: kvcacheutilization.KvCacheUtilizationScorerFactory,
@@ -245,8 +249,35 @@ func (p *Picker) Pick(ctx context.Context, model string, messages ...string) (*H
 		return nil, errors.New("the scheduler picked no endpoint")
 	}
 	picked := primary.TargetEndpoints[0].GetMetadata().NamespacedName.Name
-	if h := p.Host(picked); h != nil {
-		return h, nil
+	h := p.Host(picked)
+	if h == nil {
+		return nil, fmt.Errorf("the scheduler picked %q, not a host", picked)
 	}
-	return nil, fmt.Errorf("the scheduler picked %q, not a host", picked)
+	p.settle(ctx, req, h)
+	return h, nil
+}
+
+// settle waits until the prefix producer has indexed req's prompt on h:
+// it does so in a goroutine of its own after the pick, which a real
+// picker's next request, milliseconds later, does not overtake, but the
+// next Pick here would. It gives up after a bound (the index may have
+// evicted part of the prompt already).
+func (p *Picker) settle(ctx context.Context, req *fwksched.LLMRequest, h *Host) {
+	if len(p.prepare) == 0 {
+		return
+	}
+	probe := *req
+	candidates := []fwksched.Endpoint{fwksched.NewEndpoint(h.ep.GetMetadata(), h.ep.GetMetrics(), fwkdl.NewAttributes())}
+	for i := range 2000 {
+		probe.RequestId = fmt.Sprintf("%s-settle-%d", req.RequestId, i)
+		for _, d := range p.prepare {
+			_ = d.PrepareRequestData(ctx, &probe, candidates)
+		}
+		v, ok := candidates[0].Get(attrprefix.PrefixCacheMatchInfoKey)
+		info, isInfo := v.(*attrprefix.PrefixCacheMatchInfo)
+		if !ok || !isInfo || info.MatchBlocks() >= info.TotalBlocks() {
+			return
+		}
+		time.Sleep(50 * time.Microsecond)
+	}
 }
