@@ -31,6 +31,16 @@ test-deps:
 test-assets:
 	scripts/fetch-llama-assets
 
+# The Gateway API Inference Extension's endpoint picker code (its config loader, metrics extractor and scheduler,
+# pinned in scripts/gateway-test/go.mod, a module of its own fetched through the Go proxy) over real daemons built
+# from this tree, with generated tiny models: the scenarios and the config of docs/SCALING.md.
+.PHONY: test-gateway
+test-gateway: test-deps build
+	@mkdir -p bin/gateway-test
+	$(GO) run ./scripts/gen-gguf -ctx 16384 -out bin/gateway-test/tiny.gguf
+	cd scripts/gateway-test && $(GO) mod tidy -diff && $(GO) vet ./... && MODELD_BIN=$(abspath $(BIN)) MODELD_TEST_GGUF=$(abspath bin/gateway-test/tiny.gguf) \
+		$(GO) test -count=1 -timeout 20m ./...
+
 # The official API clients and agent CLIs the integration tests drive (clients/package-lock.json pins them by
 # version and checksum). npm leaves the postinstall of claude-code and opencode-ai unrun, so their commands stay
 # placeholders until the two scripts run; both are idempotent. Claude Code asks for Node 22 in its engines but
@@ -59,7 +69,7 @@ vet:
 	$(GO) vet ./...
 	GOOS=darwin CGO_ENABLED=0 $(GO) vet ./probe/...
 
-test: test-deps test-assets test-clients fmt vet
+test: test-deps test-assets test-clients test-gateway fmt vet
 	$(GO) test $(TESTFLAGS) $(PKGS)
 
 check: test

@@ -155,6 +155,12 @@ func WithClock(clk Clock) Option { return func(c *Cache) { c.clock = clk } }
 // WithLogger sets the logger (default slog.Default()).
 func WithLogger(l *slog.Logger) Option { return func(c *Cache) { c.log = l } }
 
+// WithListed gives the ids of the models that could be loaded (the store's):
+// the gateway gauges show each at 0 while it is not loaded, so a router
+// that reads one model's series finds it on every host that may serve it.
+// list is called once per metrics scrape, without the cache's lock.
+func WithListed(list func() []string) Option { return func(c *Cache) { c.listed = list } }
+
 // AcquireOptions are per-request settings.
 type AcquireOptions struct {
 	// KeepAlive, when set, replaces the model's keep-alive from this request on:
@@ -183,6 +189,8 @@ type Cache struct {
 	tick     uint64              // use counter for LRU order
 	running  int                 // goroutines started by the cache, still running
 	changed  chan struct{}       // closed and cleared on any state change; nil if nobody watches
+	gw       gatewayState        // what the gateway gauges showed (gateway.go)
+	listed   func() []string     // WithListed; nil = none; called without mu
 }
 
 // entry is one instance of one model id, from the start of its load to its close.

@@ -4,9 +4,13 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 )
 
 // gatewayProtocol is the model server protocol of the Gateway API Inference
@@ -125,5 +129,80 @@ func TestGatewayMetricsAgainstDaemon(t *testing.T) {
 	}
 	if v := values[`vllm:kv_cache_usage_perc{model_name="t/long"}`]; v != 0 {
 		t.Errorf("KV cache usage with nothing running = %v, want 0", v)
+	}
+}
+
+// TestRefusedScrapesBounded, from a stranger's side: 10,000 scrapes of
+// /metrics without the key are each refused with 401, and write at most
+// refusedScrapeBurst lines plus one per refusedScrapeEvery they took; a
+// refusal of another route is still logged. With the key, a daemon with
+// nothing loaded shows the host's series at 0 and no loaded model.
+func TestRefusedScrapesBounded(t *testing.T) {
+	const key = "mk-scrape-51c0e2"
+	keyFile := filepath.Join(t.TempDir(), "key")
+	if err := os.WriteFile(keyFile, []byte(key+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	refused, marker := 0, make(chan struct{})
+	_, base := startDaemonLines(t, t.TempDir(), func(line string, _ bool) {
+		if !strings.Contains(line, `"request refused"`) {
+			return
+		}
+		if strings.Contains(line, `"/v1/models"`) {
+			close(marker)
+			return
+		}
+		mu.Lock()
+		refused++
+		mu.Unlock()
+	}, "--api-key-file", keyFile)
+	start := time.Now()
+	for i := range 10000 {
+		res, err := http.Get(base + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		if res.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("scrape %d without the key: %d, want 401", i, res.StatusCode)
+		}
+	}
+	took := time.Since(start)
+	res, err := http.Get(base + "/v1/models")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	<-marker // the log is read up to here: every scrape's line was seen
+	mu.Lock()
+	got := refused
+	mu.Unlock()
+	ceiling := refusedScrapeBurst + int(took/refusedScrapeEvery) + 1
+	if got < 1 || got > ceiling {
+		t.Errorf("10000 refused scrapes in %v wrote %d log lines, want 1 to %d", took, got, ceiling)
+	}
+
+	req, _ := http.NewRequest(http.MethodGet, base+"/metrics", nil)
+	req.Header.Set("Authorization", "Bearer "+key)
+	res, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(res.Body)
+	res.Body.Close()
+	if err != nil || res.StatusCode != http.StatusOK {
+		t.Fatalf("scrape with the key: %d %v", res.StatusCode, err)
+	}
+	for _, line := range []string{
+		`vllm:num_requests_waiting{model_name=""} 0`,
+		`vllm:num_requests_running{model_name=""} 0`,
+		`vllm:kv_cache_usage_perc{model_name=""} 0`,
+		`",running_lora_adapters="",waiting_lora_adapters=""}`,
+	} {
+		if !strings.Contains(string(b), line) {
+			t.Errorf("an idle daemon's /metrics lacks %s:\n%s", line, b)
+		}
 	}
 }

@@ -123,11 +123,7 @@ func (c *chatInstance) Occupancy() (cache.Occupancy, error) {
 	if err != nil {
 		return cache.Occupancy{}, err
 	}
-	o := cache.Occupancy{Waiting: st.Waiting, HasKV: st.KVCapacity > 0}
-	if o.HasKV {
-		o.KVUsage = min(1, float64(st.KVTokens)/float64(st.KVCapacity))
-	}
-	return o, nil
+	return cache.Occupancy{Waiting: st.Waiting, KVHeld: st.KVTokens, KVTotal: st.KVCapacity}, nil
 }
 
 func (m *chatMetrics) loaded(c *chatInstance) {

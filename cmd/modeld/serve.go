@@ -83,7 +83,7 @@ func (a *app) serve(ctx context.Context) error {
 	metrics := newPipelineMetrics()
 	rt := newRuntime(cfg, a.log, store, info, nil)
 	rt.libs, rt.loaders = libs, backendLoaders(cfg, a.log, libs, fallbacks, metrics)
-	loaded, err := cache.New(rt.cacheConfig(), rt.resolve, rt.load, cache.WithLogger(a.log))
+	loaded, err := cache.New(rt.cacheConfig(), rt.resolve, rt.load, cache.WithLogger(a.log), cache.WithListed(newStoreIDs(store).list))
 	if err != nil {
 		return fmt.Errorf("model cache: %w", err)
 	}
@@ -100,7 +100,7 @@ func (a *app) serve(ctx context.Context) error {
 		Version:  modeldVersion(),
 		Probe:    info,
 		Libs:     libs,
-		Log:      a.log,
+		Log:      refusedScrapeLog(a.log), // refused /metrics scrapes at a bounded rate
 		Settings: cfg.public(),
 		Origins:  cfg.Origins,
 		Cache:    loaded,
