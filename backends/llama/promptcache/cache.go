@@ -102,6 +102,7 @@ type Cache struct {
 type job struct {
 	tokens []int32
 	state  []byte
+	synced chan struct{} // a Sync's marker: closed when reached
 }
 
 // Open opens the cache of key in o.Dir, making the directory when missing,
@@ -175,6 +176,11 @@ func (c *Cache) scan() error {
 		h, err := c.header(path)
 		if err != nil {
 			c.discard(name, err)
+			continue
+		}
+		if name != entryName(h.Key, h.Tokens) {
+			// Renamed or swapped in from another entry (another model's).
+			c.discard(name, fmt.Errorf("%w: its name is not its content's", ErrFormat))
 			continue
 		}
 		if h.Key != c.key {
@@ -319,11 +325,11 @@ func (c *Cache) read(name string) (Header, []byte, error) {
 	return readEntry(bufio.NewReaderSize(f, 1<<20), size, &c.key)
 }
 
-// entryName names the entry of tokens under c's key.
-func (c *Cache) entryName(tokens []int32) string {
+// entryName names the entry of tokens under key.
+func entryName(key Key, tokens []int32) string {
 	h := sha256.New()
-	h.Write(c.key.Model[:])
-	h.Write([]byte(c.key.Config))
+	h.Write(key.Model[:])
+	h.Write([]byte(key.Config))
 	var b [4]byte
 	for _, t := range tokens {
 		binary.LittleEndian.PutUint32(b[:], uint32(t))
@@ -359,7 +365,7 @@ func (c *Cache) Save(tokens []int32, state []byte) error {
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
-	name := c.entryName(tokens)
+	name := entryName(c.key, tokens)
 	if err == nil {
 		err = os.Rename(tmp, filepath.Join(c.dir, name))
 	}
@@ -459,12 +465,38 @@ func (c *Cache) SaveAsync(tokens []int32, state []byte) (queued bool) {
 func (c *Cache) writer() {
 	defer close(c.done)
 	for j := range c.jobs {
+		if j.synced != nil {
+			close(j.synced)
+			continue
+		}
 		if err := c.Save(j.tokens, j.state); err != nil {
 			c.log.Warn("promptcache: save failed", "tokens", len(j.tokens), "err", err)
 		} else {
 			c.log.Debug("promptcache: saved", "tokens", len(j.tokens), "bytes", len(j.state))
 		}
 		c.pending.Add(-int64(len(j.state)))
+	}
+}
+
+// Sync waits until the saves queued before it are written (or dropped),
+// or ctx ends.
+func (c *Cache) Sync(ctx context.Context) (err error) {
+	j := job{synced: make(chan struct{})}
+	defer func() {
+		if recover() != nil { // closed: Close waits instead
+			err = c.Close(ctx)
+		}
+	}()
+	select {
+	case c.jobs <- j:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case <-j.synced:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 
