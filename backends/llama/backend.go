@@ -24,6 +24,17 @@ type LoadOptions struct {
 	CrashDir string
 	// Command overrides the runner program (tests); nil runs this executable.
 	Command []string
+	// PromptCache keeps the KV of long prompt prefixes on disk (zero: off).
+	PromptCache PromptCache
+}
+
+// PromptCache is where and how much of the KV of prompt prefixes that
+// slots drop is kept on disk (package promptcache), and the model file's
+// sha256 that keys it. The cache is off unless all three are set.
+type PromptCache struct {
+	Dir         string
+	MaxBytes    int64
+	ModelSHA256 string // hex
 }
 
 // Loaded is a GGUF model in its runner process, as the backends contract
@@ -78,6 +89,9 @@ func load(ctx context.Context, spec backends.LoadSpec) (backends.Model, error) {
 		Threads:      spec.Threads,
 		BatchThreads: spec.BatchThreads,
 		MaxWaiting:   spec.QueueLimit,
+	}
+	if pc := lo.PromptCache; pc.Dir != "" && pc.ModelSHA256 != "" {
+		opts.PromptCacheDir, opts.PromptCacheMax, opts.ModelSHA256 = pc.Dir, pc.MaxBytes, pc.ModelSHA256
 	}
 	env := cpuOnlyEnv() // a GPU load gets the placement's instead
 	if spec.UseGPU {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -18,6 +19,20 @@ import (
 // crashDir is the home's directory of runner crash reports (the Go
 // runtime's dumps of runners that died, named in the daemon's log).
 const crashDir = "crash"
+
+// promptCacheDir is the home's directory of the on-disk prompt cache
+// (backends/llama/promptcache): private to the daemon's user.
+const promptCacheDir = "kvcache"
+
+// promptCache is the llama backend's prompt cache settings for a model
+// whose file has digest ("sha256:<hex>"); none when the setting is off.
+func promptCache(cfg Config, digest string) llama.PromptCache {
+	if !cfg.PromptCache {
+		return llama.PromptCache{}
+	}
+	return llama.PromptCache{Dir: filepath.Join(cfg.Home, promptCacheDir), MaxBytes: cfg.PromptCacheSize,
+		ModelSHA256: strings.TrimPrefix(digest, "sha256:")}
+}
 
 type loaderFunc = func(context.Context, cache.Spec, *loadPlan) (cache.Instance, error)
 
@@ -171,7 +186,8 @@ func loadChat(ctx context.Context, cfg Config, log *slog.Logger, libs backends.L
 		BatchThreads: cfg.BatchThreads,
 		QueueLimit:   cfg.QueueSize,
 		Logger:       log.With("model", spec.ID),
-		Options:      llama.LoadOptions{LogLevel: logLevel(cfg), StallTimeout: cfg.StallTimeout, CrashDir: filepath.Join(cfg.Home, crashDir)},
+		Options: llama.LoadOptions{LogLevel: logLevel(cfg), StallTimeout: cfg.StallTimeout, CrashDir: filepath.Join(cfg.Home, crashDir),
+			PromptCache: promptCache(cfg, plan.digest)},
 	}
 	if plan.useGPU {
 		ls.UseGPU, ls.GPU, ls.GPULayers = true, plan.place.GPU.NativeIndex, plan.gpuLayers
