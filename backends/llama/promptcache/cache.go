@@ -266,7 +266,7 @@ func (c *Cache) Lookup(prompt []int32) (name string, n int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, e := range c.entries {
-		if k := commonPrefix(e.tokens, prompt); k > n || k == n && k > 0 && e.name < name {
+		if k := commonPrefix(e.tokens, prompt); (k > n || k == n && k > 0 && e.name < name) && c.present(e) {
 			name, n = e.name, k
 		}
 	}
@@ -278,11 +278,22 @@ func (c *Cache) Covers(tokens []int32) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, e := range c.entries {
-		if len(e.tokens) >= len(tokens) && commonPrefix(e.tokens, tokens) == len(tokens) {
+		if len(e.tokens) >= len(tokens) && commonPrefix(e.tokens, tokens) == len(tokens) && c.present(e) {
 			return true
 		}
 	}
 	return false
+}
+
+// present reports whether e's file is still there, forgetting e when
+// another process removed it (modeld prune --cache, another runner's
+// eviction). c.mu is held.
+func (c *Cache) present(e *entry) bool {
+	if _, err := os.Lstat(filepath.Join(c.dir, e.name)); errors.Is(err, fs.ErrNotExist) {
+		delete(c.entries, e.name)
+		return false
+	}
+	return true
 }
 
 // Len is the number of entries of c's key.

@@ -117,6 +117,38 @@ func TestSaveLookupLoad(t *testing.T) {
 	}
 }
 
+// An entry another process removed (prune --cache, another runner's
+// eviction) is neither offered nor taken to cover a new save.
+func TestRemovedEntryForgotten(t *testing.T) {
+	e := newEnv(t)
+	c := e.open(t, keyA, 0)
+	p := toks(100, 1)
+	if err := c.Save(p, state(10, 1)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Clear(e.dir); err != nil {
+		t.Fatal(err)
+	}
+	if c.Covers(p) {
+		t.Fatal("a removed entry covers its prefix")
+	}
+	if _, n := c.Lookup(p); n != 0 {
+		t.Fatal("a removed entry is offered")
+	}
+	if err := c.Save(p, state(10, 1)); err != nil || len(entriesOf(t, e.dir)) != 1 {
+		t.Fatalf("save after the removal: %v", err)
+	}
+}
+
+func entriesOf(t *testing.T, dir string) []fileInfo {
+	t.Helper()
+	fs, err := listEntries(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fs
+}
+
 func TestSaveReplacesServedPrefixes(t *testing.T) {
 	e := newEnv(t)
 	c := e.open(t, keyA, 0)
