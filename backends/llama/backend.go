@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/modeld/modeld/backends"
+	"github.com/modeld/modeld/backends/llama/wire"
 )
 
 // Name is the llama backend's name in the registry.
@@ -90,8 +91,10 @@ func load(ctx context.Context, spec backends.LoadSpec) (backends.Model, error) {
 		BatchThreads: spec.BatchThreads,
 		MaxWaiting:   spec.QueueLimit,
 	}
+	var grace time.Duration // the default
 	if pc := lo.PromptCache; pc.Dir != "" && pc.ModelSHA256 != "" {
 		opts.PromptCacheDir, opts.PromptCacheMax, opts.ModelSHA256 = pc.Dir, pc.MaxBytes, pc.ModelSHA256
+		grace = wire.PromptCacheStopGrace // it saves its prompts as it stops
 	}
 	env := cpuOnlyEnv() // a GPU load gets the placement's instead
 	if spec.UseGPU {
@@ -113,6 +116,7 @@ func load(ctx context.Context, spec backends.LoadSpec) (backends.Model, error) {
 		StallTimeout: lo.StallTimeout,
 		Name:         spec.ID,
 		CrashDir:     lo.CrashDir,
+		StopGrace:    grace,
 	})
 	if err != nil {
 		return nil, err

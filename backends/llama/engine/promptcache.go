@@ -12,6 +12,7 @@ import (
 	yz "github.com/hybridgroup/yzma/pkg/llama"
 
 	"github.com/modeld/modeld/backends/llama/promptcache"
+	"github.com/modeld/modeld/backends/llama/wire"
 )
 
 // The on-disk prompt cache. A slot's KV is lost when its model is unloaded
@@ -28,9 +29,10 @@ const (
 	// minSaveTokens is the shortest prefix worth a file, and the least gain
 	// over the slot's own prefix worth a restore.
 	minSaveTokens = 64
-	// shutdownWrites bounds the wait for the saves made at shutdown (the
-	// daemon kills a runner 5 s after asking it to stop).
-	shutdownWrites = 4 * time.Second
+	// shutdownWrites bounds the wait for the saves made at shutdown: within
+	// the runner's own 10 s bound, and the grace the daemon gives a runner
+	// with a prompt cache before it kills it (wire.PromptCacheStopGrace).
+	shutdownWrites = wire.PromptCacheStopGrace - 3*time.Second
 )
 
 // openPromptCache opens the prompt cache of o for m, or returns nil when o

@@ -2,6 +2,7 @@ package wire
 
 import (
 	"errors"
+	"time"
 
 	"github.com/modeld/modeld/backends"
 )
@@ -12,6 +13,11 @@ const (
 	DefaultContextCap = backends.DefaultContextCap
 	DefaultBatchSize  = 512
 )
+
+// PromptCacheStopGrace is how long the daemon lets a runner whose model
+// has a prompt cache (Options.PromptCacheDir) stop before it kills it: the
+// runner saves its slots' prompts on the way out.
+const PromptCacheStopGrace = 10 * time.Second
 
 // Options are the engine's settings of one model (engine.Open), which the
 // daemon passes to a runner by flags. Zero fields take the defaults.
