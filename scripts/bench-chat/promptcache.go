@@ -156,6 +156,7 @@ func runCacheSummary(args []string, w io.Writer) error {
 	fs.Var(&files, "turns", "JSON lines of turn results (repeatable)")
 	doc := fs.String("doc", "", "rewrite this file's prompt-cache section")
 	machine := fs.String("machine", "", "the machine, in words")
+	model := fs.String("model", "the benchmark model", "the model, in words")
 	command := fs.String("command", "scripts/bench-chat/prompt-cache", "the command that reproduces it")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -185,9 +186,9 @@ func runCacheSummary(args []string, w io.Writer) error {
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "## Prompt cache on disk\n\n")
 	fmt.Fprintf(&sb, "Reproduce: `%s`. An agent's first turn as the pinned Claude Code CLI sends it (its\n", *command)
-	fmt.Fprintf(&sb, "request recorded at the start of the run, replayed with max_tokens 16, temperature 0), on the\n")
-	fmt.Fprintf(&sb, "benchmark model with Qwen2.5's real vocabulary and template. Every kind of turn is measured in\n")
-	fmt.Fprintf(&sb, "each round of the one run; medians over the rounds, the ratio against the warm turn.\n")
+	fmt.Fprintf(&sb, "request recorded at the start of the run, replayed with max_tokens 16, temperature 0), on\n")
+	fmt.Fprintf(&sb, "%s. Every kind of turn is measured in each round of the one run; medians over the\n", *model)
+	fmt.Fprintf(&sb, "rounds, the ratio against the warm turn.\n")
 	if *machine != "" {
 		fmt.Fprintf(&sb, "Machine: %s.\n", *machine)
 	}
