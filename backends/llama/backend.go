@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/modeld/modeld/backends"
+	"github.com/modeld/modeld/backends/llama/wire"
 	"github.com/modeld/modeld/probe"
 )
 
@@ -25,6 +26,17 @@ type LoadOptions struct {
 	CrashDir string
 	// Command overrides the runner program (tests); nil runs this executable.
 	Command []string
+	// PromptCache keeps the KV of long prompt prefixes on disk (zero: off).
+	PromptCache PromptCache
+}
+
+// PromptCache is where and how much of the KV of prompt prefixes that
+// slots drop is kept on disk (package promptcache), and the model file's
+// sha256 that keys it. The cache is off unless all three are set.
+type PromptCache struct {
+	Dir         string
+	MaxBytes    int64
+	ModelSHA256 string // hex
 }
 
 // Loaded is a GGUF model in its runner process, as the backends contract
@@ -83,6 +95,11 @@ func load(ctx context.Context, spec backends.LoadSpec) (backends.Model, error) {
 		BatchThreads: spec.BatchThreads,
 		MaxWaiting:   spec.QueueLimit,
 	}
+	var grace time.Duration // the default
+	if pc := lo.PromptCache; pc.Dir != "" && pc.ModelSHA256 != "" {
+		opts.PromptCacheDir, opts.PromptCacheMax, opts.ModelSHA256 = pc.Dir, pc.MaxBytes, pc.ModelSHA256
+		grace = wire.PromptCacheStopGrace // it saves its prompts as it stops
+	}
 	env := cpuOnlyEnv() // a GPU load gets the placement's instead
 	device := ""
 	if spec.UseGPU {
@@ -107,6 +124,7 @@ func load(ctx context.Context, spec backends.LoadSpec) (backends.Model, error) {
 		StallTimeout: lo.StallTimeout,
 		Name:         spec.ID,
 		CrashDir:     lo.CrashDir,
+		StopGrace:    grace,
 	})
 	if err != nil {
 		return nil, err

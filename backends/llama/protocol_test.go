@@ -112,10 +112,14 @@ func TestRunnerArgs(t *testing.T) {
 	v := reflect.ValueOf(&cfg.Options).Elem()
 	for i := 0; i < v.NumField(); i++ {
 		f := v.Field(i)
-		if f.Kind() != reflect.Int {
+		switch f.Kind() {
+		case reflect.Int, reflect.Int64:
+			f.SetInt(int64(i) - 1) // distinct, and one of them negative
+		case reflect.String:
+			f.SetString(fmt.Sprintf("/a dir/%d=x", i))
+		default:
 			t.Fatalf("Options.%s is a %s: teach the runner flags about it", v.Type().Field(i).Name, f.Kind())
 		}
-		f.SetInt(int64(i) - 1) // distinct, and one of them negative
 	}
 	got, err := wire.ParseArgs(cfg.Args(), new(strings.Builder))
 	if err != nil {

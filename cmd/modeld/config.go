@@ -17,6 +17,7 @@ import (
 	"github.com/modeld/modeld/api"
 	"github.com/modeld/modeld/backends"
 	"github.com/modeld/modeld/backends/llama"
+	"github.com/modeld/modeld/backends/llama/promptcache"
 	"github.com/modeld/modeld/cache"
 	"github.com/modeld/modeld/models"
 	"github.com/modeld/modeld/pipelines"
@@ -71,6 +72,11 @@ type Config struct {
 	AllowPrivatePull bool          // pull may fetch loopback, link-local and private addresses
 	MaxDownload      int64         // largest model file pull accepts; 0: bounded by free disk only
 	RunnerWrapper    []string      // program and arguments chat runners start under (an emulator, nice); empty: directly
+
+	// The on-disk prompt cache (backends/llama/promptcache): the KV of long
+	// prompt prefixes that a chat model's slots drop, kept under the home.
+	PromptCache     bool
+	PromptCacheSize int64 // bytes, lowered to the free disk less a margin
 
 	// The responses /v1/responses keeps for previous_response_id.
 	ResponsesStoreSize     int64 // bytes; 0: keep none
@@ -292,6 +298,27 @@ var settings = []setting{
 	{name: "shutdown-grace", help: "on SIGTERM, how long live streams may finish before they are ended with an error event",
 		def: static("2s"), apply: func(c *Config, v string) error { return parseDuration(&c.ShutdownGrace, v, false) },
 		show: func(c *Config) any { return durationText(c.ShutdownGrace) }},
+	{name: "prompt-cache", boolean: true, help: "keep the KV of long prompt prefixes on disk (under the home, in kvcache/) when a chat model drops them (keep-alive or memory unload, slot eviction, shutdown) and restore them for a later prompt that shares them; modeld du shows it, modeld prune --cache empties it",
+		def: static("true"), apply: func(c *Config, v string) error {
+			b, err := strconv.ParseBool(v)
+			c.PromptCache = b
+			return err
+		},
+		show: func(c *Config) any { return c.PromptCache }},
+	{name: "prompt-cache-size", help: "disk the prompt cache may take (e.g. 4GiB), never more than the free disk less 1 GiB; the least recently used prefixes go first",
+		def: static(fmt.Sprintf("%dGiB", promptcache.DefaultMaxBytes>>30)), apply: func(c *Config, v string) error {
+			if strings.EqualFold(strings.TrimSpace(v), "auto") {
+				return errors.New("give a size such as 4GiB (turn the cache off with prompt-cache=false)")
+			}
+			if err := parseSize(&c.PromptCacheSize, v); err != nil {
+				return err
+			}
+			if c.PromptCacheSize <= 0 {
+				return errors.New("must be above 0 (turn the cache off with prompt-cache=false)")
+			}
+			return nil
+		},
+		show: func(c *Config) any { return c.PromptCacheSize }},
 	{name: "responses-store-size", help: "memory for the responses that /v1/responses keeps for previous_response_id and GET /v1/responses/{id} (e.g. 64MiB; 0 = keep none; the oldest dropped first)",
 		def: static(fmt.Sprintf("%dMiB", api.DefaultResponseStoreBytes>>20)), apply: func(c *Config, v string) error {
 			if strings.EqualFold(strings.TrimSpace(v), "auto") {

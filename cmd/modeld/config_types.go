@@ -14,6 +14,7 @@ var settingTypes = map[string]string{
 	"ram-budget": "size", "vram-budget": "size", "max-download": "size",
 	"gpu-tasks": "list", "model-aliases": "list", "origins": "list", "allowed-hosts": "list", "extensions": "list",
 	"responses-store-size": "size", "responses-store-entries": "int", "responses-store-lifetime": "duration",
+	"prompt-cache-size": "size",
 }
 
 // flagType is the type serve --help shows for the setting's flag.

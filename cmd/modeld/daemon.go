@@ -58,6 +58,7 @@ type loadPlan struct {
 	gpuLayers int
 	// GGUF: the model file and the context per sequence.
 	path        string
+	digest      string // the model file's, "sha256:<hex>"
 	contextSize int
 	// ONNX: a folder laid out as the model's files (links into the blob store).
 	dir string
@@ -95,6 +96,7 @@ func (r *runtime) resolve(ctx context.Context, id string) (cache.Spec, error) {
 		plan.contextSize = backends.EffectiveContext(int(m.GGUF.ContextLength), r.cfg.ContextSize)
 		f, _ := m.File(m.GGUF.File)
 		pm.Format, pm.Path, pm.Digest = placement.GGUF, plan.path, f.Digest
+		plan.digest = f.Digest
 		pm.ContextSize, pm.Slots, pm.BatchSize = plan.contextSize, r.cfg.ChatSlots, llama.DefaultBatchSize
 	case models.FormatONNX:
 		spec.Backend = "onnx"

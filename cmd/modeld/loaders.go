@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -20,6 +21,20 @@ import (
 // crashDir is the home's directory of runner crash reports (the Go
 // runtime's dumps of runners that died, named in the daemon's log).
 const crashDir = "crash"
+
+// promptCacheDir is the home's directory of the on-disk prompt cache
+// (backends/llama/promptcache): private to the daemon's user.
+const promptCacheDir = "kvcache"
+
+// promptCache is the llama backend's prompt cache settings for a model
+// whose file has digest ("sha256:<hex>"); none when the setting is off.
+func promptCache(cfg Config, digest string) llama.PromptCache {
+	if !cfg.PromptCache {
+		return llama.PromptCache{}
+	}
+	return llama.PromptCache{Dir: filepath.Join(cfg.Home, promptCacheDir), MaxBytes: cfg.PromptCacheSize,
+		ModelSHA256: strings.TrimPrefix(digest, "sha256:")}
+}
 
 type loaderFunc = func(context.Context, cache.Spec, *loadPlan) (cache.Instance, error)
 
@@ -161,7 +176,8 @@ func (c *chatInstance) Placement() cache.Placement {
 // loadChat loads a generating model with the backend the registry holds
 // under spec.Backend.
 func loadChat(ctx context.Context, cfg Config, log *slog.Logger, libs backends.Libs, fallbacks *gpuFallbacks, metrics *chatMetrics, spec cache.Spec, plan *loadPlan) (cache.Instance, error) {
-	opts := llama.LoadOptions{LogLevel: logLevel(cfg), StallTimeout: cfg.StallTimeout, CrashDir: filepath.Join(cfg.Home, crashDir)}
+	opts := llama.LoadOptions{LogLevel: logLevel(cfg), StallTimeout: cfg.StallTimeout, CrashDir: filepath.Join(cfg.Home, crashDir),
+		PromptCache: promptCache(cfg, plan.digest)}
 	if len(cfg.RunnerWrapper) > 0 {
 		exe, err := os.Executable()
 		if err != nil {

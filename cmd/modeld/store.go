@@ -16,6 +16,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/modeld/modeld/backends/llama/promptcache"
 	"github.com/modeld/modeld/models"
 	"github.com/modeld/modeld/models/hub"
 )
@@ -335,8 +336,12 @@ apart (modeld prune removes those not in use).`,
 			if err != nil {
 				return err
 			}
+			pc, err := promptcache.DiskUsage(a.promptCacheDir())
+			if err != nil {
+				return err
+			}
 			if asJSON {
-				return writeJSON(a.stdout, u)
+				return writeJSON(a.stdout, duReport{Usage: u, PromptCache: pc})
 			}
 			tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "MODEL\tUNIQUE\tSHARED\tSHARED WITH")
@@ -364,6 +369,7 @@ apart (modeld prune removes those not in use).`,
 				}
 			}
 			fmt.Fprintf(tw, "total\t%s\t(%s)\n", humanBytes(u.Total), st.Root())
+			writePromptCacheUsage(tw, pc)
 			return tw.Flush()
 		},
 	}
@@ -372,12 +378,19 @@ apart (modeld prune removes those not in use).`,
 }
 
 func newPruneCommand(a *app) *cobra.Command {
-	var asJSON bool
+	var asJSON, promptCache bool
 	cmd := &cobra.Command{
 		Use:   "prune",
 		Short: "Remove orphaned blobs, stale partial downloads and crash leftovers",
-		Args:  cobra.NoArgs,
+		Long: `Remove orphaned blobs, stale partial downloads and crash leftovers from the store.
+With --cache, empty the on-disk prompt cache instead (the KV of prompt prefixes
+kept in the home's kvcache/); the next prompt of each conversation is then
+evaluated in full again.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if promptCache {
+				return a.prunePromptCache(asJSON)
+			}
 			st, err := a.openStore()
 			if err != nil {
 				return err
@@ -410,6 +423,7 @@ func newPruneCommand(a *app) *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.Flags().BoolVar(&promptCache, "cache", false, "empty the on-disk prompt cache instead of pruning the store")
 	return cmd
 }
 

@@ -13,6 +13,8 @@
 //	bench-chat summary -peer P.json -engine E.json -http H.json [-md OUT]
 //	    medians over every file given, the ratios against the targets, and
 //	    the Markdown section of docs/PERFORMANCE.md
+//	bench-chat record|turn|cache-summary ...
+//	    the on-disk prompt cache's measurement (promptcache.go)
 //	bench-chat peers -side modeld=H1.json,H2.json -side llama-server=... [-doc F]
 //	    servers measured by `bench-chat http` in the same rounds, side by
 //	    side, with the ratios against the first and the greedy-text check
@@ -32,7 +34,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: bench-chat engine|http|summary|peers [flags]")
+		fmt.Fprintln(os.Stderr, "usage: bench-chat engine|http|summary|peers|record|turn|cache-summary [flags]")
 		os.Exit(2)
 	}
 	var err error
@@ -45,8 +47,14 @@ func main() {
 		err = runSummary(os.Args[2:], os.Stdout)
 	case "peers":
 		err = runPeers(os.Args[2:], os.Stdout)
+	case "record":
+		err = runRecord(os.Args[2:])
+	case "turn":
+		err = runTurn(os.Args[2:])
+	case "cache-summary":
+		err = runCacheSummary(os.Args[2:], os.Stdout)
 	default:
-		err = fmt.Errorf("unknown subcommand %q (want engine, http, summary or peers)", os.Args[1])
+		err = fmt.Errorf("unknown subcommand %q (want engine, http, summary, peers, record, turn or cache-summary)", os.Args[1])
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench-chat:", err)

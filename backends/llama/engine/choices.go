@@ -68,6 +68,7 @@ func (s *scheduler) startGroup(r *request) {
 // startFollower gives f the slot sl, to wait for leader's prompt: its KV is
 // dropped now (the copy replaces it), and it reads no prompt itself.
 func (s *scheduler) startFollower(sl *slot, f *request, leader *slot) {
+	s.keepDropped(sl, 0)
 	s.dec.seqRemove(sl.id, -1)
 	sl.cache, sl.exact = sl.cache[:0], 0
 	s.clock++

@@ -12,6 +12,7 @@ import (
 	yz "github.com/hybridgroup/yzma/pkg/llama"
 
 	"github.com/modeld/modeld/backends"
+	"github.com/modeld/modeld/backends/llama/promptcache"
 )
 
 // Hooks are test seams (OpenWithHooks), called on the scheduler goroutine
@@ -66,6 +67,13 @@ type scheduler struct {
 	// a slot and those of them its KV held (start).
 	prefixQueried atomic.Uint64
 	prefixHit     atomic.Uint64
+
+	// disk is the on-disk prompt cache (promptcache.go; nil: none);
+	// diskSaved counts the prefixes handed to it, diskRestored the prompt
+	// tokens its entries gave.
+	disk         *promptcache.Cache
+	diskSaved    atomic.Uint64
+	diskRestored atomic.Uint64
 }
 
 func newScheduler(m *Model, o Options, h Hooks) (*scheduler, error) {
@@ -74,7 +82,9 @@ func newScheduler(m *Model, o Options, h Hooks) (*scheduler, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newSchedulerWith(dec, o.Slots, nBatch, m.info.ContextSize, o.MaxWaiting, h), nil
+	s := newSchedulerWith(dec, o.Slots, nBatch, m.info.ContextSize, o.MaxWaiting, h)
+	s.disk = openPromptCache(m, o, m.info.ContextSize)
+	return s, nil
 }
 
 // newSchedulerWith makes a scheduler over dec with slots sequences of
@@ -330,5 +340,6 @@ func (s *scheduler) shutdown() {
 		s.endGroup(r, Event{Token: -1, Done: true, Finish: FinishError, Err: ErrClosed,
 			Usage: Usage{PromptTokens: len(r.prompt)}})
 	}
+	s.saveAll()
 	s.dec.close()
 }

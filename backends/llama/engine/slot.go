@@ -170,6 +170,8 @@ func (s *scheduler) start(sl *slot, r *request) {
 	// prompt tokens to evaluate (one alone would take the one-token kernels),
 	// so that output with reuse is the output without it.
 	common := min(commonPrefix(sl.cache, r.prompt), sl.exact)
+	s.keepDropped(sl, common)
+	common = s.restorePrefix(sl, r.prompt, common)
 	if len(r.prompt)-common < 2 {
 		common = max(0, len(r.prompt)-2)
 	}

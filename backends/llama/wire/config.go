@@ -35,6 +35,7 @@ func (c Config) Args() []string {
 		{"context-size", o.ContextSize}, {"context-cap", o.ContextCap}, {"slots", o.Slots},
 		{"threads", o.Threads}, {"batch-threads", o.BatchThreads}, {"gpu-layers", o.GPULayers}, {"batch-size", o.BatchSize},
 		{"max-waiting", o.MaxWaiting}, {"parent-pid", c.ParentPID}, {"log-level", c.LogLevel.String()},
+		{"prompt-cache-dir", o.PromptCacheDir}, {"prompt-cache-max", o.PromptCacheMax}, {"model-sha256", o.ModelSHA256},
 	}
 	out := make([]string, 0, len(kv))
 	for _, f := range kv {
@@ -66,6 +67,9 @@ func ParseArgs(args []string, stderr io.Writer) (Config, error) {
 	fs.IntVar(&o.GPULayers, "gpu-layers", 0, "layers offloaded to a GPU (-1 all, 0 none)")
 	fs.IntVar(&o.BatchSize, "batch-size", 0, "most tokens per decode step (0: default)")
 	fs.IntVar(&o.MaxWaiting, "max-waiting", 0, "requests that may wait for a slot (0: no bound)")
+	fs.StringVar(&o.PromptCacheDir, "prompt-cache-dir", "", "directory of the on-disk prompt cache (empty: none)")
+	fs.Int64Var(&o.PromptCacheMax, "prompt-cache-max", 0, "bytes the prompt cache may hold (0: default)")
+	fs.StringVar(&o.ModelSHA256, "model-sha256", "", "the model file's sha256 (hex), which keys the prompt cache")
 	fs.IntVar(&c.ParentPID, "parent-pid", 0, "exit when the parent process is no longer this one")
 	fs.TextVar(&c.LogLevel, "log-level", slog.LevelInfo, "log level: debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {

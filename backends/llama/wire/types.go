@@ -2,6 +2,7 @@ package wire
 
 import (
 	"errors"
+	"time"
 
 	"github.com/modeld/modeld/backends"
 )
@@ -12,6 +13,11 @@ const (
 	DefaultContextCap = backends.DefaultContextCap
 	DefaultBatchSize  = 512
 )
+
+// PromptCacheStopGrace is how long the daemon lets a runner whose model
+// has a prompt cache (Options.PromptCacheDir) stop before it kills it: the
+// runner saves its slots' prompts on the way out.
+const PromptCacheStopGrace = 10 * time.Second
 
 // Options are the engine's settings of one model (engine.Open), which the
 // daemon passes to a runner by flags. Zero fields take the defaults.
@@ -38,6 +44,17 @@ type Options struct {
 	// MaxWaiting bounds the requests waiting for a free slot; Generate
 	// returns ErrBusy beyond it. 0 means no bound.
 	MaxWaiting int
+	// PromptCacheDir, when set, keeps the KV of long prompt prefixes on
+	// disk there when a slot drops them (eviction, unload, shutdown) and
+	// restores them for a later prompt that shares them (package
+	// promptcache). "" keeps nothing on disk.
+	PromptCacheDir string
+	// PromptCacheMax bounds the bytes in PromptCacheDir (0: the package's
+	// default), lowered to what the free disk allows.
+	PromptCacheMax int64
+	// ModelSHA256 is the model file's sha256 in hex, which keys the prompt
+	// cache; the cache is off without it.
+	ModelSHA256 string
 }
 
 // Info describes a loaded model.
