@@ -24,6 +24,9 @@ type LoadOptions struct {
 	CrashDir string
 	// Command overrides the runner program (tests); nil runs this executable.
 	Command []string
+	// Lookup is the most tokens a decode step drafts by prompt lookup
+	// (Options.Lookup: 0 off unless a request asks).
+	Lookup int
 }
 
 // Loaded is a GGUF model in its runner process, as the backends contract
@@ -78,6 +81,7 @@ func load(ctx context.Context, spec backends.LoadSpec) (backends.Model, error) {
 		Threads:      spec.Threads,
 		BatchThreads: spec.BatchThreads,
 		MaxWaiting:   spec.QueueLimit,
+		Lookup:       lo.Lookup,
 	}
 	env := cpuOnlyEnv() // a GPU load gets the placement's instead
 	if spec.UseGPU {

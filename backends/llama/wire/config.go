@@ -34,7 +34,7 @@ func (c Config) Args() []string {
 		{"model", c.ModelPath}, {"socket", c.Socket}, {"lib-dir", c.LibRoot},
 		{"context-size", o.ContextSize}, {"context-cap", o.ContextCap}, {"slots", o.Slots},
 		{"threads", o.Threads}, {"batch-threads", o.BatchThreads}, {"gpu-layers", o.GPULayers}, {"batch-size", o.BatchSize},
-		{"max-waiting", o.MaxWaiting}, {"parent-pid", c.ParentPID}, {"log-level", c.LogLevel.String()},
+		{"max-waiting", o.MaxWaiting}, {"lookup", o.Lookup}, {"parent-pid", c.ParentPID}, {"log-level", c.LogLevel.String()},
 	}
 	out := make([]string, 0, len(kv))
 	for _, f := range kv {
@@ -66,6 +66,7 @@ func ParseArgs(args []string, stderr io.Writer) (Config, error) {
 	fs.IntVar(&o.GPULayers, "gpu-layers", 0, "layers offloaded to a GPU (-1 all, 0 none)")
 	fs.IntVar(&o.BatchSize, "batch-size", 0, "most tokens per decode step (0: default)")
 	fs.IntVar(&o.MaxWaiting, "max-waiting", 0, "requests that may wait for a slot (0: no bound)")
+	fs.IntVar(&o.Lookup, "lookup", 0, "most tokens a step drafts by prompt lookup (0: off unless a request asks)")
 	fs.IntVar(&c.ParentPID, "parent-pid", 0, "exit when the parent process is no longer this one")
 	fs.TextVar(&c.LogLevel, "log-level", slog.LevelInfo, "log level: debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
