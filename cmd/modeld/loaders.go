@@ -171,7 +171,7 @@ func loadChat(ctx context.Context, cfg Config, log *slog.Logger, libs backends.L
 		BatchThreads: cfg.BatchThreads,
 		QueueLimit:   cfg.QueueSize,
 		Logger:       log.With("model", spec.ID),
-		Options:      llama.LoadOptions{LogLevel: logLevel(cfg), StallTimeout: cfg.StallTimeout, CrashDir: filepath.Join(cfg.Home, crashDir)},
+		Options:      llama.LoadOptions{LogLevel: logLevel(cfg), StallTimeout: cfg.StallTimeout, CrashDir: filepath.Join(cfg.Home, crashDir), Lookup: cfg.Lookup},
 	}
 	if plan.useGPU {
 		ls.UseGPU, ls.GPU, ls.GPULayers = true, plan.place.GPU.NativeIndex, plan.gpuLayers
