@@ -131,7 +131,7 @@ func run() error {
 		}
 	}
 	load, _ := os.ReadFile("/proc/loadavg")
-	fmt.Printf("model %s (%s), context %d, threads %d/%d, %d rounds, load %s\n", filepath.Base(path), yz.ModelDesc(m), *context, *threads, *batchThreads, *rounds, strings.Fields(string(load)+" ? ? ?")[:3])
+	fmt.Printf("model %s (%s), context %d, threads %d/%d, %d rounds, load %s\n", filepath.Base(path), yz.ModelDesc(m), *context, *threads, *batchThreads, *rounds, strings.Fields(string(load) + " ? ? ?")[:3])
 	fmt.Printf("%6s  %10s  %14s  %12s\n", "tokens", "ms/step", "× one token", "ms/token")
 	base := median(times[0]) * float64(ks[0])
 	for i, k := range ks {
