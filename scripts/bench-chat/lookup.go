@@ -89,6 +89,11 @@ func runLookup(args []string) error {
 	if err != nil {
 		return err
 	}
+	// The same request on the other side, so that both sides' slots hold
+	// the same KV before the runs (their prefix reuse then matches).
+	if _, err := timedGenerate(spec, free, *tokens); err != nil {
+		return err
+	}
 	gap, err := plain.Tokenize("\n\n"+*prompt, false, false)
 	if err != nil {
 		return err
