@@ -41,8 +41,9 @@ func runBandwidth(args []string) error {
 	mib := fs.Int("mib", 512, "size of each of the two buffers, MiB")
 	runs := fs.Int("runs", 5, "copies (the fastest counts)")
 	modelBytes := fs.Int64("model-bytes", 0, "bytes of weights one decoded token reads (the GGUF's tensor data)")
-	var decodes listFlag
+	var decodes, lookups listFlag
 	fs.Var(&decodes, "decode", "NAME=TOK_PER_S of a decode speed to put against the ceiling (repeatable)")
+	fs.Var(&lookups, "lookup", "a `bench-chat lookup` JSON file whose median decode speeds to put against the ceiling (repeatable)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -62,6 +63,20 @@ func runBandwidth(args []string) error {
 				return fmt.Errorf("bandwidth: -decode %q: want NAME=TOK_PER_S", d)
 			}
 			fr[name] = v / ceiling
+		}
+		for _, f := range lookups {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				return err
+			}
+			var r lookupResult
+			if err := json.Unmarshal(b, &r); err != nil {
+				return fmt.Errorf("%s: %w", f, err)
+			}
+			for _, w := range r.Workloads {
+				fr[r.Model+" "+w.Name+", lookup off"] = median(w.Plain) / ceiling
+				fr[r.Model+" "+w.Name+", lookup on"] = median(w.Lookup) / ceiling
+			}
 		}
 		out["fraction"] = fr
 	}
