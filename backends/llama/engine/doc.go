@@ -9,6 +9,10 @@
 // Reuse keeps only KV that a fresh prompt evaluation would give bit for bit
 // (tokens decoded in steps of two or more; ggml's one-token kernels round
 // differently), so greedy output with reuse equals output without it.
+// Prompt lookup (lookup.go, speculate.go), when a model's settings or a
+// request turn it on, drafts a sequence's next tokens from its own prompt
+// and output and verifies them in the same step; each emitted token is
+// still the sampler's choice at its position.
 //
 // The scheduler reaches llama.cpp only through the decoder interface
 // (decoder.go: decode a batch, sample, drop KV, read the vocabulary), so its
