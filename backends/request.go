@@ -196,6 +196,11 @@ type Request struct {
 	TopLogprobs int  `json:",omitempty"`
 	// N is how many completions to generate (0 and 1: one).
 	N int `json:",omitempty"`
+	// Speculative turns speculative decoding (the llama backend's prompt
+	// lookup) on or off for this request; nil leaves it to the model's
+	// settings. It never changes what is generated, only how fast: greedy
+	// and seeded output are the same either way.
+	Speculative *bool `json:",omitempty"`
 }
 
 // Unsupported returns a *BadRequestError for the first field of r that a

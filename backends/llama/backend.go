@@ -26,6 +26,9 @@ type LoadOptions struct {
 	CrashDir string
 	// Command overrides the runner program (tests); nil runs this executable.
 	Command []string
+	// Lookup is the most tokens a decode step drafts by prompt lookup
+	// (Options.Lookup: 0 off unless a request asks).
+	Lookup int
 	// PromptCache keeps the KV of long prompt prefixes on disk (zero: off).
 	PromptCache PromptCache
 }
@@ -94,6 +97,7 @@ func load(ctx context.Context, spec backends.LoadSpec) (backends.Model, error) {
 		Threads:      spec.Threads,
 		BatchThreads: spec.BatchThreads,
 		MaxWaiting:   spec.QueueLimit,
+		Lookup:       lo.Lookup,
 	}
 	var grace time.Duration // the default
 	if pc := lo.PromptCache; pc.Dir != "" && pc.ModelSHA256 != "" {

@@ -16,6 +16,7 @@ type (
 // Defaults of Options.
 const (
 	DefaultSlots      = wire.DefaultSlots
+	DefaultLookup     = wire.DefaultLookup
 	DefaultContextCap = wire.DefaultContextCap
 	DefaultBatchSize  = wire.DefaultBatchSize
 )

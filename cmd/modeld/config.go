@@ -41,6 +41,7 @@ type Config struct {
 	QueueSize   int
 	LoadWait    time.Duration
 	ChatSlots   int
+	Lookup      int // prompt-lookup draft tokens per step (0 off)
 	ContextSize int
 	// Aliases map the model names agents ask for (claude-sonnet-*, gpt-5.5)
 	// to models of the store.
@@ -249,6 +250,9 @@ var settings = []setting{
 			return err
 		},
 		show: func(c *Config) any { return c.Aliases.String() }},
+	{name: "prompt-lookup", help: "speculative decoding of chat models by prompt lookup: the most tokens a decode step drafts from the request's prompt and output, verified in the same step (0 = off, where a request's speculative: true drafts " + strconv.Itoa(llama.DefaultLookup) + "); a request that keeps few drafts stops drafting",
+		def: static("0"), apply: func(c *Config, v string) error { return parseInt(&c.Lookup, v, 0) },
+		show: func(c *Config) any { return c.Lookup }},
 	{name: "threads", help: "CPU threads per model; for chat, of one-token decode steps (0 = measured default for this machine)",
 		def: static("0"), apply: func(c *Config, v string) error { return parseInt(&c.Threads, v, 0) },
 		show: func(c *Config) any { return c.Threads }},

@@ -10,7 +10,7 @@ var settingTypes = map[string]string{
 	"keep-alive": "duration", "load-wait": "duration", "batch-wait": "duration",
 	"stall-timeout": "duration", "runner-wrapper": "command", "shutdown-grace": "duration", "probe-timeout": "duration",
 	"max-loaded": "int", "queue-size": "int", "chat-slots": "int", "context-size": "int", "threads": "int",
-	"batch-threads": "int", "batch-tokens": "int", "pipeline-lanes": "int",
+	"batch-threads": "int", "batch-tokens": "int", "pipeline-lanes": "int", "prompt-lookup": "int",
 	"ram-budget": "size", "vram-budget": "size", "max-download": "size",
 	"gpu-tasks": "list", "model-aliases": "list", "origins": "list", "allowed-hosts": "list", "extensions": "list",
 	"responses-store-size": "size", "responses-store-entries": "int", "responses-store-lifetime": "duration",

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -79,6 +80,7 @@ type chatMetrics struct {
 	generations *prometheus.CounterVec
 	cancelled   *prometheus.CounterVec
 	prefix      *prefixCacheMetrics // vLLM's prefix-cache counters (metrics_prefix.go)
+	spec        *specDecodeMetrics  // vLLM's speculative-decoding counters (metrics_spec.go)
 
 	mu   sync.Mutex // guards live; never held while a runner is asked
 	live map[*chatInstance]llama.Stats
@@ -97,6 +99,7 @@ func newChatMetrics() *chatMetrics {
 		generations: vec("modeld_generations_total", "Generations ended (finished, cut, cancelled or failed), by model id."),
 		cancelled:   vec("modeld_generations_cancelled_total", "Generations stopped because their request was cancelled (a client that went away or pressed Stop), by model id."),
 		prefix:      newPrefixCacheMetrics(),
+		spec:        newSpecDecodeMetrics(),
 		live:        map[*chatInstance]llama.Stats{},
 	}
 }
@@ -134,6 +137,7 @@ func (m *chatMetrics) loaded(c *chatInstance) {
 		v.WithLabelValues(c.id) // a loaded model shows its zeros
 	}
 	m.prefix.loaded(c.id)
+	m.spec.loaded(c.id)
 }
 
 // unloading counts c's last generations and forgets it.
@@ -162,12 +166,13 @@ func (m *chatMetrics) add(c *chatInstance, st llama.Stats) {
 	m.generations.WithLabelValues(c.id).Add(float64(st.Generations - last.Generations))
 	m.cancelled.WithLabelValues(c.id).Add(float64(st.Cancelled - last.Cancelled))
 	m.prefix.add(c.id, last, st)
+	m.spec.add(c.id, last, st)
 	m.live[c] = st
 }
 
 // Describe implements prometheus.Collector.
 func (m *chatMetrics) Describe(ch chan<- *prometheus.Desc) {
-	for _, v := range append([]*prometheus.CounterVec{m.prompt, m.completion, m.generations, m.cancelled}, m.prefix.vecs()...) {
+	for _, v := range slices.Concat([]*prometheus.CounterVec{m.prompt, m.completion, m.generations, m.cancelled}, m.prefix.vecs(), m.spec.vecs()) {
 		v.Describe(ch)
 	}
 }
@@ -186,7 +191,7 @@ func (m *chatMetrics) Collect(ch chan<- prometheus.Metric) {
 			m.add(c, st)
 		}
 	}
-	for _, v := range append([]*prometheus.CounterVec{m.prompt, m.completion, m.generations, m.cancelled}, m.prefix.vecs()...) {
+	for _, v := range slices.Concat([]*prometheus.CounterVec{m.prompt, m.completion, m.generations, m.cancelled}, m.prefix.vecs(), m.spec.vecs()) {
 		v.Collect(ch)
 	}
 }

@@ -18,6 +18,13 @@
 //	bench-chat peers -side modeld=H1.json,H2.json -side llama-server=... [-doc F]
 //	    servers measured by `bench-chat http` in the same rounds, side by
 //	    side, with the ratios against the first and the greedy-text check
+//	bench-chat lookup  -model M.gguf -lib DIR [-tokens N -runs N]
+//	    decode speed of the engine with prompt lookup off and on, in the same
+//	    interleaved runs, on a rewrite and on free text (lookup.go);
+//	    bench-chat lookup-md L.json prints its Markdown table
+//	bench-chat bandwidth [-model-bytes B -decode NAME=TOK_S ...]
+//	    the memory bandwidth by a STREAM-style copy, and decode speeds as a
+//	    fraction of bandwidth ÷ bytes per token (bandwidth.go)
 //
 // Decode speed is (tokens - 1) / (time of the last token - time of the
 // first): prompt processing is not in it. Time to first token runs from the
@@ -34,7 +41,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: bench-chat engine|http|summary|peers|record|turn|cache-summary [flags]")
+		fmt.Fprintln(os.Stderr, "usage: bench-chat engine|http|summary|peers|record|turn|cache-summary|lookup|lookup-md|bandwidth [flags]")
 		os.Exit(2)
 	}
 	var err error
@@ -53,8 +60,14 @@ func main() {
 		err = runTurn(os.Args[2:])
 	case "cache-summary":
 		err = runCacheSummary(os.Args[2:], os.Stdout)
+	case "lookup":
+		err = runLookup(os.Args[2:])
+	case "lookup-md":
+		err = runLookupMarkdown(os.Args[2:])
+	case "bandwidth":
+		err = runBandwidth(os.Args[2:])
 	default:
-		err = fmt.Errorf("unknown subcommand %q (want engine, http, summary, peers, record, turn or cache-summary)", os.Args[1])
+		err = fmt.Errorf("unknown subcommand %q (want engine, http, summary, peers, record, turn, cache-summary, lookup, lookup-md or bandwidth)", os.Args[1])
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench-chat:", err)

@@ -9,6 +9,10 @@
 // Reuse keeps only KV that a fresh prompt evaluation would give bit for bit
 // (tokens decoded in steps of two or more; ggml's one-token kernels round
 // differently), so greedy output with reuse equals output without it.
+// Prompt lookup (lookup.go, speculate.go), when a model's settings or a
+// request turn it on, drafts a sequence's next tokens from its own prompt
+// and output and verifies them in the same step; each emitted token is
+// still the sampler's choice at its position.
 //
 // Text follows modeld's one UTF-8 rule (internal/utf8text): a character
 // split across tokens is held until complete, each byte that cannot begin

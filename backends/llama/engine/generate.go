@@ -47,7 +47,7 @@ func (m *Model) Generate(ctx context.Context, req Request) (<-chan Event, error)
 	r := &request{
 		ctx: ctx, prompt: prompt, budget: budget, stops: slices.Clone(req.Stop),
 		samp: samp, grammar: grammar, stream: newStream(),
-		logprobs: wantsLogprobs(&req), top: req.TopLogprobs,
+		logprobs: wantsLogprobs(&req), top: req.TopLogprobs, speculative: req.Speculative,
 	}
 	tools := wantsToolCalls(&req)
 	thinks := len(req.Messages) > 0 && thinksTemplate(m.info.ChatTemplate) // chat only: a raw completion keeps its text

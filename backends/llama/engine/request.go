@@ -41,6 +41,7 @@ const (
 	DefaultSlots      = wire.DefaultSlots
 	DefaultContextCap = wire.DefaultContextCap
 	DefaultBatchSize  = wire.DefaultBatchSize
+	DefaultLookup     = wire.DefaultLookup
 )
 
 var (

@@ -74,6 +74,12 @@ type scheduler struct {
 	disk         *promptcache.Cache
 	diskSaved    atomic.Uint64
 	diskRestored atomic.Uint64
+	// Prompt lookup (speculate.go): the most tokens a step drafts for a
+	// sequence (0: off unless a request asks, -1: the model cannot), each
+	// sequence's state, and the counters.
+	lookup                              int
+	spec                                []specSeq
+	drafts, draftTokens, acceptedTokens atomic.Uint64
 }
 
 func newScheduler(m *Model, o Options, h Hooks) (*scheduler, error) {
@@ -84,6 +90,7 @@ func newScheduler(m *Model, o Options, h Hooks) (*scheduler, error) {
 	}
 	s := newSchedulerWith(dec, o.Slots, nBatch, m.info.ContextSize, o.MaxWaiting, h)
 	s.disk = openPromptCache(m, o, m.info.ContextSize)
+	s.lookup = lookupMax(o, yz.ModelIsRecurrent(m.model) || yz.ModelIsHybrid(m.model))
 	return s, nil
 }
 
@@ -99,6 +106,7 @@ func newSchedulerWith(dec decoder, slots, nBatch, ctxSize, maxWaiting int, h Hoo
 	for i := 0; i < slots; i++ {
 		s.slots = append(s.slots, &slot{id: i, logit: -1})
 	}
+	s.spec = make([]specSeq, slots)
 	return s
 }
 
@@ -138,6 +146,7 @@ func (s *scheduler) stats() Stats {
 		PromptTokens: s.promptTokens.Load(), CompletionTokens: s.completionTokens.Load(),
 		Generations: s.generations.Load(), Cancelled: s.cancelled.Load(),
 		PrefixQueryTokens: s.prefixQueried.Load(), PrefixHitTokens: s.prefixHit.Load(),
+		Drafts: s.drafts.Load(), DraftTokens: s.draftTokens.Load(), AcceptedTokens: s.acceptedTokens.Load(),
 	}
 }
 
@@ -246,10 +255,18 @@ func (s *scheduler) reapCancelled() {
 	}
 }
 
-// step builds one batch (generating tokens first, then prompt chunks in
-// admission order), decodes it and samples every sequence that got logits.
+// step builds one batch (generating tokens first, each with its draft,
+// then prompt chunks in admission order), decodes it and samples every
+// sequence that got logits.
 func (s *scheduler) step() {
 	s.batch = s.batch[:0]
+	generating := 0
+	for _, sl := range s.slots {
+		if !sl.idle() && sl.hasNext {
+			generating++
+		}
+	}
+	left := generating
 	for _, sl := range s.slots {
 		sl.before = len(sl.cache)
 		sl.logit = -1
@@ -260,6 +277,10 @@ func (s *scheduler) step() {
 		s.add(sl.next, len(sl.cache), sl, true)
 		sl.cache = append(sl.cache, sl.next)
 		sl.hasNext = false
+		left--
+		if s.lookup >= 0 {
+			s.addDraft(sl, s.nBatch-len(s.batch)-left, generating)
+		}
 	}
 	var reading []*slot
 	for _, sl := range s.slots {
@@ -302,8 +323,7 @@ func (s *scheduler) step() {
 	s.sharePrompts()
 	for _, sl := range s.slots {
 		if sl.logit >= 0 && !sl.idle() {
-			tok, lp := s.sampleSlot(sl, sl.logit)
-			s.onToken(sl, tok, lp)
+			s.sampleStep(sl)
 		}
 	}
 }

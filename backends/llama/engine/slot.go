@@ -25,6 +25,9 @@ type request struct {
 	// followers are the other choices of an n > 1 request (choices.go):
 	// each takes a slot when this one does and shares its prompt's KV.
 	followers []*request
+	// speculative is the request's choice of prompt lookup (speculate.go);
+	// nil: the model's.
+	speculative *bool
 }
 
 // slot is one sequence of the llama context. Only the scheduler goroutine

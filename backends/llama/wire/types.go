@@ -12,6 +12,10 @@ const (
 	DefaultSlots      = 4
 	DefaultContextCap = backends.DefaultContextCap
 	DefaultBatchSize  = 512
+	// DefaultLookup is the most tokens one decode step drafts by prompt
+	// lookup for a request that asks for it on a model whose
+	// Options.Lookup is 0.
+	DefaultLookup = 8
 )
 
 // PromptCacheStopGrace is how long the daemon lets a runner whose model
@@ -55,6 +59,12 @@ type Options struct {
 	// ModelSHA256 is the model file's sha256 in hex, which keys the prompt
 	// cache; the cache is off without it.
 	ModelSHA256 string
+	// Lookup is the most tokens a decode step drafts for a sequence by
+	// prompt lookup (engine/lookup.go): continuations of the latest earlier
+	// occurrence of the sequence's last few tokens in its prompt and output,
+	// verified in the same step. 0 is off, except for the requests that
+	// ask for it (backends.Request.Speculative), which draft DefaultLookup.
+	Lookup int
 }
 
 // Info describes a loaded model.
@@ -109,6 +119,12 @@ type Stats struct {
 	// many of those were read from it instead of evaluated.
 	PrefixQueryTokens uint64
 	PrefixHitTokens   uint64
+	// Prompt lookup (speculative decoding): the steps that carried a
+	// draft, the tokens drafted, and those of them the model's own
+	// choice confirmed (each one a token that cost no step of its own).
+	Drafts         uint64
+	DraftTokens    uint64
+	AcceptedTokens uint64
 }
 
 // Errors of the engine that are not the backends contract's: they are
