@@ -155,9 +155,6 @@ func (req *AnthropicRequest) plan(o anthropicPlanning) (*anthropicPlan, error) {
 		mt := min(*req.MaxTokens, contextCap-1)
 		maxTokens = &mt
 	}
-	if t := req.Temperature; t != nil && *t > 1 && *t <= 2 { // outside [0, 2] samplingFields says
-		bad("temperature", "temperature %g is outside [0, 1]", *t)
-	}
 	stops := req.StopSequences // checked here, to name the field as Anthropic does
 	if n := len(stops); n > MaxStopSequences {
 		errs = append(errs, tooMany("stop_sequences", n, MaxStopSequences, "sequences"))
@@ -170,7 +167,7 @@ func (req *AnthropicRequest) plan(o anthropicPlanning) (*anthropicPlan, error) {
 			break
 		}
 	}
-	f := samplingFields{Temperature: req.Temperature, TopP: req.TopP, TopK: req.TopK, Stop: stops}
+	f := samplingFields{maxTemperature: 1, Temperature: req.Temperature, TopP: req.TopP, TopK: req.TopK, Stop: stops}
 	gen, err := f.request("max_tokens", maxTokens, contextCap)
 	if err != nil {
 		errs = append(errs, err)
@@ -213,7 +210,7 @@ func (req *AnthropicRequest) plan(o anthropicPlanning) (*anthropicPlan, error) {
 		return nil, anthropicWording(err, formatParam)
 	}
 	gen.MaxTokens = 0 // the prompt alone must fit; max_tokens bounds what is left
-	if call.plan, err = newChatPlan(gen, msgs, contextCap); err != nil {
+	if call.plan, err = newChatPlan(gen, msgs, contextCap, "messages"); err != nil {
 		return nil, err
 	}
 	if maxTokens != nil {

@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -159,8 +160,9 @@ func (f *samplingFields) request(maxParam string, maxTokens *int, contextCap int
 	s := &r.Sampling
 	s.Temperature = 1 // OpenAI's default
 	if t := f.Temperature; t != nil {
-		if *t < 0 || *t > 2 {
-			bad("temperature", "temperature %g is outside [0, 2]", *t)
+		top := cmp.Or(f.maxTemperature, 2)
+		if *t < 0 || *t > top {
+			bad("temperature", "temperature %g is outside [0, %g]", *t, top)
 		}
 		s.Temperature = float32(*t)
 	}
@@ -188,9 +190,12 @@ func (f *samplingFields) request(maxParam string, maxTokens *int, contextCap int
 		}
 		s.RepeatPenalty = float32(*p)
 	}
-	for name, p := range map[string]*float64{"presence_penalty": f.PresencePenalty, "frequency_penalty": f.FrequencyPenalty} {
-		if p != nil && (*p < -2 || *p > 2) {
-			bad(name, "%s %g is outside [-2, 2]", name, *p)
+	for _, pen := range []struct {
+		name string
+		p    *float64
+	}{{"presence_penalty", f.PresencePenalty}, {"frequency_penalty", f.FrequencyPenalty}} {
+		if pen.p != nil && (*pen.p < -2 || *pen.p > 2) {
+			bad(pen.name, "%s %g is outside [-2, 2]", pen.name, *pen.p)
 		}
 	}
 	if f.PresencePenalty != nil {
@@ -265,7 +270,10 @@ func (f *samplingFields) request(maxParam string, maxTokens *int, contextCap int
 }
 
 // joinBadRequests merges several 400s into one that lists the problems (the
-// first maxListedProblems of them, then how many more there are).
+// first maxListedProblems of them, then how many more there are). The
+// problems come in the request's field order; the first that names a
+// field gives the param (and its code), so the answer is the same every
+// time.
 func joinBadRequests(errs []error) error {
 	switch len(errs) {
 	case 0:
@@ -280,8 +288,24 @@ func joinBadRequests(errs []error) error {
 	if more := len(errs) - maxListedProblems; more > 0 {
 		msgs = append(msgs, fmt.Sprintf("and %d more problems", more))
 	}
-	first := errs[0].(*Error)
-	return &Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Param: first.Param, Code: first.Code, Message: strings.Join(msgs, "; ")}
+	out := &Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Message: strings.Join(msgs, "; ")}
+	for _, e := range errs {
+		var ae *Error
+		if errors.As(e, &ae) && ae.Param != nil {
+			out.Param, out.Code = ae.Param, ae.Code
+			break
+		}
+		var p backends.Parameter
+		if errors.As(e, &p) && p.ErrorParam() != "" {
+			param := p.ErrorParam()
+			out.Param = &param
+			if c, ok := p.(backends.Coder); ok && c.ErrorCode() != "" {
+				out.Code = c.ErrorCode()
+			}
+			break
+		}
+	}
+	return out
 }
 
 // chatPlan is a validated chat completion request.
@@ -292,6 +316,8 @@ type chatPlan struct {
 	// rendered prompt holds at least; toolBytes the same of the tools
 	// (toolPromptBytes).
 	bytes, toolBytes int
+	// param is the request field that holds the conversation.
+	param string
 }
 
 // plan validates a chat request without a model: every field, every cap, and
@@ -312,7 +338,7 @@ func (req *ChatCompletionRequest) plan(contextCap int) (*chatPlan, error) {
 	case n > MaxChatMessages:
 		return nil, joinBadRequests(append(errs, tooMany("messages", n, MaxChatMessages, "messages")))
 	}
-	p := &chatPlan{msgs: make([]backends.Message, 0, len(req.Messages))}
+	p := &chatPlan{msgs: make([]backends.Message, 0, len(req.Messages)), param: "messages"}
 	for i, m := range req.Messages {
 		if !chatRoles[m.Role] {
 			errs = append(errs, badRequest(fmt.Sprintf("messages[%d].role", i), "messages[%d].role %s is not one of system, developer, user, assistant, tool", i, quote(m.Role)))
@@ -393,6 +419,8 @@ func (req *CompletionRequest) plan(contextCap int) (*completionPlan, error) {
 		errs = append(errs, badRequest("prompt", "prompt must be a string (or an array holding one string)"))
 	} else if len(prompt) != 1 {
 		errs = append(errs, badRequest("prompt", "prompt must hold exactly one string, got %d", len(prompt)))
+	} else if prompt[0] == "" {
+		errs = append(errs, badRequest("prompt", "prompt is empty"))
 	}
 	if req.Echo {
 		errs = append(errs, badRequest("echo", "echo is not supported"))

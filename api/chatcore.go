@@ -36,15 +36,16 @@ type chatCall struct {
 // message count and the prompt's size — messages and tools, everything the
 // template gets — against the largest context a model gets. gen's tools,
 // tool choice and response format must already be compiled
-// (compileTooling).
-func newChatPlan(gen backends.Request, msgs []backends.Message, contextCap int) (*chatPlan, error) {
+// (compileTooling). param is the dialect's field that holds the
+// conversation ("messages", "input", "prompt"), which its errors name.
+func newChatPlan(gen backends.Request, msgs []backends.Message, contextCap int, param string) (*chatPlan, error) {
 	if len(msgs) == 0 {
-		return nil, badRequest("messages", "messages must not be empty")
+		return nil, badRequest(param, "%s must not be empty", param)
 	}
 	if n := len(msgs); n > MaxChatMessages {
-		return nil, tooMany("messages", n, MaxChatMessages, "messages")
+		return nil, tooMany(param, n, MaxChatMessages, "messages")
 	}
-	p := &chatPlan{gen: gen, msgs: msgs}
+	p := &chatPlan{gen: gen, msgs: msgs, param: param}
 	for _, m := range msgs {
 		// Content is the text parts joined: the parts' text is not counted again.
 		p.bytes += len(m.Role) + len(m.Content) + len(m.Name) + len(m.ToolCallID)
@@ -53,7 +54,7 @@ func newChatPlan(gen backends.Request, msgs []backends.Message, contextCap int) 
 		}
 	}
 	p.toolBytes = toolPromptBytes(gen.Tools)
-	if err := checkChatBytes("messages", p.bytes, "tools", p.toolBytes, gen.MaxTokens, contextCap); err != nil {
+	if err := checkChatBytes(param, p.bytes, "tools", p.toolBytes, gen.MaxTokens, contextCap); err != nil {
 		return nil, err
 	}
 	return p, nil
@@ -141,7 +142,7 @@ func (s *Server) startChat(c *gin.Context, call chatCall) (*chatRun, error) {
 	if call.ceiling {
 		gen.MaxTokens = 0 // bounded by the context once the prompt is known
 	}
-	if err := checkChatBytes("messages", call.plan.bytes, "tools", call.plan.toolBytes, gen.MaxTokens, model.Info().ContextSize); err != nil {
+	if err := checkChatBytes(call.plan.param, call.plan.bytes, "tools", call.plan.toolBytes, gen.MaxTokens, model.Info().ContextSize); err != nil {
 		h.Release()
 		return nil, err
 	}
@@ -149,7 +150,7 @@ func (s *Server) startChat(c *gin.Context, call chatCall) (*chatRun, error) {
 	ids, rendered, err := chatPromptIDs(backends.WithTemplateVars(ctx, call.vars), model, &gen, call.plan.msgs)
 	if err != nil {
 		h.Release()
-		return nil, err
+		return nil, promptParam(err, call.plan.param)
 	}
 	if rendered {
 		gen.Prompt = ids
@@ -163,12 +164,7 @@ func (s *Server) startChat(c *gin.Context, call chatCall) (*chatRun, error) {
 	if call.single && len(gen.Tools) > 0 {
 		model = firstCallOnly{model}
 	}
-	events, err := model.Generate(ctx, gen)
-	if err != nil {
-		h.Release()
-		return nil, err
-	}
-	return &chatRun{Events: noteEvents(c, events, len(gen.Prompt)), PromptTokens: len(gen.Prompt), handle: h}, nil
+	return s.startTokens(c, h, model, gen, call.plan.param)
 }
 
 // startText is startChat for a raw prompt that the caller templated itself:
@@ -194,12 +190,30 @@ func (s *Server) startText(c *gin.Context, model string, ka KeepAlive, gen backe
 		h.Release()
 		return nil, badRequest(param, "%s is empty", param)
 	}
+	return s.startTokens(c, h, m, gen, param)
+}
+
+// startTokens starts gen on m, which h holds: the handle passes to the run,
+// or is released when the start fails. A context overflow names param.
+func (s *Server) startTokens(c *gin.Context, h *cache.Handle, m ChatModel, gen backends.Request, param string) (*chatRun, error) {
 	events, err := m.Generate(c.Request.Context(), gen)
 	if err != nil {
 		h.Release()
-		return nil, err
+		return nil, promptParam(err, param)
 	}
 	return &chatRun{Events: noteEvents(c, events, len(gen.Prompt)), PromptTokens: len(gen.Prompt), handle: h}, nil
+}
+
+// promptParam gives a context overflow that names no field the request's
+// prompt field, param; other errors pass unchanged.
+func promptParam(err error, param string) error {
+	var co *backends.ContextOverflowError
+	if errors.As(err, &co) && co.Param == "" {
+		named := *co
+		named.Param = param
+		return &named
+	}
+	return err
 }
 
 // chatResult is a whole generation, for the non-streamed answers.
@@ -225,10 +239,17 @@ func collect(events <-chan backends.Event) (chatResult, error) {
 	return rs[0].chatResult, nil
 }
 
+// errGeneration is the error of a final event that says it failed without
+// saying why.
+var errGeneration = errors.New("generation failed")
+
 // generationError is the error a stream's final event carries, or nil.
 func generationError(ev backends.Event) error {
-	if ev.Finish == backends.FinishError || ev.Err != nil {
-		return fmt.Errorf("generation failed: %w", ev.Err)
+	switch {
+	case ev.Err != nil:
+		return fmt.Errorf("%w: %w", errGeneration, ev.Err)
+	case ev.Finish == backends.FinishError:
+		return errGeneration
 	}
 	return nil
 }

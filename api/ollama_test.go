@@ -27,11 +27,12 @@ import (
 // a real store.
 
 // ollamaChat is a chat model that renders "<role>content" per message,
-// tokenizes a byte per token (a control token of specials as one token),
-// records what it is asked, and answers with reply.
+// tokenizes a byte per token, makes a fill-in-the-middle prompt when fim is
+// set (fimPrompt), records what it is asked, and answers with reply.
 type ollamaChat struct {
-	specials map[string]bool
-	reply    func(req backends.Request) []backends.Event
+	fim   bool
+	slots int // 0: 4
+	reply func(req backends.Request) []backends.Event
 
 	mu   sync.Mutex
 	reqs []backends.Request
@@ -40,14 +41,16 @@ type ollamaChat struct {
 
 func (f *ollamaChat) Close() error { return nil }
 func (f *ollamaChat) Size() int64  { return 1 }
-func (f *ollamaChat) Slots() int   { return 4 }
+func (f *ollamaChat) Slots() int {
+	if f.slots > 0 {
+		return f.slots
+	}
+	return 4
+}
 func (f *ollamaChat) Info() backends.Info {
 	return backends.Info{Task: backends.TaskChat, ContextSize: 4096, ChatTemplate: true}
 }
-func (f *ollamaChat) TokenizeContext(_ context.Context, text string, _, special bool) ([]int32, error) {
-	if special && f.specials[text] {
-		return []int32{9999}, nil
-	}
+func (f *ollamaChat) TokenizeContext(_ context.Context, text string, _, _ bool) ([]int32, error) {
 	out := make([]int32, len(text))
 	for i := range text {
 		out[i] = int32(text[i])
@@ -99,7 +102,27 @@ func (f *ollamaChat) last(t *testing.T) (backends.Request, map[string]any) {
 	return f.reqs[len(f.reqs)-1], vars
 }
 
-var fimSpecials = map[string]bool{"<|fim_prefix|>": true, "<|fim_suffix|>": true, "<|fim_middle|>": true}
+// InfillPromptContext is fimPrompt when the fake has FIM tokens.
+func (f *ollamaChat) InfillPromptContext(_ context.Context, prefix, suffix string) ([]int32, error) {
+	if !f.fim {
+		return nil, backends.ErrNoInfill
+	}
+	return fimPrompt(prefix, suffix), nil
+}
+
+// fimPrompt is the fakes' infill prompt: 9001 prefix 9002 suffix 9003, a
+// byte per token.
+func fimPrompt(prefix, suffix string) []int32 {
+	ids := []int32{9001}
+	for i := range prefix {
+		ids = append(ids, int32(prefix[i]))
+	}
+	ids = append(ids, 9002)
+	for i := range suffix {
+		ids = append(ids, int32(suffix[i]))
+	}
+	return append(ids, 9003)
+}
 
 type ollamaEnv struct {
 	s     *Server
@@ -123,7 +146,7 @@ func ollamaServer(t *testing.T, hubURL string) *ollamaEnv {
 	if _, err := st.Import(context.Background(), src, models.ImportOptions{Name: "org/plain"}, nil); err != nil {
 		t.Fatal(err)
 	}
-	env := &ollamaEnv{store: st, chat: &ollamaChat{specials: fimSpecials}, plain: &ollamaChat{},
+	env := &ollamaEnv{store: st, chat: &ollamaChat{fim: true}, plain: &ollamaChat{},
 		embed: &fakeEmbed{fakeBase: fakeBase{backends.TaskEmbed}, dim: 4}}
 	inst := map[string]cache.Instance{"org/chat": env.chat, "org/plain": env.plain, "org/embed": &fakeInstance{p: env.embed, device: "cpu"}}
 	resolve := func(_ context.Context, id string) (cache.Spec, error) {
@@ -351,8 +374,8 @@ func TestOllamaSuffixAndRaw(t *testing.T) {
 		t.Fatalf("%d %s", w.Code, w.Body)
 	}
 	req, _ := e.chat.last(t)
-	if want := "<|fim_prefix|>def compute_gcd(a, b):<|fim_suffix|>    return result<|fim_middle|>"; req.Text != want || req.Sampling.Temperature != 0 {
-		t.Errorf("infill prompt %q, want %q", req.Text, want)
+	if want := fimPrompt("def compute_gcd(a, b):", "    return result"); !slices.Equal(req.Prompt, want) || req.Sampling.Temperature != 0 {
+		t.Errorf("infill prompt %v, want the model's %v", req.Prompt, want)
 	}
 	w = e.call(t, "POST", "/api/generate", `{"model": "org/chat", "prompt": "[INST] why is the sky blue? [/INST]", "raw": true, "stream": false}`)
 	if w.Code != 200 {

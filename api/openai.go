@@ -150,6 +150,9 @@ type StreamOptions struct {
 
 // samplingFields are shared by chat and completions requests.
 type samplingFields struct {
+	// maxTemperature is the dialect's upper bound of temperature (0: 2,
+	// OpenAI's; Anthropic's is 1).
+	maxTemperature   float64
 	Temperature      *float64           `json:"temperature"`
 	TopP             *float64           `json:"top_p"`
 	TopK             *int               `json:"top_k"`

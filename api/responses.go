@@ -179,7 +179,7 @@ func (req *ResponsesRequest) plan(prev *storedResponse, contextCap int) (*respon
 	if len(input) == 0 {
 		return nil, badRequest("input", "input must not be empty")
 	}
-	p.chat, err = newChatPlan(gen, msgs, contextCap)
+	p.chat, err = newChatPlan(gen, msgs, contextCap, "input")
 	if err != nil {
 		return nil, asInputError(err)
 	}

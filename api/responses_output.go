@@ -147,7 +147,6 @@ type responseWriter struct {
 	calls     map[int]int
 	args      map[int]string // each call's arguments as generated, by output index
 	sent      map[int]int    // a custom call's input bytes already streamed, by output index
-	reasoning int            // tokens whose text was reasoning
 }
 
 func newResponseWriter(c *gin.Context, req *ResponsesRequest, plan *responsePlan) *responseWriter {
@@ -229,7 +228,6 @@ func (w *responseWriter) write(events <-chan backends.Event) (*Response, bool) {
 	w.event("response.in_progress", gin.H{"response": w.snapshot()})
 	for ev := range events {
 		if ev.Reasoning != "" {
-			w.reasoning++
 			w.deltaReasoning(ev.Reasoning)
 		}
 		if ev.Text != "" {
@@ -267,7 +265,7 @@ func (w *responseWriter) write(events <-chan backends.Event) (*Response, bool) {
 		u := &ResponseUsage{InputTokens: ev.Usage.PromptTokens, OutputTokens: ev.Usage.CompletionTokens,
 			TotalTokens: ev.Usage.PromptTokens + ev.Usage.CompletionTokens}
 		u.InputTokensDetails.CachedTokens = ev.Usage.CachedTokens
-		u.OutputTokensDetails.ReasoningTokens = min(w.reasoning, ev.Usage.CompletionTokens)
+		u.OutputTokensDetails.ReasoningTokens = min(ev.Usage.ReasoningTokens, ev.Usage.CompletionTokens)
 		w.resp.Usage = u
 		if w.sse == nil {
 			w.c.JSON(http.StatusOK, w.resp)

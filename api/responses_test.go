@@ -386,7 +386,7 @@ func TestResponsesReasoning(t *testing.T) {
 	if get(rs, "type") != "reasoning" || !strings.HasPrefix(get(rs, "id").(string), "rs_") || get(rs, "content", 0, "type") != "reasoning_text" ||
 		get(rs, "content", 0, "text") != "2 is prime." || get(rs, "summary", 0, "type") != "summary_text" || get(rs, "summary", 0, "text") != "2 is prime." ||
 		get(msg, "type") != "message" || get(msg, "content", 0, "text") != "Two." ||
-		get(r, "usage", "output_tokens_details", "reasoning_tokens") != 2.0 || get(r, "reasoning", "effort") != "high" {
+		get(r, "usage", "output_tokens_details", "reasoning_tokens") != 3.0 || get(r, "reasoning", "effort") != "high" {
 		t.Fatalf("response: %s", w.Body)
 	}
 	m.mu.Lock()

@@ -226,10 +226,13 @@ const (
 // Usage counts the tokens of one generation. CompletionTokens counts every
 // sampled token, the end-of-generation token included. CachedTokens is the
 // prompt prefix whose KV was reused from an earlier request.
+// ReasoningTokens counts the completion tokens sampled inside a reasoning
+// model's thinking block (its markers included).
 type Usage struct {
 	PromptTokens     int
 	CompletionTokens int
 	CachedTokens     int
+	ReasoningTokens  int `json:",omitempty"`
 }
 
 // Event is one item of a generation's stream. Every sampled token except an
