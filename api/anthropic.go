@@ -2,12 +2,10 @@ package api
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"slices"
 	"sort"
-	"strings"
 
 	"github.com/gin-gonic/gin"
 
@@ -118,11 +116,9 @@ type anthropicThinking struct {
 	BudgetTokens *int   `json:"budget_tokens"`
 }
 
-// anthropicPlan is a translated request: the chat call and what the answer
-// needs of the request.
+// anthropicPlan is a translated request: the chat call.
 type anthropicPlan struct {
-	call  chatCall
-	stops []string
+	call chatCall
 }
 
 // anthropicPlanning is what plan needs besides the request.
@@ -206,8 +202,8 @@ func (req *AnthropicRequest) plan(o anthropicPlanning) (*anthropicPlan, error) {
 	if err := joinBadRequests(errs); err != nil {
 		return nil, err
 	}
-	if err := compileTooling(&gen, "tools", formatParam, contextCap); err != nil {
-		return nil, anthropicWording(err, formatParam)
+	if err := compileTooling(&gen, fieldNames{format: formatParam, tools: "tools", tool: "tool", schema: "input_schema"}, contextCap); err != nil {
+		return nil, err
 	}
 	gen.MaxTokens = 0 // the prompt alone must fit; max_tokens bounds what is left
 	if call.plan, err = newChatPlan(gen, msgs, contextCap, "messages"); err != nil {
@@ -216,22 +212,7 @@ func (req *AnthropicRequest) plan(o anthropicPlanning) (*anthropicPlan, error) {
 	if maxTokens != nil {
 		call.plan.gen.MaxTokens = *req.MaxTokens
 	}
-	return &anthropicPlan{call: call, stops: req.StopSequences}, nil
-}
-
-// anthropicWording names Anthropic's fields in a refusal of the grammar
-// compilers, which speak of the chat API's (response_format, a function's
-// parameters): Anthropic's error shape has no param, so the message is all
-// a client sees.
-func anthropicWording(err error, formatParam string) error {
-	var e *Error
-	if !errors.As(err, &e) {
-		return err
-	}
-	c := *e
-	c.Message = strings.NewReplacer("response_format json_schema", formatParam, "'s parameters", "'s input_schema",
-		"function \"", "tool \"").Replace(e.Message)
-	return &c
+	return &anthropicPlan{call: call}, nil
 }
 
 // tooling reads tools and tool_choice into gen (and call.single).

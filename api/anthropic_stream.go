@@ -1,7 +1,6 @@
 package api
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -117,77 +116,19 @@ func stopReason(f backends.FinishReason, stop *string) string {
 	return "end_turn"
 }
 
-// stopWatch keeps a generation's token ids when the request has stop
-// sequences, to tell which one ended it: the events never carry the
-// matched text, so the ids are detokenized and the sequence found that
-// ends inside the last token.
-type stopWatch struct {
-	stops []string
-	ids   []int32
-}
-
-func (w *stopWatch) add(ev backends.Event) {
-	if len(w.stops) > 0 && !ev.Done && ev.Token >= 0 {
-		w.ids = append(w.ids, ev.Token)
-	}
-}
-
-// matched is the stop sequence that ended a generation finished with f, or
-// nil: tok detokenizes the ids (nil when the model has no tokenizer).
-func (w *stopWatch) matched(ctx context.Context, f backends.FinishReason, tok backends.Tokenizer) *string {
-	if len(w.stops) == 0 || f != backends.FinishStop || len(w.ids) == 0 || tok == nil {
+// stopSequence is the stop sequence that ended a generation, from its
+// final event (nil when none did).
+func stopSequence(ev backends.Event) *string {
+	if ev.Finish != backends.FinishStop || ev.Stop == "" {
 		return nil
 	}
-	all, err := tok.DetokenizeContext(ctx, w.ids, false)
-	if err != nil {
-		return nil
-	}
-	last, err := tok.DetokenizeContext(ctx, w.ids[len(w.ids)-1:], false)
-	if err != nil {
-		return nil
-	}
-	return matchedStop(all, len(last), w.stops)
-}
-
-// matchedStop is the stop sequence of stops that ended text, whose last
-// lastLen bytes are the last token's: as the engine matches them, the one
-// that starts first; it must end within the last token (no stop sequence
-// completes earlier, or the generation would have stopped there). nil when
-// none does: an end-of-generation token ended it.
-func matchedStop(text string, lastLen int, stops []string) *string {
-	var best *string
-	bestAt := len(text)
-	for i, s := range stops {
-		at := strings.Index(text, s)
-		if at >= 0 && at < bestAt && at+len(s) > len(text)-lastLen {
-			best, bestAt = &stops[i], at
-		}
-	}
-	return best
-}
-
-// modelTokenizer is the tokenizer of a run's model, or nil.
-func (r *chatRun) modelTokenizer() backends.Tokenizer {
-	tok, _ := backends.Unwrap(r.handle.Instance()).(backends.Tokenizer)
-	return tok
+	stop := ev.Stop
+	return &stop
 }
 
 // anthropicMessage answers a generation as one message.
 func (s *Server) anthropicMessage(c *gin.Context, run *chatRun, model string, plan *anthropicPlan) {
-	watch := &stopWatch{stops: plan.stops}
-	events := run.Events
-	if len(plan.stops) > 0 {
-		tee := make(chan backends.Event)
-		go func() {
-			defer close(tee)
-			for ev := range run.Events {
-				watch.add(ev)
-				tee <- ev
-			}
-		}()
-		events = tee
-	}
-	res, err := collect(events)
+	res, err := collect(run.Events)
 	if errors.Is(err, errCut) {
 		if cut := shutdownCause(c.Request.Context()); cut != nil {
 			writeAnthropicError(c, cut)
@@ -208,7 +149,7 @@ func (s *Server) anthropicMessage(c *gin.Context, run *chatRun, model string, pl
 	for _, tc := range res.ToolCalls {
 		blocks = append(blocks, anthropicBlock{Type: "tool_use", ID: toolUseID(tc.ID), Name: tc.Name, Input: toolInput(tc.Arguments)})
 	}
-	stop := watch.matched(c.Request.Context(), res.Finish, run.modelTokenizer())
+	stop := stopSequence(backends.Event{Finish: res.Finish, Stop: res.Stop})
 	reason := stopReason(res.Finish, stop)
 	c.JSON(http.StatusOK, AnthropicResponse{ID: newID("msg_"), Type: "message", Role: "assistant", Model: model,
 		Content: blocks, StopReason: &reason, StopSequence: stop, Usage: toAnthropicUsage(res.Usage)})
@@ -244,7 +185,7 @@ const (
 // block starts whenever the kind of delta changes (reasoning, text, a tool
 // call's index); the open block stops before the next starts.
 func (s *Server) anthropicStream(c *gin.Context, run *chatRun, model string, plan *anthropicPlan) {
-	streamAnthropic(c, run.Events, run.PromptTokens, run.modelTokenizer, model, plan.stops, anthropicPingEvery)
+	streamAnthropic(c, run.Events, run.PromptTokens, model, anthropicPingEvery)
 }
 
 // anthropicPingEvery is how often a stream sends a ping, as Anthropic's API
@@ -253,11 +194,9 @@ func (s *Server) anthropicStream(c *gin.Context, run *chatRun, model string, pla
 const anthropicPingEvery = 10 * time.Second
 
 // streamAnthropic writes events as Anthropic's event stream; prompt is the
-// prompt's length, tok the model's tokenizer (for the stop sequence), ping
-// the interval of pings.
-func streamAnthropic(c *gin.Context, events <-chan backends.Event, prompt int, tok func() backends.Tokenizer, model string, stops []string, ping time.Duration) {
+// prompt's length, ping the interval of pings.
+func streamAnthropic(c *gin.Context, events <-chan backends.Event, prompt int, model string, ping time.Duration) {
 	sse := anthropicSSE{newSSE(c)}
-	watch := &stopWatch{stops: stops}
 	msg := AnthropicResponse{ID: newID("msg_"), Type: "message", Role: "assistant", Model: model, Content: []anthropicBlock{},
 		Usage: anthropicUsage{InputTokens: prompt}}
 	sse.send("message_start", gin.H{"type": "message_start", "message": msg})
@@ -300,7 +239,6 @@ func streamAnthropic(c *gin.Context, events <-chan backends.Event, prompt int, t
 			}
 			ev = e
 		}
-		watch.add(ev)
 		if ev.Reasoning != "" {
 			if kind != thinkingKind {
 				empty, sig := "", ""
@@ -343,7 +281,7 @@ func streamAnthropic(c *gin.Context, events <-chan backends.Event, prompt int, t
 			startBlock(textKind, textBlock(""))
 		}
 		stopBlock()
-		stop := watch.matched(c.Request.Context(), ev.Finish, tok())
+		stop := stopSequence(ev)
 		u := toAnthropicUsage(ev.Usage)
 		sse.send("message_delta", gin.H{"type": "message_delta",
 			"delta": gin.H{"stop_reason": stopReason(ev.Finish, stop), "stop_sequence": stop},

@@ -497,7 +497,9 @@ func TestAnthropicStopSequence(t *testing.T) {
 		}
 		script = append(script, ev)
 	}
-	m := &anthropicFake{script: append(script, adone(backends.FinishStop, len(raw)))}
+	final := adone(backends.FinishStop, len(raw))
+	final.Stop = "STOP" // the backend names the stop string that matched
+	m := &anthropicFake{script: append(script, final)}
 	s := anthropicServer(t, m)
 	body := `{"model":"claude-test","max_tokens":50,"stop_sequences":["END","STOP"],"messages":[{"role":"user","content":"count"}]}`
 	resp := anthropicBody[AnthropicResponse](t, postAnthropic(t, s, "/v1/messages", body))
@@ -512,26 +514,6 @@ func TestAnthropicStopSequence(t *testing.T) {
 	resp = anthropicBody[AnthropicResponse](t, postAnthropic(t, s, "/v1/messages", body))
 	if *resp.StopReason != "end_turn" || resp.StopSequence != nil {
 		t.Errorf("message %+v", resp)
-	}
-}
-
-func TestMatchedStop(t *testing.T) {
-	for _, tc := range []struct {
-		text  string
-		last  int
-		stops []string
-		want  string
-	}{
-		{"abc END", 3, []string{"END"}, "END"},
-		{"abc ENDx", 2, []string{"END"}, "END"}, // the last token "Dx" completes it
-		{"abc END", 1, []string{"X", "END", "D"}, "END"},
-		{"abc", 1, []string{"END"}, ""},
-		{"END abc", 1, []string{"END"}, ""}, // ended before the last token: not this stop
-	} {
-		got := matchedStop(tc.text, tc.last, tc.stops)
-		if (got == nil) != (tc.want == "") || got != nil && *got != tc.want {
-			t.Errorf("matchedStop(%q, %d, %v) = %v, want %q", tc.text, tc.last, tc.stops, got, tc.want)
-		}
 	}
 }
 
@@ -610,7 +592,7 @@ func TestAnthropicStreamPings(t *testing.T) {
 	events := make(chan backends.Event)
 	engine := gin.New()
 	engine.GET("/stream", func(c *gin.Context) {
-		streamAnthropic(c, events, 5, func() backends.Tokenizer { return nil }, "m", nil, time.Millisecond)
+		streamAnthropic(c, events, 5, "m", time.Millisecond)
 	})
 	srv := httptest.NewServer(engine)
 	defer srv.Close()

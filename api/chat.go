@@ -431,7 +431,7 @@ func (req *CompletionRequest) plan(contextCap int) (*completionPlan, error) {
 	if req.BestOf != nil && *req.BestOf != 1 {
 		errs = append(errs, badRequest("best_of", "only best_of=1 is supported"))
 	}
-	if err := responseFormat(req.ResponseFormat, &gen); err != nil {
+	if err := responseFormat(req.ResponseFormat, &gen, openAINames); err != nil {
 		errs = append(errs, err)
 	}
 	if err := joinBadRequests(errs); err != nil {

@@ -60,15 +60,25 @@ func newChatPlan(gen backends.Request, msgs []backends.Message, contextCap int, 
 	return p, nil
 }
 
+// fieldNames are a dialect's names for what the core's refusals of tools
+// and formats speak of: the response format's field, the tools' field, what
+// one tool is called and the field of its schema. A dialect passes them
+// once; the backend's errors are neutral (backends.SchemaError).
+type fieldNames struct {
+	format, tools, tool, schema string
+}
+
+// openAINames are the Chat Completions API's names.
+var openAINames = fieldNames{format: "response_format", tools: "tools", tool: "function", schema: "parameters"}
+
 // compileTooling checks gen's tools and derives the grammars of its tool
 // choice and response format, before any model is acquired: tools too long
 // for contextCap tokens are refused before anything reads them, and a
 // schema that cannot be enforced — under any tool choice but none — is a
-// 400 naming the tool and the keyword (toolsParam and formatParam name the
-// dialect's fields).
-func compileTooling(gen *backends.Request, toolsParam, formatParam string, contextCap int) error {
+// 400 naming the tool and the keyword in the dialect's words (n).
+func compileTooling(gen *backends.Request, n fieldNames, contextCap int) error {
 	if gen.ToolChoice.Mode != backends.ToolChoiceNone {
-		if err := checkToolBytes(toolsParam, gen.Tools, contextCap); err != nil {
+		if err := checkToolBytes(n.tools, gen.Tools, contextCap); err != nil {
 			return err
 		}
 	}
@@ -84,12 +94,30 @@ func compileTooling(gen *backends.Request, toolsParam, formatParam string, conte
 		return badRequest("tool_choice", "tool_choice names %s, which is not among the tools", quote(tc.Name))
 	}
 	if err := backends.CompileResponseFormat(&gen.ResponseFormat); err != nil {
-		return asBadRequest(err, formatParam)
+		return schemaRefusal(err, n)
 	}
 	if err := backends.CompileToolChoice(gen); err != nil {
-		return asBadRequest(err, toolsParam)
+		return schemaRefusal(err, n)
 	}
 	return nil
+}
+
+// schemaRefusal is the 400 of a schema or grammar the backend cannot
+// enforce (a *backends.SchemaError), named in the dialect's words: its
+// format field, or its tools field, the tool and the tool's schema field.
+// Other errors pass through asBadRequest.
+func schemaRefusal(err error, n fieldNames) error {
+	var se *backends.SchemaError
+	if !errors.As(err, &se) {
+		return asBadRequest(err, n.tools)
+	}
+	switch se.Kind {
+	case backends.SchemaOfTool:
+		return badRequest(n.tools, "%s: %s %s's %s: %s", n.tools, n.tool, quote(se.Tool), n.schema, se.Reason)
+	case backends.GrammarOfTool:
+		return badRequest(n.tools, "%s: %s %s's grammar: %s", n.tools, n.tool, quote(se.Tool), se.Reason)
+	}
+	return badRequest(n.format, "%s: %s", n.format, se.Reason)
 }
 
 func hasTool(tools []backends.Tool, name string) bool {
@@ -222,6 +250,7 @@ type chatResult struct {
 	Reasoning string
 	ToolCalls []backends.ToolCall
 	Finish    backends.FinishReason
+	Stop      string // the stop string that ended it (backends.Event.Stop)
 	Usage     backends.Usage
 }
 

@@ -225,7 +225,7 @@ func (h *ollama) chatCall(req *OllamaChatRequest) (chatCall, error) {
 	if err := ollamaTools(req.Tools, &gen); err != nil {
 		return chatCall{}, err
 	}
-	if err := compileTooling(&gen, "tools", "format", h.s.contextCap()); err != nil {
+	if err := compileTooling(&gen, ollamaNames, h.s.contextCap()); err != nil {
 		return chatCall{}, err
 	}
 	plan, err := newChatPlan(gen, msgs, h.s.contextCap(), "messages")
@@ -298,7 +298,7 @@ func (h *ollama) startGenerate(c *gin.Context, req *OllamaGenerateRequest) (*cha
 	if err != nil {
 		return nil, err
 	}
-	if err := compileTooling(&gen, "tools", "format", h.s.contextCap()); err != nil {
+	if err := compileTooling(&gen, ollamaNames, h.s.contextCap()); err != nil {
 		return nil, err
 	}
 	switch {
@@ -318,6 +318,9 @@ func (h *ollama) startGenerate(c *gin.Context, req *OllamaGenerateRequest) (*cha
 	}
 	return h.s.startChat(c, chatCall{model: req.Model, keepAlive: req.KeepAlive, plan: plan, vars: vars})
 }
+
+// ollamaNames are the Ollama API's field names.
+var ollamaNames = fieldNames{format: "format", tools: "tools", tool: "function", schema: "parameters"}
 
 // errOllamaLogprobs refuses logprobs, which this dialect does not return.
 var errOllamaLogprobs = badRequest("logprobs", "logprobs is not supported on the Ollama API; POST /v1/chat/completions returns them")

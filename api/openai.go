@@ -254,6 +254,14 @@ func (req *ChatCompletionRequest) toolsParam() string {
 	return "tools"
 }
 
+// names are the request's field names (its tools came as tools or as the
+// legacy functions).
+func (req *ChatCompletionRequest) names() fieldNames {
+	n := openAINames
+	n.tools = req.toolsParam()
+	return n
+}
+
 // tooling reads tools, tool_choice and response_format into gen. They are
 // checked for shape and size (against contextCap) here; whether the model
 // can honour them is the backend's to say.
@@ -338,7 +346,7 @@ func (req *ChatCompletionRequest) tooling(gen *backends.Request, contextCap int)
 	case tc.Mode == backends.ToolChoiceFunction && !slices.ContainsFunc(gen.Tools, func(t backends.Tool) bool { return t.Name == tc.Name }) && len(errs) == 0:
 		errs = append(errs, badRequest("tool_choice", "tool_choice names %s, which is not among the tools", quote(tc.Name)))
 	}
-	if err := responseFormat(req.ResponseFormat, gen); err != nil {
+	if err := responseFormat(req.ResponseFormat, gen, req.names()); err != nil {
 		errs = append(errs, err)
 	}
 	if len(errs) == 0 {
@@ -351,7 +359,7 @@ func (req *ChatCompletionRequest) tooling(gen *backends.Request, contextCap int)
 		// schema that cannot be enforced is a 400 on tools naming the tool
 		// and the keyword.
 		gen.ToolChoice.Single = req.ParallelToolCalls != nil && !*req.ParallelToolCalls
-		if err := toolGrammar(gen); err != nil {
+		if err := toolGrammar(gen, req.names()); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -169,7 +169,7 @@ func (req *ResponsesRequest) plan(prev *storedResponse, contextCap int) (*respon
 	}
 	p.single = req.ParallelToolCalls != nil && !*req.ParallelToolCalls || req.MaxToolCalls != nil
 	gen.ToolChoice.Single = p.single
-	if err := compileTooling(&gen, "tools", "text.format", contextCap); err != nil {
+	if err := compileTooling(&gen, responsesNames, contextCap); err != nil {
 		return nil, renameParam(err, "response_format", "text.format")
 	}
 	msgs := p.history
@@ -197,6 +197,9 @@ func renameParam(err error, from, to string) error {
 	}
 	return err
 }
+
+// responsesNames are the Responses API's field names.
+var responsesNames = fieldNames{format: "text.format", tools: "tools", tool: "function", schema: "parameters"}
 
 // asInputError names input, the Responses field of the prompt, in the
 // core's errors about messages.

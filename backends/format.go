@@ -2,13 +2,45 @@ package backends
 
 import (
 	"fmt"
+	"net/http"
 	"sync"
 )
 
+// SchemaKind says what a SchemaError's schema constrains.
+type SchemaKind int
+
+const (
+	SchemaOfFormat SchemaKind = iota // the response format's JSON schema
+	SchemaOfTool                     // a tool's parameters schema
+	GrammarOfTool                    // a custom tool's grammar (Lark, regex)
+)
+
+// SchemaError is a schema or grammar of a request that a backend cannot
+// enforce. It speaks of the schema only (Reason names the keyword or the
+// bound and the path inside the schema), never of a dialect's field: the
+// dialect that refuses it names its own field (response_format, format,
+// output_config.format, text.format; tools and the tool's schema).
+type SchemaError struct {
+	Kind   SchemaKind
+	Tool   string // the tool's name, for SchemaOfTool and GrammarOfTool
+	Reason string
+	Err    error
+}
+
+func (e *SchemaError) Error() string {
+	if e.Kind == SchemaOfFormat {
+		return e.Reason
+	}
+	return fmt.Sprintf("tool %s: %s", QuoteInput(e.Tool), e.Reason)
+}
+
+func (e *SchemaError) Unwrap() error     { return e.Err }
+func (e *SchemaError) HTTPStatus() int   { return http.StatusBadRequest }
+func (e *SchemaError) ErrorCode() string { return "" }
+
 // FormatCompiler turns a json_object or json_schema ResponseFormat into the
 // constraint a backend samples under, written to f.Grammar. A schema it
-// cannot enforce is a *BadRequestError on response_format whose message
-// names the keyword.
+// cannot enforce is a *SchemaError naming the keyword and where.
 type FormatCompiler func(f *ResponseFormat) error
 
 var (
@@ -45,14 +77,14 @@ func CompileResponseFormat(f *ResponseFormat) error {
 	c := formatCompiler
 	formatMu.RUnlock()
 	if c == nil {
-		return &BadRequestError{Param: "response_format", Message: fmt.Sprintf("response_format %s is not supported: no backend constrains its output", f.Type)}
+		return &SchemaError{Reason: fmt.Sprintf("the format %s is not supported: no backend constrains its output", f.Type)}
 	}
 	return c(f)
 }
 
 // ToolCompiler fills r.ToolChoice.Grammar from r.Tools and r.ToolChoice.
 // A parameters schema it cannot enforce under required or a named
-// function is a *BadRequestError on tools naming the tool and the keyword;
+// function is a *SchemaError naming the tool and the keyword;
 // under auto it leaves the grammar empty (calls unconstrained) instead.
 type ToolCompiler func(r *Request) error
 

@@ -256,7 +256,11 @@ type Event struct {
 	// likely alternatives. nil otherwise (and on the final event).
 	Logprobs *Logprobs `json:",omitempty"`
 	// Index is the choice the event belongs to (with N > 1).
-	Index  int `json:",omitempty"`
+	Index int `json:",omitempty"`
+	// Stop is the stop string of the request that ended the generation, on
+	// the final event of one that finished on it; "" when an
+	// end-of-generation token (or anything else) ended it.
+	Stop   string `json:",omitempty"`
 	Done   bool
 	Finish FinishReason
 	Err    error

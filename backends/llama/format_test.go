@@ -29,13 +29,16 @@ func TestCompileResponseFormat(t *testing.T) {
 		`{"type":"object","properties":{"a":{"not":{"type":"null"}}}}`: `the keyword "not" (at /properties/a) is not supported`,
 		`{"type":"integer","multipleOf":2}`:                            `the keyword "multipleOf" (at the schema's root)`,
 		`{"type":"wizard"}`:                                            "is invalid at",
-		``:                                                             "needs json_schema.schema",
+		``:                                                             "needs a schema",
 	} {
 		f := backends.ResponseFormat{Type: backends.FormatJSONSchema, Schema: []byte(schema)}
 		err := backends.CompileResponseFormat(&f)
-		var br *backends.BadRequestError
-		if !errors.As(err, &br) || br.Param != "response_format" || !strings.Contains(br.Message, want) || f.Grammar != "" {
-			t.Errorf("%s: %v, want a bad request on response_format containing %q", schema, err, want)
+		var se *backends.SchemaError
+		if !errors.As(err, &se) || se.Kind != backends.SchemaOfFormat || !strings.Contains(se.Reason, want) || f.Grammar != "" {
+			t.Errorf("%s: %v, want a schema refusal containing %q", schema, err, want)
+		}
+		if err != nil && strings.Contains(err.Error(), "response_format") {
+			t.Errorf("%s: %q names a dialect's field", schema, err)
 		}
 	}
 }

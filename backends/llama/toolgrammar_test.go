@@ -40,8 +40,9 @@ func TestCompileToolChoice(t *testing.T) {
 	bad := append(tools, backends.Tool{Name: "scan", Parameters: json.RawMessage(`{"type":"object","patternProperties":{"^x":{}}}`)})
 	r = backends.Request{Tools: bad, ToolChoice: backends.ToolChoice{Mode: backends.ToolChoiceRequired}}
 	err := backends.CompileToolChoice(&r)
-	var br *backends.BadRequestError
-	if !errors.As(err, &br) || br.Param != "tools" || !strings.Contains(br.Message, `"scan"`) || !strings.Contains(br.Message, "patternProperties") {
+	var se *backends.SchemaError
+	if !errors.As(err, &se) || se.Kind != backends.SchemaOfTool || se.Tool != "scan" || !strings.Contains(se.Reason, "patternProperties") ||
+		strings.Contains(err.Error(), "parameters") {
 		t.Fatalf("unsupported keyword under required: %v", err)
 	}
 	// Under auto the tool that uses it is relaxed to any object: the other
@@ -60,7 +61,7 @@ func TestCompileToolChoice(t *testing.T) {
 	}
 	deep := strings.Repeat(`{"type":"array","items":`, 100) + `{"type":"string"}` + strings.Repeat(`}`, 100)
 	r = backends.Request{Tools: []backends.Tool{{Name: "deep", Parameters: json.RawMessage(`{"type":"object","properties":{"a":` + deep + `}}`)}}}
-	if err := backends.CompileToolChoice(&r); !errors.As(err, &br) || br.Param != "tools" || !strings.Contains(br.Message, `"deep"`) {
+	if err := backends.CompileToolChoice(&r); !errors.As(err, &se) || se.Kind != backends.SchemaOfTool || se.Tool != "deep" {
 		t.Fatalf("a schema past the limits under auto: %v", err)
 	}
 }
@@ -93,8 +94,8 @@ func TestCompileFreeformTool(t *testing.T) {
 	tools[0].Input = &backends.ToolInput{Syntax: "lark", Definition: `start: /a(?=b)/`}
 	r = backends.Request{Tools: tools, ToolChoice: backends.ToolChoice{Mode: backends.ToolChoiceFunction, Name: "patch"}}
 	err := backends.CompileToolChoice(&r)
-	var br *backends.BadRequestError
-	if !errors.As(err, &br) || br.Param != "tools" || !strings.Contains(br.Message, `"patch"`) || !strings.Contains(br.Message, "lookaround") {
+	var se *backends.SchemaError
+	if !errors.As(err, &se) || se.Kind != backends.GrammarOfTool || se.Tool != "patch" || !strings.Contains(se.Reason, "lookaround") {
 		t.Fatalf("forced call of an untranslatable grammar: %v", err)
 	}
 	r.ToolChoice = backends.ToolChoice{Mode: backends.ToolChoiceAuto}
@@ -112,7 +113,7 @@ func TestCompileFreeformTool(t *testing.T) {
 	}
 	tools[0].Input = &backends.ToolInput{Syntax: "lark", Definition: `start: (`}
 	r = backends.Request{Tools: tools, ToolChoice: backends.ToolChoice{Mode: backends.ToolChoiceAuto}}
-	if err := backends.CompileToolChoice(&r); !errors.As(err, &br) || !strings.Contains(br.Message, `"patch"`) {
+	if err := backends.CompileToolChoice(&r); !errors.As(err, &se) || se.Tool != "patch" {
 		t.Fatalf("a grammar that does not parse under auto: %v", err)
 	}
 }
