@@ -70,7 +70,7 @@ func guardedServer(t *testing.T, opt Options) (*Server, *spy) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = sp.cache.Close(context.Background()) })
-	opt.Version, opt.Libs, opt.Cache = "test", backendsLibs(t), sp.cache
+	opt.Version, opt.Libs, opt.Cache, opt.Constraints = "test", backendsLibs(t), sp.cache, testConstraints
 	if opt.Log == nil {
 		opt.Log = slog.New(slog.DiscardHandler)
 	}
@@ -712,7 +712,7 @@ func FuzzAccessHeaders(f *testing.F) {
 	} {
 		f.Add(seed[0], seed[1], seed[2])
 	}
-	s := New(Options{Version: "test", Log: slog.New(slog.DiscardHandler), AllowedHosts: []string{"modeld.lan"}, Origins: []string{"https://app.example"}})
+	s := New(Options{Constraints: testConstraints, Version: "test", Log: slog.New(slog.DiscardHandler), AllowedHosts: []string{"modeld.lan"}, Origins: []string{"https://app.example"}})
 	var mu sync.Mutex
 	s.engine.POST("/echo", func(c *gin.Context) { c.Status(200) })
 	f.Fuzz(func(t *testing.T, host, origin, ctype string) {

@@ -123,7 +123,8 @@ type anthropicPlan struct {
 
 // anthropicPlanning is what plan needs besides the request.
 type anthropicPlanning struct {
-	contextCap int
+	contextCap  int
+	constraints backends.Constrainer
 	// count is true for count_tokens, which has no max_tokens.
 	count bool
 	// keepBillingHeader keeps Claude Code's attribution line in the system
@@ -202,7 +203,8 @@ func (req *AnthropicRequest) plan(o anthropicPlanning) (*anthropicPlan, error) {
 	if err := joinBadRequests(errs); err != nil {
 		return nil, err
 	}
-	if err := compileTooling(&gen, fieldNames{format: formatParam, tools: "tools", tool: "tool", schema: "input_schema"}, contextCap); err != nil {
+	if err := compileTooling(&gen, fieldNames{format: formatParam, tools: "tools", tool: "tool", schema: "input_schema"},
+		planEnv{contextCap: contextCap, constraints: o.constraints}); err != nil {
 		return nil, err
 	}
 	gen.MaxTokens = 0 // the prompt alone must fit; max_tokens bounds what is left
@@ -343,7 +345,7 @@ func (s *Server) anthropicDecode(c *gin.Context, count bool) (*AnthropicRequest,
 	if len(req.ignored) > 0 {
 		s.log.Debug("anthropic messages: fields ignored", "path", c.Request.URL.Path, "fields", req.ignored)
 	}
-	plan, err := req.plan(anthropicPlanning{contextCap: s.contextCap(), count: count, keepBillingHeader: s.opt.KeepBillingHeader})
+	plan, err := req.plan(anthropicPlanning{contextCap: s.contextCap(), constraints: s.opt.Constraints, count: count, keepBillingHeader: s.opt.KeepBillingHeader})
 	if err != nil {
 		writeAnthropicError(c, err)
 		return nil, nil, false

@@ -15,7 +15,6 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/modeld/modeld/backends"
-	_ "github.com/modeld/modeld/backends/llama" // registers the format and tool-call grammar compilers
 	"github.com/modeld/modeld/cache"
 	"github.com/modeld/modeld/models"
 )
@@ -95,7 +94,7 @@ func anthropicServerWith(t *testing.T, m *anthropicFake, opt Options) *Server {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Close(context.Background()) })
-	opt.Version, opt.Libs, opt.Cache = "test", backendsLibs(t), c
+	opt.Version, opt.Libs, opt.Cache, opt.Constraints = "test", backendsLibs(t), c, testConstraints
 	return New(opt)
 }
 
@@ -688,7 +687,7 @@ func FuzzAnthropicRequest(f *testing.F) {
 		var req AnthropicRequest
 		err := unmarshalBody(body, &req)
 		if err == nil {
-			_, err = req.plan(anthropicPlanning{contextCap: backends.DefaultContextCap, count: count})
+			_, err = req.plan(anthropicPlanning{contextCap: backends.DefaultContextCap, constraints: testConstraints, count: count})
 		}
 		if err != nil {
 			checkRequestError(t, "messages", err)

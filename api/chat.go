@@ -322,7 +322,8 @@ type chatPlan struct {
 
 // plan validates a chat request without a model: every field, every cap, and
 // the prompt's size against the largest context a model gets.
-func (req *ChatCompletionRequest) plan(contextCap int) (*chatPlan, error) {
+func (req *ChatCompletionRequest) plan(env planEnv) (*chatPlan, error) {
+	contextCap := env.contextCap
 	maxTokens, maxParam := req.MaxCompletionTokens, "max_completion_tokens"
 	if maxTokens == nil {
 		maxTokens, maxParam = req.MaxTokens, "max_tokens"
@@ -356,7 +357,7 @@ func (req *ChatCompletionRequest) plan(contextCap int) (*chatPlan, error) {
 		}
 		p.msgs = append(p.msgs, bm)
 	}
-	if err := req.tooling(&gen, contextCap); err != nil {
+	if err := req.tooling(&gen, env); err != nil {
 		errs = append(errs, err)
 	}
 	if err := joinBadRequests(errs); err != nil {
@@ -383,7 +384,7 @@ func (s *Server) chatCompletions(c *gin.Context) {
 		writeError(c, err)
 		return
 	}
-	plan, err := req.plan(s.contextCap())
+	plan, err := req.plan(s.planEnv())
 	if err != nil {
 		writeError(c, err)
 		return
@@ -405,7 +406,8 @@ type completionPlan struct {
 }
 
 // plan validates a completions request without a model.
-func (req *CompletionRequest) plan(contextCap int) (*completionPlan, error) {
+func (req *CompletionRequest) plan(env planEnv) (*completionPlan, error) {
+	contextCap := env.contextCap
 	var errs []error
 	if err := req.completionLogprobsParam(); err != nil {
 		errs = append(errs, err)
@@ -431,7 +433,7 @@ func (req *CompletionRequest) plan(contextCap int) (*completionPlan, error) {
 	if req.BestOf != nil && *req.BestOf != 1 {
 		errs = append(errs, badRequest("best_of", "only best_of=1 is supported"))
 	}
-	if err := responseFormat(req.ResponseFormat, &gen, openAINames); err != nil {
+	if err := responseFormat(req.ResponseFormat, &gen, openAINames, env.constraints); err != nil {
 		errs = append(errs, err)
 	}
 	if err := joinBadRequests(errs); err != nil {
@@ -449,7 +451,7 @@ func (s *Server) completions(c *gin.Context) {
 		writeError(c, err)
 		return
 	}
-	plan, err := req.plan(s.contextCap())
+	plan, err := req.plan(s.planEnv())
 	if err != nil {
 		writeError(c, err)
 		return

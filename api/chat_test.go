@@ -115,7 +115,7 @@ func chatServer(t *testing.T, models map[string]cache.Instance) *Server {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Close(context.Background()) })
-	return New(Options{Version: "test", Libs: backendsLibs(t), Cache: c})
+	return New(Options{Constraints: testConstraints, Version: "test", Libs: backendsLibs(t), Cache: c})
 }
 
 func post(t *testing.T, s *Server, path, body string) *httptest.ResponseRecorder {

@@ -76,9 +76,9 @@ var openAINames = fieldNames{format: "response_format", tools: "tools", tool: "f
 // for contextCap tokens are refused before anything reads them, and a
 // schema that cannot be enforced — under any tool choice but none — is a
 // 400 naming the tool and the keyword in the dialect's words (n).
-func compileTooling(gen *backends.Request, n fieldNames, contextCap int) error {
+func compileTooling(gen *backends.Request, n fieldNames, env planEnv) error {
 	if gen.ToolChoice.Mode != backends.ToolChoiceNone {
-		if err := checkToolBytes(n.tools, gen.Tools, contextCap); err != nil {
+		if err := checkToolBytes(n.tools, gen.Tools, env.contextCap); err != nil {
 			return err
 		}
 	}
@@ -93,10 +93,10 @@ func compileTooling(gen *backends.Request, n fieldNames, contextCap int) error {
 	case tc.Mode == backends.ToolChoiceFunction && !hasTool(gen.Tools, tc.Name):
 		return badRequest("tool_choice", "tool_choice names %s, which is not among the tools", quote(tc.Name))
 	}
-	if err := backends.CompileResponseFormat(&gen.ResponseFormat); err != nil {
+	if err := backends.CompileResponseFormat(env.constraints, &gen.ResponseFormat); err != nil {
 		return schemaRefusal(err, n)
 	}
-	if err := backends.CompileToolChoice(gen); err != nil {
+	if err := backends.CompileToolChoice(env.constraints, gen); err != nil {
 		return schemaRefusal(err, n)
 	}
 	return nil

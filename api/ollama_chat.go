@@ -225,7 +225,7 @@ func (h *ollama) chatCall(req *OllamaChatRequest) (chatCall, error) {
 	if err := ollamaTools(req.Tools, &gen); err != nil {
 		return chatCall{}, err
 	}
-	if err := compileTooling(&gen, ollamaNames, h.s.contextCap()); err != nil {
+	if err := compileTooling(&gen, ollamaNames, h.s.planEnv()); err != nil {
 		return chatCall{}, err
 	}
 	plan, err := newChatPlan(gen, msgs, h.s.contextCap(), "messages")
@@ -298,7 +298,7 @@ func (h *ollama) startGenerate(c *gin.Context, req *OllamaGenerateRequest) (*cha
 	if err != nil {
 		return nil, err
 	}
-	if err := compileTooling(&gen, ollamaNames, h.s.contextCap()); err != nil {
+	if err := compileTooling(&gen, ollamaNames, h.s.planEnv()); err != nil {
 		return nil, err
 	}
 	switch {

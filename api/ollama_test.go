@@ -170,7 +170,7 @@ func ollamaServer(t *testing.T, hubURL string) *ollamaEnv {
 			t.Fatal(err)
 		}
 	}
-	env.s = New(Options{Version: "test", Libs: backendsLibs(t), Cache: c})
+	env.s = New(Options{Constraints: testConstraints, Version: "test", Libs: backendsLibs(t), Cache: c})
 	env.s.RegisterOllama(ModelsOptions{Store: st, Puller: pl, Unloader: c})
 	return env
 }
@@ -355,7 +355,7 @@ func TestOllamaBusy(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Close(context.Background()) })
-	s := New(Options{Version: "test", Libs: backendsLibs(t), Cache: c})
+	s := New(Options{Constraints: testConstraints, Version: "test", Libs: backendsLibs(t), Cache: c})
 	s.RegisterOllama(ModelsOptions{})
 	w := post(t, s, "/api/chat", `{"model":"m","messages":[{"role":"user","content":"hi"}]}`)
 	ollamaErr(t, w, 503, "")
@@ -760,7 +760,7 @@ func TestOllamaCancelAndKeepAliveZero(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Close(context.Background()) })
-	s := New(Options{Version: "test", Libs: backendsLibs(t), Cache: c})
+	s := New(Options{Constraints: testConstraints, Version: "test", Libs: backendsLibs(t), Cache: c})
 	s.RegisterOllama(ModelsOptions{})
 	srv := httptest.NewServer(s.Handler())
 	defer srv.Close()
@@ -795,7 +795,7 @@ func TestOllamaWrongTask(t *testing.T) {
 		}
 		return out, nil
 	}
-	checked := New(Options{Version: "test", Libs: backendsLibs(t), Cache: env.cache, Tasks: tasks})
+	checked := New(Options{Constraints: testConstraints, Version: "test", Libs: backendsLibs(t), Cache: env.cache, Tasks: tasks})
 	checked.RegisterOllama(ModelsOptions{Store: st, Unloader: env.cache})
 	cases := []struct{ path, body, want string }{
 		{"/api/chat", `{"model":"org/embed","messages":[{"role":"user","content":"hi"}],"stream":false}`,

@@ -265,7 +265,8 @@ func (req *ChatCompletionRequest) names() fieldNames {
 // tooling reads tools, tool_choice and response_format into gen. They are
 // checked for shape and size (against contextCap) here; whether the model
 // can honour them is the backend's to say.
-func (req *ChatCompletionRequest) tooling(gen *backends.Request, contextCap int) error {
+func (req *ChatCompletionRequest) tooling(gen *backends.Request, env planEnv) error {
+	contextCap := env.contextCap
 	var errs []error
 	if given(req.Tools) && given(req.Functions) {
 		errs = append(errs, badRequest("functions", "send tools or the legacy functions, not both"))
@@ -346,7 +347,7 @@ func (req *ChatCompletionRequest) tooling(gen *backends.Request, contextCap int)
 	case tc.Mode == backends.ToolChoiceFunction && !slices.ContainsFunc(gen.Tools, func(t backends.Tool) bool { return t.Name == tc.Name }) && len(errs) == 0:
 		errs = append(errs, badRequest("tool_choice", "tool_choice names %s, which is not among the tools", quote(tc.Name)))
 	}
-	if err := responseFormat(req.ResponseFormat, gen, req.names()); err != nil {
+	if err := responseFormat(req.ResponseFormat, gen, req.names(), env.constraints); err != nil {
 		errs = append(errs, err)
 	}
 	if len(errs) == 0 {
@@ -359,7 +360,7 @@ func (req *ChatCompletionRequest) tooling(gen *backends.Request, contextCap int)
 		// schema that cannot be enforced is a 400 on tools naming the tool
 		// and the keyword.
 		gen.ToolChoice.Single = req.ParallelToolCalls != nil && !*req.ParallelToolCalls
-		if err := toolGrammar(gen, req.names()); err != nil {
+		if err := toolGrammar(gen, req.names(), env.constraints); err != nil {
 			errs = append(errs, err)
 		}
 	}

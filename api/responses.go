@@ -126,7 +126,8 @@ func (s *Server) decodeResponsesRequest(c *gin.Context, req *ResponsesRequest) e
 
 // plan validates req without a model; prev is the stored response that
 // previous_response_id names (nil for none).
-func (req *ResponsesRequest) plan(prev *storedResponse, contextCap int) (*responsePlan, error) {
+func (req *ResponsesRequest) plan(prev *storedResponse, env planEnv) (*responsePlan, error) {
+	contextCap := env.contextCap
 	var errs []error
 	add := func(err error) {
 		if err != nil {
@@ -169,7 +170,7 @@ func (req *ResponsesRequest) plan(prev *storedResponse, contextCap int) (*respon
 	}
 	p.single = req.ParallelToolCalls != nil && !*req.ParallelToolCalls || req.MaxToolCalls != nil
 	gen.ToolChoice.Single = p.single
-	if err := compileTooling(&gen, responsesNames, contextCap); err != nil {
+	if err := compileTooling(&gen, responsesNames, env); err != nil {
 		return nil, renameParam(err, "response_format", "text.format")
 	}
 	msgs := p.history
@@ -302,7 +303,7 @@ func (h *responsesAPI) create(c *gin.Context) {
 			return
 		}
 	}
-	plan, err := req.plan(prev, h.s.contextCap())
+	plan, err := req.plan(prev, h.s.planEnv())
 	if err != nil {
 		writeError(c, err)
 		return

@@ -101,7 +101,7 @@ func respServer(t *testing.T, reply func(backends.Request) []backends.Event, cfg
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Close(context.Background()) })
-	return New(Options{Version: "test", Libs: backendsLibs(t), Cache: c, Responses: cfg}), m
+	return New(Options{Constraints: testConstraints, Version: "test", Libs: backendsLibs(t), Cache: c, Responses: cfg}), m
 }
 
 // decodeObject decodes a JSON answer into a generic object.
@@ -471,7 +471,7 @@ func TestResponsesStructuredOutput(t *testing.T) {
 	rf := m.last(t).ResponseFormat
 	var chat backends.Request
 	chat.ResponseFormat = backends.ResponseFormat{Type: backends.FormatJSONSchema, Name: "calendar_event", Schema: json.RawMessage(schema), Strict: true}
-	if err := backends.CompileResponseFormat(&chat.ResponseFormat); err != nil {
+	if err := backends.CompileResponseFormat(testConstraints, &chat.ResponseFormat); err != nil {
 		t.Fatal(err)
 	}
 	if rf.Type != backends.FormatJSONSchema || rf.Name != "calendar_event" || !rf.Strict || rf.Grammar == "" || rf.Grammar != chat.ResponseFormat.Grammar {
@@ -599,7 +599,7 @@ func FuzzResponsesRequest(f *testing.F) {
 		if !continued {
 			p = nil
 		}
-		plan, err := req.plan(p, 4096)
+		plan, err := req.plan(p, planEnv{contextCap: 4096, constraints: testConstraints})
 		if err != nil {
 			e, ok := err.(*Error)
 			if !ok || e.Status != 400 || e.Message == "" {

@@ -31,6 +31,7 @@ type LoadOptions struct {
 // Runner's other methods give what only this backend knows.
 type Loaded struct {
 	*Runner
+	Constraints // its output follows llama.cpp's grammars
 }
 
 var (
@@ -39,6 +40,7 @@ var (
 	_ backends.Tokenizer     = (*Loaded)(nil)
 	_ backends.ChatTokenizer = (*Loaded)(nil)
 	_ backends.Infiller      = (*Loaded)(nil)
+	_ backends.Constrainer   = (*Loaded)(nil)
 )
 
 // InfillPromptContext is the fill-in-the-middle prompt of prefix and suffix

@@ -8,7 +8,20 @@ import (
 	"github.com/modeld/modeld/backends/llama/grammar"
 )
 
-func init() { backends.RegisterFormatCompiler(CompileResponseFormat) }
+// Constraints is llama.cpp's grammar sampling as a backends.Constrainer:
+// the compilers of this package. The daemon hands it to the dialects; a
+// loaded model (Loaded) has the same.
+type Constraints struct{}
+
+var _ backends.Constrainer = Constraints{}
+
+// CompileResponseFormat is the package's CompileResponseFormat.
+func (Constraints) CompileResponseFormat(f *backends.ResponseFormat) error {
+	return CompileResponseFormat(f)
+}
+
+// CompileToolChoice is the package's CompileToolChoice.
+func (Constraints) CompileToolChoice(r *backends.Request) error { return CompileToolChoice(r) }
 
 // CompileResponseFormat writes the GBNF grammar of a json_object or
 // json_schema response format to f.Grammar (package grammar converts the

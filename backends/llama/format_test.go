@@ -17,12 +17,12 @@ func TestCompileResponseFormat(t *testing.T) {
 		{Type: backends.FormatJSONObject},
 		{Type: backends.FormatJSONSchema, Schema: []byte(`{"type":"object","properties":{"a":{"type":"string"}}}`)},
 	} {
-		if err := backends.CompileResponseFormat(&f); err != nil || !strings.HasPrefix(f.Grammar, "root ::=") {
+		if err := backends.CompileResponseFormat(Constraints{}, &f); err != nil || !strings.HasPrefix(f.Grammar, "root ::=") {
 			t.Errorf("%s: %v, grammar %q", f.Type, err, f.Grammar)
 		}
 	}
 	text := backends.ResponseFormat{Type: backends.FormatText, Grammar: "stale"}
-	if err := backends.CompileResponseFormat(&text); err != nil || text.Grammar != "" {
+	if err := backends.CompileResponseFormat(Constraints{}, &text); err != nil || text.Grammar != "" {
 		t.Errorf("text: %v, grammar %q", err, text.Grammar)
 	}
 	for schema, want := range map[string]string{
@@ -32,7 +32,7 @@ func TestCompileResponseFormat(t *testing.T) {
 		``:                                                             "needs a schema",
 	} {
 		f := backends.ResponseFormat{Type: backends.FormatJSONSchema, Schema: []byte(schema)}
-		err := backends.CompileResponseFormat(&f)
+		err := backends.CompileResponseFormat(Constraints{}, &f)
 		var se *backends.SchemaError
 		if !errors.As(err, &se) || se.Kind != backends.SchemaOfFormat || !strings.Contains(se.Reason, want) || f.Grammar != "" {
 			t.Errorf("%s: %v, want a schema refusal containing %q", schema, err, want)
