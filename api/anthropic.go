@@ -208,7 +208,7 @@ func (req *AnthropicRequest) plan(o anthropicPlanning) (*anthropicPlan, error) {
 		return nil, err
 	}
 	gen.MaxTokens = 0 // the prompt alone must fit; max_tokens bounds what is left
-	if call.plan, err = newChatPlan(gen, msgs, contextCap, "messages"); err != nil {
+	if call.plan, err = newChatPlan(gen, msgs, contextCap, convFields{conversation: "messages"}); err != nil {
 		return nil, err
 	}
 	if maxTokens != nil {

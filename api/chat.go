@@ -339,7 +339,7 @@ func (req *ChatCompletionRequest) plan(env planEnv) (*chatPlan, error) {
 	case n > MaxChatMessages:
 		return nil, joinBadRequests(append(errs, tooMany("messages", n, MaxChatMessages, "messages")))
 	}
-	p := &chatPlan{msgs: make([]backends.Message, 0, len(req.Messages)), param: "messages"}
+	msgs := make([]backends.Message, 0, len(req.Messages))
 	for i, m := range req.Messages {
 		if !chatRoles[m.Role] {
 			errs = append(errs, badRequest(fmt.Sprintf("messages[%d].role", i), "messages[%d].role %s is not one of system, developer, user, assistant, tool", i, quote(m.Role)))
@@ -347,15 +347,11 @@ func (req *ChatCompletionRequest) plan(env planEnv) (*chatPlan, error) {
 		if len(m.Content.NonText) > 0 {
 			errs = append(errs, badRequest(fmt.Sprintf("messages[%d].content", i), "messages[%d] has content parts of type %s; only text is supported", i, clip(strings.Join(m.Content.NonText, ", "))))
 		}
-		p.bytes += len(m.Role) + len(m.Content.Text) + len(m.Name) + len(m.ToolCallID)
 		bm, err := m.message(i)
 		if err != nil {
 			errs = append(errs, err)
 		}
-		for _, tc := range bm.ToolCalls {
-			p.bytes += len(tc.ID) + len(tc.Name) + len(tc.Arguments)
-		}
-		p.msgs = append(p.msgs, bm)
+		msgs = append(msgs, bm)
 	}
 	if err := req.tooling(&gen, env); err != nil {
 		errs = append(errs, err)
@@ -369,13 +365,7 @@ func (req *ChatCompletionRequest) plan(env planEnv) (*chatPlan, error) {
 	if err := checkBytes("chat_template_kwargs", "chat_template_kwargs has", kw, 0, contextCap); err != nil {
 		return nil, err
 	}
-	p.bytes += kw
-	p.toolBytes = toolPromptBytes(gen.Tools)
-	if err := checkChatBytes("messages", p.bytes, req.toolsParam(), p.toolBytes, gen.MaxTokens, contextCap); err != nil {
-		return nil, err
-	}
-	p.gen = gen
-	return p, nil
+	return newChatPlan(gen, msgs, contextCap, convFields{conversation: "messages", tools: req.toolsParam(), extraBytes: kw})
 }
 
 func (s *Server) chatCompletions(c *gin.Context) {

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 
@@ -36,9 +37,11 @@ type chatCall struct {
 // message count and the prompt's size — messages and tools, everything the
 // template gets — against the largest context a model gets. gen's tools,
 // tool choice and response format must already be compiled
-// (compileTooling). param is the dialect's field that holds the
-// conversation ("messages", "input", "prompt"), which its errors name.
-func newChatPlan(gen backends.Request, msgs []backends.Message, contextCap int, param string) (*chatPlan, error) {
+// (compileTooling). f names the dialect's fields, which its errors name,
+// and the template text it adds beyond messages and tools. Every dialect
+// plans through it.
+func newChatPlan(gen backends.Request, msgs []backends.Message, contextCap int, f convFields) (*chatPlan, error) {
+	param := f.conversation
 	if len(msgs) == 0 {
 		return nil, badRequest(param, "%s must not be empty", param)
 	}
@@ -53,8 +56,9 @@ func newChatPlan(gen backends.Request, msgs []backends.Message, contextCap int, 
 			p.bytes += len(tc.ID) + len(tc.Name) + len(tc.Arguments)
 		}
 	}
+	p.bytes += f.extraBytes
 	p.toolBytes = toolPromptBytes(gen.Tools)
-	if err := checkChatBytes(param, p.bytes, "tools", p.toolBytes, gen.MaxTokens, contextCap); err != nil {
+	if err := checkChatBytes(param, p.bytes, cmp.Or(f.tools, "tools"), p.toolBytes, gen.MaxTokens, contextCap); err != nil {
 		return nil, err
 	}
 	return p, nil
@@ -70,6 +74,15 @@ type fieldNames struct {
 
 // openAINames are the Chat Completions API's names.
 var openAINames = fieldNames{format: "response_format", tools: "tools", tool: "function", schema: "parameters"}
+
+// convFields are a dialect's names of the conversation's field
+// ("messages", "input", "prompt") and of the tools' field ("" is tools),
+// and the bytes of text it gives the template beyond messages and tools
+// (OpenAI's chat_template_kwargs).
+type convFields struct {
+	conversation, tools string
+	extraBytes          int
+}
 
 // compileTooling checks gen's tools and derives the grammars of its tool
 // choice and response format, before any model is acquired: tools too long

@@ -228,7 +228,7 @@ func (h *ollama) chatCall(req *OllamaChatRequest) (chatCall, error) {
 	if err := compileTooling(&gen, ollamaNames, h.s.planEnv()); err != nil {
 		return chatCall{}, err
 	}
-	plan, err := newChatPlan(gen, msgs, h.s.contextCap(), "messages")
+	plan, err := newChatPlan(gen, msgs, h.s.contextCap(), convFields{conversation: "messages"})
 	if err != nil {
 		return chatCall{}, err
 	}
@@ -312,7 +312,7 @@ func (h *ollama) startGenerate(c *gin.Context, req *OllamaGenerateRequest) (*cha
 		msgs = append(msgs, backends.Message{Role: "system", Content: req.System})
 	}
 	msgs = append(msgs, backends.Message{Role: "user", Content: req.Prompt})
-	plan, err := newChatPlan(gen, msgs, h.s.contextCap(), "prompt")
+	plan, err := newChatPlan(gen, msgs, h.s.contextCap(), convFields{conversation: "prompt"})
 	if err != nil {
 		return nil, err
 	}

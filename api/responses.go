@@ -180,7 +180,7 @@ func (req *ResponsesRequest) plan(prev *storedResponse, env planEnv) (*responseP
 	if len(input) == 0 {
 		return nil, badRequest("input", "input must not be empty")
 	}
-	p.chat, err = newChatPlan(gen, msgs, contextCap, "input")
+	p.chat, err = newChatPlan(gen, msgs, contextCap, convFields{conversation: "input"})
 	if err != nil {
 		return nil, asInputError(err)
 	}
