@@ -1,7 +1,3 @@
-// Package api is modeld's HTTP surface: the OpenAI-compatible wire types, the
-// handlers that translate them into calls on the store, the cache and the
-// pipelines, and the one place (errors.go) that maps errors to status codes.
-// Handlers hold no model state of their own.
 package api
 
 import (
