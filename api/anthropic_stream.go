@@ -196,100 +196,96 @@ const anthropicPingEvery = 10 * time.Second
 // streamAnthropic writes events as Anthropic's event stream; prompt is the
 // prompt's length, ping the interval of pings.
 func streamAnthropic(c *gin.Context, events <-chan backends.Event, prompt int, model string, ping time.Duration) {
-	sse := anthropicSSE{newSSE(c)}
+	e := &anthropicEncoder{sse: anthropicSSE{newSSE(c)}, index: -1, call: -1, every: ping}
 	msg := AnthropicResponse{ID: newID("msg_"), Type: "message", Role: "assistant", Model: model, Content: []anthropicBlock{},
 		Usage: anthropicUsage{InputTokens: prompt}}
-	sse.send("message_start", gin.H{"type": "message_start", "message": msg})
-	sse.send("ping", gin.H{"type": "ping"})
+	e.sse.send("message_start", gin.H{"type": "message_start", "message": msg})
+	e.sse.send("ping", gin.H{"type": "ping"})
+	streamEvents(c.Request.Context(), events, 1, e)
+}
 
-	index, kind, call := -1, noBlock, -1
-	var thinking strings.Builder
-	stopBlock := func() {
-		if kind == noBlock {
-			return
-		}
-		if kind == thinkingKind {
-			sse.send("content_block_delta", gin.H{"type": "content_block_delta", "index": index,
-				"delta": gin.H{"type": "signature_delta", "signature": thinkingSignature(thinking.String())}})
-			thinking.Reset()
-		}
-		sse.send("content_block_stop", gin.H{"type": "content_block_stop", "index": index})
-		kind = noBlock
-	}
-	startBlock := func(k blockKind, b anthropicBlock) {
-		stopBlock()
-		index++
-		kind = k
-		sse.send("content_block_start", gin.H{"type": "content_block_start", "index": index, "content_block": b})
-	}
-	delta := func(d gin.H) {
-		sse.send("content_block_delta", gin.H{"type": "content_block_delta", "index": index, "delta": d})
-	}
-	ticker := time.NewTicker(ping)
-	defer ticker.Stop()
-	for {
-		var ev backends.Event
-		select {
-		case <-ticker.C:
-			sse.send("ping", gin.H{"type": "ping"})
-			continue
-		case e, ok := <-events:
-			if !ok {
-				return
-			}
-			ev = e
-		}
-		if ev.Reasoning != "" {
-			if kind != thinkingKind {
-				empty, sig := "", ""
-				startBlock(thinkingKind, anthropicBlock{Type: "thinking", Thinking: &empty, Signature: &sig})
-			}
-			thinking.WriteString(ev.Reasoning)
-			delta(gin.H{"type": "thinking_delta", "thinking": ev.Reasoning})
-		}
-		if ev.Text != "" {
-			if kind != textKind {
-				startBlock(textKind, textBlock(""))
-			}
-			delta(gin.H{"type": "text_delta", "text": ev.Text})
-		}
-		for _, d := range ev.ToolCalls {
-			if kind != toolKind || d.Index != call {
-				call = d.Index
-				startBlock(toolKind, anthropicBlock{Type: "tool_use", ID: toolUseID(d.ID), Name: d.Name, Input: json.RawMessage("{}")})
-			}
-			if d.Arguments != "" {
-				delta(gin.H{"type": "input_json_delta", "partial_json": d.Arguments})
-			}
-		}
-		if !ev.Done {
-			continue
-		}
-		switch {
-		case ev.Finish == backends.FinishCancelled:
-			if cut := shutdownCause(c.Request.Context()); cut != nil {
-				e := toAPIError(cut)
-				sse.send("error", anthropicErrorBody(anthropicErrorType(e), e.Message))
-			}
-			return
-		case generationError(ev) != nil:
-			e := toAPIError(generationError(ev))
-			sse.send("error", anthropicErrorBody(anthropicErrorType(e), e.Message))
-			return
-		}
-		if index < 0 {
-			startBlock(textKind, textBlock(""))
-		}
-		stopBlock()
-		stop := stopSequence(ev)
-		u := toAnthropicUsage(ev.Usage)
-		sse.send("message_delta", gin.H{"type": "message_delta",
-			"delta": gin.H{"stop_reason": stopReason(ev.Finish, stop), "stop_sequence": stop},
-			"usage": u})
-		sse.send("message_stop", gin.H{"type": "message_stop"})
+// anthropicEncoder is the encoder of Anthropic's event stream: content
+// blocks that start when the kind of delta changes, a message_delta and
+// message_stop at the finish, pings while idle.
+type anthropicEncoder struct {
+	sse         anthropicSSE
+	index, call int
+	kind        blockKind
+	thinking    strings.Builder
+	every       time.Duration
+}
+
+func (e *anthropicEncoder) pingEvery() time.Duration { return e.every }
+func (e *anthropicEncoder) ping()                    { e.sse.send("ping", gin.H{"type": "ping"}) }
+
+func (e *anthropicEncoder) stopBlock() {
+	if e.kind == noBlock {
 		return
 	}
+	if e.kind == thinkingKind {
+		e.sse.send("content_block_delta", gin.H{"type": "content_block_delta", "index": e.index,
+			"delta": gin.H{"type": "signature_delta", "signature": thinkingSignature(e.thinking.String())}})
+		e.thinking.Reset()
+	}
+	e.sse.send("content_block_stop", gin.H{"type": "content_block_stop", "index": e.index})
+	e.kind = noBlock
 }
+
+func (e *anthropicEncoder) startBlock(k blockKind, b anthropicBlock) {
+	e.stopBlock()
+	e.index++
+	e.kind = k
+	e.sse.send("content_block_start", gin.H{"type": "content_block_start", "index": e.index, "content_block": b})
+}
+
+func (e *anthropicEncoder) send(d gin.H) {
+	e.sse.send("content_block_delta", gin.H{"type": "content_block_delta", "index": e.index, "delta": d})
+}
+
+func (e *anthropicEncoder) delta(ev backends.Event) {
+	if ev.Reasoning != "" {
+		if e.kind != thinkingKind {
+			empty, sig := "", ""
+			e.startBlock(thinkingKind, anthropicBlock{Type: "thinking", Thinking: &empty, Signature: &sig})
+		}
+		e.thinking.WriteString(ev.Reasoning)
+		e.send(gin.H{"type": "thinking_delta", "thinking": ev.Reasoning})
+	}
+	if ev.Text != "" {
+		if e.kind != textKind {
+			e.startBlock(textKind, textBlock(""))
+		}
+		e.send(gin.H{"type": "text_delta", "text": ev.Text})
+	}
+	for _, d := range ev.ToolCalls {
+		if e.kind != toolKind || d.Index != e.call {
+			e.call = d.Index
+			e.startBlock(toolKind, anthropicBlock{Type: "tool_use", ID: toolUseID(d.ID), Name: d.Name, Input: json.RawMessage("{}")})
+		}
+		if d.Arguments != "" {
+			e.send(gin.H{"type": "input_json_delta", "partial_json": d.Arguments})
+		}
+	}
+}
+
+func (e *anthropicEncoder) finish(ev backends.Event) {
+	if e.index < 0 {
+		e.startBlock(textKind, textBlock(""))
+	}
+	e.stopBlock()
+	stop := stopSequence(ev)
+	e.sse.send("message_delta", gin.H{"type": "message_delta",
+		"delta": gin.H{"stop_reason": stopReason(ev.Finish, stop), "stop_sequence": stop},
+		"usage": toAnthropicUsage(ev.Usage)})
+	e.sse.send("message_stop", gin.H{"type": "message_stop"})
+}
+
+func (e *anthropicEncoder) fail(err error) {
+	ae := toAPIError(err)
+	e.sse.send("error", anthropicErrorBody(anthropicErrorType(ae), ae.Message))
+}
+
+func (e *anthropicEncoder) end() {}
 
 // anthropicErrorBody is an error in Anthropic's shape.
 func anthropicErrorBody(typ, msg string) gin.H {

@@ -26,16 +26,15 @@ func (s *Server) writeGeneration(c *gin.Context, events <-chan backends.Event, n
 		w.whole(events)
 		return
 	}
-	// A stream left early (cut, failed) is drained in the background: the
-	// other choices' events still arrive, and the backend's stream must be
-	// read to its end.
-	defer func() {
-		go func() {
-			for range events {
-			}
-		}()
-	}()
-	w.stream(events, so)
+	w.sse, w.offsets = newSSE(c), make([]int, w.n)
+	if chat {
+		for i := 0; i < w.n; i++ {
+			empty := ""
+			w.sse.send(w.chatChunk(ChunkChoice{Index: i, Delta: ChunkDelta{Role: "assistant", Content: &empty}}))
+		}
+	}
+	w.so = so
+	streamEvents(c.Request.Context(), events, w.n, w)
 }
 
 // openAIWriter answers one generation in the chat or text completion shape.
@@ -48,6 +47,7 @@ type openAIWriter struct {
 	sse            *sseWriter
 	offsets        []int // completions: each choice's text offset so far
 	usage          backends.Usage
+	so             *StreamOptions
 }
 
 // whole reads the generation to its end and answers with one object.
@@ -94,36 +94,24 @@ func (w *openAIWriter) textChunk(ch CompletionChoice) Completion {
 		Choices: []CompletionChoice{ch}}
 }
 
-// stream writes the generation as server-sent events.
-func (w *openAIWriter) stream(events <-chan backends.Event, so *StreamOptions) {
-	w.sse = newSSE(w.c)
+// delta sends an event's chunks.
+func (w *openAIWriter) delta(ev backends.Event) {
+	i := ev.Index
 	if w.chat {
-		for i := 0; i < w.n; i++ {
-			empty := ""
-			w.sse.send(w.chatChunk(ChunkChoice{Index: i, Delta: ChunkDelta{Role: "assistant", Content: &empty}}))
+		w.chatDelta(i, ev)
+	} else if ev.Text != "" || ev.Logprobs != nil {
+		ch := CompletionChoice{Text: ev.Text, Index: i}
+		if ev.Logprobs != nil {
+			ch.Logprobs = completionLogprobs([]*backends.Logprobs{ev.Logprobs}, w.offsets[i], w.top)
+			w.offsets[i] += len(ev.Logprobs.Bytes)
 		}
+		w.sse.send(w.textChunk(ch))
 	}
-	w.offsets = make([]int, w.n)
-	for ev := range events {
-		i := ev.Index
-		if i < 0 || i >= w.n {
-			continue
-		}
-		if w.chat {
-			w.chatDelta(i, ev)
-		} else if ev.Text != "" || ev.Logprobs != nil {
-			ch := CompletionChoice{Text: ev.Text, Index: i}
-			if ev.Logprobs != nil {
-				ch.Logprobs = completionLogprobs([]*backends.Logprobs{ev.Logprobs}, w.offsets[i], w.top)
-				w.offsets[i] += len(ev.Logprobs.Bytes)
-			}
-			w.sse.send(w.textChunk(ch))
-		}
-		if ev.Done && !w.finish(i, ev) {
-			return
-		}
-	}
-	if so != nil && so.IncludeUsage {
+}
+
+// end sends the usage chunk when the request asked for one, and [DONE].
+func (w *openAIWriter) end() {
+	if w.so != nil && w.so.IncludeUsage {
 		u := toUsage(w.usage)
 		if w.chat {
 			w.sse.send(ChatCompletionChunk{ID: w.id, Object: "chat.completion.chunk", Created: w.created, Model: w.name,
@@ -134,6 +122,16 @@ func (w *openAIWriter) stream(events <-chan backends.Event, so *StreamOptions) {
 		}
 	}
 	w.sse.done()
+}
+
+// fail ends the stream with an error event (a 503 when the shutdown cut a
+// stream that has sent nothing yet).
+func (w *openAIWriter) fail(err error) {
+	if !w.sse.started && errors.Is(err, ErrShuttingDown) {
+		writeError(w.c, err)
+		return
+	}
+	w.sse.send(gin.H{"error": toAPIError(err)})
 }
 
 // chatDelta sends choice i's chunks of one event. The token's logprobs ride
@@ -168,25 +166,15 @@ func (w *openAIWriter) chatDelta(i int, ev backends.Event) {
 	}
 }
 
-// finish handles choice i's final event: its finish chunk, or the end of
-// the stream (false) when the generation was cut or failed.
-func (w *openAIWriter) finish(i int, ev backends.Event) bool {
-	switch {
-	case ev.Finish == backends.FinishCancelled:
-		writeCut(w.c, w.sse) // an error event when the shutdown cut it
-		return false
-	case generationError(ev) != nil:
-		w.sse.send(gin.H{"error": toAPIError(generationError(ev))})
-		return false
-	}
+// finish sends a choice's finish chunk.
+func (w *openAIWriter) finish(ev backends.Event) {
 	sumUsage(&w.usage, ev.Usage)
 	finish := string(ev.Finish)
 	if w.chat {
-		w.sse.send(w.chatChunk(ChunkChoice{Index: i, FinishReason: &finish}))
+		w.sse.send(w.chatChunk(ChunkChoice{Index: ev.Index, FinishReason: &finish}))
 	} else {
-		w.sse.send(w.textChunk(CompletionChoice{Index: i, FinishReason: &finish}))
+		w.sse.send(w.textChunk(CompletionChoice{Index: ev.Index, FinishReason: &finish}))
 	}
-	return true
 }
 
 // chatChoice is the wire form of choice i of a whole chat generation.
