@@ -12,7 +12,6 @@ import (
 	"github.com/modeld/modeld/backends/llama/grammar/lark"
 )
 
-
 // CompileToolChoice writes to r.ToolChoice.Grammar the GBNF grammar of one
 // call object of the tools r.ToolChoice allows (all of them; under a named
 // function that one), each tool's arguments under its parameters schema;
