@@ -51,7 +51,7 @@ func loggedServer(t *testing.T, models map[string]cache.Instance, tasks map[stri
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Close(context.Background()) })
-	return New(Options{Version: "test", Libs: backendsLibs(t), Cache: c, Log: log}), buf
+	return New(Options{Constraints: testConstraints, Version: "test", Libs: backendsLibs(t), Cache: c, Log: log}), buf
 }
 
 // accessRecords returns the access lines in a JSON log, failing on a record

@@ -2,12 +2,10 @@ package api
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"slices"
 	"sort"
-	"strings"
 
 	"github.com/gin-gonic/gin"
 
@@ -118,16 +116,15 @@ type anthropicThinking struct {
 	BudgetTokens *int   `json:"budget_tokens"`
 }
 
-// anthropicPlan is a translated request: the chat call and what the answer
-// needs of the request.
+// anthropicPlan is a translated request: the chat call.
 type anthropicPlan struct {
-	call  chatCall
-	stops []string
+	call chatCall
 }
 
 // anthropicPlanning is what plan needs besides the request.
 type anthropicPlanning struct {
-	contextCap int
+	contextCap  int
+	constraints backends.Constrainer
 	// count is true for count_tokens, which has no max_tokens.
 	count bool
 	// keepBillingHeader keeps Claude Code's attribution line in the system
@@ -155,9 +152,6 @@ func (req *AnthropicRequest) plan(o anthropicPlanning) (*anthropicPlan, error) {
 		mt := min(*req.MaxTokens, contextCap-1)
 		maxTokens = &mt
 	}
-	if t := req.Temperature; t != nil && *t > 1 && *t <= 2 { // outside [0, 2] samplingFields says
-		bad("temperature", "temperature %g is outside [0, 1]", *t)
-	}
 	stops := req.StopSequences // checked here, to name the field as Anthropic does
 	if n := len(stops); n > MaxStopSequences {
 		errs = append(errs, tooMany("stop_sequences", n, MaxStopSequences, "sequences"))
@@ -170,7 +164,7 @@ func (req *AnthropicRequest) plan(o anthropicPlanning) (*anthropicPlan, error) {
 			break
 		}
 	}
-	f := samplingFields{Temperature: req.Temperature, TopP: req.TopP, TopK: req.TopK, Stop: stops}
+	f := samplingFields{maxTemperature: 1, Temperature: req.Temperature, TopP: req.TopP, TopK: req.TopK, Stop: stops}
 	gen, err := f.request("max_tokens", maxTokens, contextCap)
 	if err != nil {
 		errs = append(errs, err)
@@ -209,32 +203,18 @@ func (req *AnthropicRequest) plan(o anthropicPlanning) (*anthropicPlan, error) {
 	if err := joinBadRequests(errs); err != nil {
 		return nil, err
 	}
-	if err := compileTooling(&gen, "tools", formatParam, contextCap); err != nil {
-		return nil, anthropicWording(err, formatParam)
+	if err := compileTooling(&gen, fieldNames{format: formatParam, tools: "tools", tool: "tool", schema: "input_schema"},
+		planEnv{contextCap: contextCap, constraints: o.constraints}); err != nil {
+		return nil, err
 	}
 	gen.MaxTokens = 0 // the prompt alone must fit; max_tokens bounds what is left
-	if call.plan, err = newChatPlan(gen, msgs, contextCap); err != nil {
+	if call.plan, err = newChatPlan(gen, msgs, contextCap, convFields{conversation: "messages"}); err != nil {
 		return nil, err
 	}
 	if maxTokens != nil {
 		call.plan.gen.MaxTokens = *req.MaxTokens
 	}
-	return &anthropicPlan{call: call, stops: req.StopSequences}, nil
-}
-
-// anthropicWording names Anthropic's fields in a refusal of the grammar
-// compilers, which speak of the chat API's (response_format, a function's
-// parameters): Anthropic's error shape has no param, so the message is all
-// a client sees.
-func anthropicWording(err error, formatParam string) error {
-	var e *Error
-	if !errors.As(err, &e) {
-		return err
-	}
-	c := *e
-	c.Message = strings.NewReplacer("response_format json_schema", formatParam, "'s parameters", "'s input_schema",
-		"function \"", "tool \"").Replace(e.Message)
-	return &c
+	return &anthropicPlan{call: call}, nil
 }
 
 // tooling reads tools and tool_choice into gen (and call.single).
@@ -365,7 +345,7 @@ func (s *Server) anthropicDecode(c *gin.Context, count bool) (*AnthropicRequest,
 	if len(req.ignored) > 0 {
 		s.log.Debug("anthropic messages: fields ignored", "path", c.Request.URL.Path, "fields", req.ignored)
 	}
-	plan, err := req.plan(anthropicPlanning{contextCap: s.contextCap(), count: count, keepBillingHeader: s.opt.KeepBillingHeader})
+	plan, err := req.plan(anthropicPlanning{contextCap: s.contextCap(), constraints: s.opt.Constraints, count: count, keepBillingHeader: s.opt.KeepBillingHeader})
 	if err != nil {
 		writeAnthropicError(c, err)
 		return nil, nil, false

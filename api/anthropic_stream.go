@@ -1,7 +1,6 @@
 package api
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -117,77 +116,19 @@ func stopReason(f backends.FinishReason, stop *string) string {
 	return "end_turn"
 }
 
-// stopWatch keeps a generation's token ids when the request has stop
-// sequences, to tell which one ended it: the events never carry the
-// matched text, so the ids are detokenized and the sequence found that
-// ends inside the last token.
-type stopWatch struct {
-	stops []string
-	ids   []int32
-}
-
-func (w *stopWatch) add(ev backends.Event) {
-	if len(w.stops) > 0 && !ev.Done && ev.Token >= 0 {
-		w.ids = append(w.ids, ev.Token)
-	}
-}
-
-// matched is the stop sequence that ended a generation finished with f, or
-// nil: tok detokenizes the ids (nil when the model has no tokenizer).
-func (w *stopWatch) matched(ctx context.Context, f backends.FinishReason, tok backends.Tokenizer) *string {
-	if len(w.stops) == 0 || f != backends.FinishStop || len(w.ids) == 0 || tok == nil {
+// stopSequence is the stop sequence that ended a generation, from its
+// final event (nil when none did).
+func stopSequence(ev backends.Event) *string {
+	if ev.Finish != backends.FinishStop || ev.Stop == "" {
 		return nil
 	}
-	all, err := tok.DetokenizeContext(ctx, w.ids, false)
-	if err != nil {
-		return nil
-	}
-	last, err := tok.DetokenizeContext(ctx, w.ids[len(w.ids)-1:], false)
-	if err != nil {
-		return nil
-	}
-	return matchedStop(all, len(last), w.stops)
-}
-
-// matchedStop is the stop sequence of stops that ended text, whose last
-// lastLen bytes are the last token's: as the engine matches them, the one
-// that starts first; it must end within the last token (no stop sequence
-// completes earlier, or the generation would have stopped there). nil when
-// none does: an end-of-generation token ended it.
-func matchedStop(text string, lastLen int, stops []string) *string {
-	var best *string
-	bestAt := len(text)
-	for i, s := range stops {
-		at := strings.Index(text, s)
-		if at >= 0 && at < bestAt && at+len(s) > len(text)-lastLen {
-			best, bestAt = &stops[i], at
-		}
-	}
-	return best
-}
-
-// modelTokenizer is the tokenizer of a run's model, or nil.
-func (r *chatRun) modelTokenizer() backends.Tokenizer {
-	tok, _ := backends.Unwrap(r.handle.Instance()).(backends.Tokenizer)
-	return tok
+	stop := ev.Stop
+	return &stop
 }
 
 // anthropicMessage answers a generation as one message.
 func (s *Server) anthropicMessage(c *gin.Context, run *chatRun, model string, plan *anthropicPlan) {
-	watch := &stopWatch{stops: plan.stops}
-	events := run.Events
-	if len(plan.stops) > 0 {
-		tee := make(chan backends.Event)
-		go func() {
-			defer close(tee)
-			for ev := range run.Events {
-				watch.add(ev)
-				tee <- ev
-			}
-		}()
-		events = tee
-	}
-	res, err := collect(events)
+	res, err := collect(run.Events)
 	if errors.Is(err, errCut) {
 		if cut := shutdownCause(c.Request.Context()); cut != nil {
 			writeAnthropicError(c, cut)
@@ -208,7 +149,7 @@ func (s *Server) anthropicMessage(c *gin.Context, run *chatRun, model string, pl
 	for _, tc := range res.ToolCalls {
 		blocks = append(blocks, anthropicBlock{Type: "tool_use", ID: toolUseID(tc.ID), Name: tc.Name, Input: toolInput(tc.Arguments)})
 	}
-	stop := watch.matched(c.Request.Context(), res.Finish, run.modelTokenizer())
+	stop := stopSequence(backends.Event{Finish: res.Finish, Stop: res.Stop})
 	reason := stopReason(res.Finish, stop)
 	c.JSON(http.StatusOK, AnthropicResponse{ID: newID("msg_"), Type: "message", Role: "assistant", Model: model,
 		Content: blocks, StopReason: &reason, StopSequence: stop, Usage: toAnthropicUsage(res.Usage)})
@@ -244,7 +185,7 @@ const (
 // block starts whenever the kind of delta changes (reasoning, text, a tool
 // call's index); the open block stops before the next starts.
 func (s *Server) anthropicStream(c *gin.Context, run *chatRun, model string, plan *anthropicPlan) {
-	streamAnthropic(c, run.Events, run.PromptTokens, run.modelTokenizer, model, plan.stops, anthropicPingEvery)
+	streamAnthropic(c, run.Events, run.PromptTokens, model, anthropicPingEvery)
 }
 
 // anthropicPingEvery is how often a stream sends a ping, as Anthropic's API
@@ -253,105 +194,98 @@ func (s *Server) anthropicStream(c *gin.Context, run *chatRun, model string, pla
 const anthropicPingEvery = 10 * time.Second
 
 // streamAnthropic writes events as Anthropic's event stream; prompt is the
-// prompt's length, tok the model's tokenizer (for the stop sequence), ping
-// the interval of pings.
-func streamAnthropic(c *gin.Context, events <-chan backends.Event, prompt int, tok func() backends.Tokenizer, model string, stops []string, ping time.Duration) {
-	sse := anthropicSSE{newSSE(c)}
-	watch := &stopWatch{stops: stops}
+// prompt's length, ping the interval of pings.
+func streamAnthropic(c *gin.Context, events <-chan backends.Event, prompt int, model string, ping time.Duration) {
+	e := &anthropicEncoder{sse: anthropicSSE{newSSE(c)}, index: -1, call: -1, every: ping}
 	msg := AnthropicResponse{ID: newID("msg_"), Type: "message", Role: "assistant", Model: model, Content: []anthropicBlock{},
 		Usage: anthropicUsage{InputTokens: prompt}}
-	sse.send("message_start", gin.H{"type": "message_start", "message": msg})
-	sse.send("ping", gin.H{"type": "ping"})
+	e.sse.send("message_start", gin.H{"type": "message_start", "message": msg})
+	e.sse.send("ping", gin.H{"type": "ping"})
+	streamEvents(c.Request.Context(), events, 1, e)
+}
 
-	index, kind, call := -1, noBlock, -1
-	var thinking strings.Builder
-	stopBlock := func() {
-		if kind == noBlock {
-			return
-		}
-		if kind == thinkingKind {
-			sse.send("content_block_delta", gin.H{"type": "content_block_delta", "index": index,
-				"delta": gin.H{"type": "signature_delta", "signature": thinkingSignature(thinking.String())}})
-			thinking.Reset()
-		}
-		sse.send("content_block_stop", gin.H{"type": "content_block_stop", "index": index})
-		kind = noBlock
-	}
-	startBlock := func(k blockKind, b anthropicBlock) {
-		stopBlock()
-		index++
-		kind = k
-		sse.send("content_block_start", gin.H{"type": "content_block_start", "index": index, "content_block": b})
-	}
-	delta := func(d gin.H) {
-		sse.send("content_block_delta", gin.H{"type": "content_block_delta", "index": index, "delta": d})
-	}
-	ticker := time.NewTicker(ping)
-	defer ticker.Stop()
-	for {
-		var ev backends.Event
-		select {
-		case <-ticker.C:
-			sse.send("ping", gin.H{"type": "ping"})
-			continue
-		case e, ok := <-events:
-			if !ok {
-				return
-			}
-			ev = e
-		}
-		watch.add(ev)
-		if ev.Reasoning != "" {
-			if kind != thinkingKind {
-				empty, sig := "", ""
-				startBlock(thinkingKind, anthropicBlock{Type: "thinking", Thinking: &empty, Signature: &sig})
-			}
-			thinking.WriteString(ev.Reasoning)
-			delta(gin.H{"type": "thinking_delta", "thinking": ev.Reasoning})
-		}
-		if ev.Text != "" {
-			if kind != textKind {
-				startBlock(textKind, textBlock(""))
-			}
-			delta(gin.H{"type": "text_delta", "text": ev.Text})
-		}
-		for _, d := range ev.ToolCalls {
-			if kind != toolKind || d.Index != call {
-				call = d.Index
-				startBlock(toolKind, anthropicBlock{Type: "tool_use", ID: toolUseID(d.ID), Name: d.Name, Input: json.RawMessage("{}")})
-			}
-			if d.Arguments != "" {
-				delta(gin.H{"type": "input_json_delta", "partial_json": d.Arguments})
-			}
-		}
-		if !ev.Done {
-			continue
-		}
-		switch {
-		case ev.Finish == backends.FinishCancelled:
-			if cut := shutdownCause(c.Request.Context()); cut != nil {
-				e := toAPIError(cut)
-				sse.send("error", anthropicErrorBody(anthropicErrorType(e), e.Message))
-			}
-			return
-		case generationError(ev) != nil:
-			e := toAPIError(generationError(ev))
-			sse.send("error", anthropicErrorBody(anthropicErrorType(e), e.Message))
-			return
-		}
-		if index < 0 {
-			startBlock(textKind, textBlock(""))
-		}
-		stopBlock()
-		stop := watch.matched(c.Request.Context(), ev.Finish, tok())
-		u := toAnthropicUsage(ev.Usage)
-		sse.send("message_delta", gin.H{"type": "message_delta",
-			"delta": gin.H{"stop_reason": stopReason(ev.Finish, stop), "stop_sequence": stop},
-			"usage": u})
-		sse.send("message_stop", gin.H{"type": "message_stop"})
+// anthropicEncoder is the encoder of Anthropic's event stream: content
+// blocks that start when the kind of delta changes, a message_delta and
+// message_stop at the finish, pings while idle.
+type anthropicEncoder struct {
+	sse         anthropicSSE
+	index, call int
+	kind        blockKind
+	thinking    strings.Builder
+	every       time.Duration
+}
+
+func (e *anthropicEncoder) pingEvery() time.Duration { return e.every }
+func (e *anthropicEncoder) ping()                    { e.sse.send("ping", gin.H{"type": "ping"}) }
+
+func (e *anthropicEncoder) stopBlock() {
+	if e.kind == noBlock {
 		return
 	}
+	if e.kind == thinkingKind {
+		e.sse.send("content_block_delta", gin.H{"type": "content_block_delta", "index": e.index,
+			"delta": gin.H{"type": "signature_delta", "signature": thinkingSignature(e.thinking.String())}})
+		e.thinking.Reset()
+	}
+	e.sse.send("content_block_stop", gin.H{"type": "content_block_stop", "index": e.index})
+	e.kind = noBlock
 }
+
+func (e *anthropicEncoder) startBlock(k blockKind, b anthropicBlock) {
+	e.stopBlock()
+	e.index++
+	e.kind = k
+	e.sse.send("content_block_start", gin.H{"type": "content_block_start", "index": e.index, "content_block": b})
+}
+
+func (e *anthropicEncoder) send(d gin.H) {
+	e.sse.send("content_block_delta", gin.H{"type": "content_block_delta", "index": e.index, "delta": d})
+}
+
+func (e *anthropicEncoder) delta(ev backends.Event) {
+	if ev.Reasoning != "" {
+		if e.kind != thinkingKind {
+			empty, sig := "", ""
+			e.startBlock(thinkingKind, anthropicBlock{Type: "thinking", Thinking: &empty, Signature: &sig})
+		}
+		e.thinking.WriteString(ev.Reasoning)
+		e.send(gin.H{"type": "thinking_delta", "thinking": ev.Reasoning})
+	}
+	if ev.Text != "" {
+		if e.kind != textKind {
+			e.startBlock(textKind, textBlock(""))
+		}
+		e.send(gin.H{"type": "text_delta", "text": ev.Text})
+	}
+	for _, d := range ev.ToolCalls {
+		if e.kind != toolKind || d.Index != e.call {
+			e.call = d.Index
+			e.startBlock(toolKind, anthropicBlock{Type: "tool_use", ID: toolUseID(d.ID), Name: d.Name, Input: json.RawMessage("{}")})
+		}
+		if d.Arguments != "" {
+			e.send(gin.H{"type": "input_json_delta", "partial_json": d.Arguments})
+		}
+	}
+}
+
+func (e *anthropicEncoder) finish(ev backends.Event) {
+	if e.index < 0 {
+		e.startBlock(textKind, textBlock(""))
+	}
+	e.stopBlock()
+	stop := stopSequence(ev)
+	e.sse.send("message_delta", gin.H{"type": "message_delta",
+		"delta": gin.H{"stop_reason": stopReason(ev.Finish, stop), "stop_sequence": stop},
+		"usage": toAnthropicUsage(ev.Usage)})
+	e.sse.send("message_stop", gin.H{"type": "message_stop"})
+}
+
+func (e *anthropicEncoder) fail(err error) {
+	ae := toAPIError(err)
+	e.sse.send("error", anthropicErrorBody(anthropicErrorType(ae), ae.Message))
+}
+
+func (e *anthropicEncoder) end() {}
 
 // anthropicErrorBody is an error in Anthropic's shape.
 func anthropicErrorBody(typ, msg string) gin.H {

@@ -91,7 +91,7 @@ func backendServer(t testing.TB, name string) (*Server, *cache.Cache) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Close(context.Background()) })
-	return New(Options{Version: "test", Libs: backends.Libs{Root: t.TempDir()}, Cache: c}), c
+	return New(Options{Constraints: testConstraints, Version: "test", Libs: backends.Libs{Root: t.TempDir()}, Cache: c}), c
 }
 
 // TestFakeBackendEndToEnd: a backend is one registration. A fake backend

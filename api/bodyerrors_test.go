@@ -18,7 +18,7 @@ var goTypeRE = regexp.MustCompile(`\b[a-z]+\.[A-Z]\w*|\[\]|map\[|samplingFields|
 // field as the request writes it and the JSON type it wants; a duration
 // written without quotes names keep_alive and its forms.
 func TestBodyErrorsSpeakJSON(t *testing.T) {
-	s := New(Options{Version: "test", Libs: backendsLibs(t), Cache: emptyCache(t)})
+	s := New(Options{Constraints: testConstraints, Version: "test", Libs: backendsLibs(t), Cache: emptyCache(t)})
 	msgs := `"messages":[{"role":"user","content":"hi"}]`
 	for _, tc := range []struct{ path, body, param, want string }{
 		{"/v1/chat/completions", `{"model":"m","messages":"hi"}`, "messages", `invalid value for "messages": want an array, got a string`},
@@ -62,7 +62,7 @@ func TestBodyErrorsSpeakJSON(t *testing.T) {
 // No 400 for a value of the wrong type names a Go type, on any route and
 // field tried.
 func TestBodyErrorsNameNoGoType(t *testing.T) {
-	s := New(Options{Version: "test", Libs: backendsLibs(t), Cache: emptyCache(t)})
+	s := New(Options{Constraints: testConstraints, Version: "test", Libs: backendsLibs(t), Cache: emptyCache(t)})
 	fields := []string{"model", "messages", "input", "prompt", "temperature", "top_p", "top_k", "seed", "stop", "max_tokens",
 		"stream", "stream_options", "tools", "tool_choice", "response_format", "n", "logit_bias", "documents", "query",
 		"candidate_labels", "top_n", "max_new_tokens", "num_beams", "dimensions", "encoding_format", "keep_alive"}

@@ -51,7 +51,7 @@ func TestDeleteLatestUnloadsTheModel(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Close(context.Background()) })
-	s := New(Options{Version: "test", Libs: backendsLibs(t), Cache: c, Log: slog.New(slog.DiscardHandler)})
+	s := New(Options{Constraints: testConstraints, Version: "test", Libs: backendsLibs(t), Cache: c, Log: slog.New(slog.DiscardHandler)})
 	s.RegisterModels(ModelsOptions{Store: st, Unloader: c})
 
 	h, err := c.Acquire(context.Background(), "org/embed", cache.AcquireOptions{})

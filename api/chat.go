@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -159,8 +160,9 @@ func (f *samplingFields) request(maxParam string, maxTokens *int, contextCap int
 	s := &r.Sampling
 	s.Temperature = 1 // OpenAI's default
 	if t := f.Temperature; t != nil {
-		if *t < 0 || *t > 2 {
-			bad("temperature", "temperature %g is outside [0, 2]", *t)
+		top := cmp.Or(f.maxTemperature, 2)
+		if *t < 0 || *t > top {
+			bad("temperature", "temperature %g is outside [0, %g]", *t, top)
 		}
 		s.Temperature = float32(*t)
 	}
@@ -188,9 +190,12 @@ func (f *samplingFields) request(maxParam string, maxTokens *int, contextCap int
 		}
 		s.RepeatPenalty = float32(*p)
 	}
-	for name, p := range map[string]*float64{"presence_penalty": f.PresencePenalty, "frequency_penalty": f.FrequencyPenalty} {
-		if p != nil && (*p < -2 || *p > 2) {
-			bad(name, "%s %g is outside [-2, 2]", name, *p)
+	for _, pen := range []struct {
+		name string
+		p    *float64
+	}{{"presence_penalty", f.PresencePenalty}, {"frequency_penalty", f.FrequencyPenalty}} {
+		if pen.p != nil && (*pen.p < -2 || *pen.p > 2) {
+			bad(pen.name, "%s %g is outside [-2, 2]", pen.name, *pen.p)
 		}
 	}
 	if f.PresencePenalty != nil {
@@ -265,7 +270,10 @@ func (f *samplingFields) request(maxParam string, maxTokens *int, contextCap int
 }
 
 // joinBadRequests merges several 400s into one that lists the problems (the
-// first maxListedProblems of them, then how many more there are).
+// first maxListedProblems of them, then how many more there are). The
+// problems come in the request's field order; the first that names a
+// field gives the param (and its code), so the answer is the same every
+// time.
 func joinBadRequests(errs []error) error {
 	switch len(errs) {
 	case 0:
@@ -280,8 +288,24 @@ func joinBadRequests(errs []error) error {
 	if more := len(errs) - maxListedProblems; more > 0 {
 		msgs = append(msgs, fmt.Sprintf("and %d more problems", more))
 	}
-	first := errs[0].(*Error)
-	return &Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Param: first.Param, Code: first.Code, Message: strings.Join(msgs, "; ")}
+	out := &Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Message: strings.Join(msgs, "; ")}
+	for _, e := range errs {
+		var ae *Error
+		if errors.As(e, &ae) && ae.Param != nil {
+			out.Param, out.Code = ae.Param, ae.Code
+			break
+		}
+		var p backends.Parameter
+		if errors.As(e, &p) && p.ErrorParam() != "" {
+			param := p.ErrorParam()
+			out.Param = &param
+			if c, ok := p.(backends.Coder); ok && c.ErrorCode() != "" {
+				out.Code = c.ErrorCode()
+			}
+			break
+		}
+	}
+	return out
 }
 
 // chatPlan is a validated chat completion request.
@@ -292,11 +316,14 @@ type chatPlan struct {
 	// rendered prompt holds at least; toolBytes the same of the tools
 	// (toolPromptBytes).
 	bytes, toolBytes int
+	// param is the request field that holds the conversation.
+	param string
 }
 
 // plan validates a chat request without a model: every field, every cap, and
 // the prompt's size against the largest context a model gets.
-func (req *ChatCompletionRequest) plan(contextCap int) (*chatPlan, error) {
+func (req *ChatCompletionRequest) plan(env planEnv) (*chatPlan, error) {
+	contextCap := env.contextCap
 	maxTokens, maxParam := req.MaxCompletionTokens, "max_completion_tokens"
 	if maxTokens == nil {
 		maxTokens, maxParam = req.MaxTokens, "max_tokens"
@@ -312,7 +339,7 @@ func (req *ChatCompletionRequest) plan(contextCap int) (*chatPlan, error) {
 	case n > MaxChatMessages:
 		return nil, joinBadRequests(append(errs, tooMany("messages", n, MaxChatMessages, "messages")))
 	}
-	p := &chatPlan{msgs: make([]backends.Message, 0, len(req.Messages))}
+	msgs := make([]backends.Message, 0, len(req.Messages))
 	for i, m := range req.Messages {
 		if !chatRoles[m.Role] {
 			errs = append(errs, badRequest(fmt.Sprintf("messages[%d].role", i), "messages[%d].role %s is not one of system, developer, user, assistant, tool", i, quote(m.Role)))
@@ -320,17 +347,13 @@ func (req *ChatCompletionRequest) plan(contextCap int) (*chatPlan, error) {
 		if len(m.Content.NonText) > 0 {
 			errs = append(errs, badRequest(fmt.Sprintf("messages[%d].content", i), "messages[%d] has content parts of type %s; only text is supported", i, clip(strings.Join(m.Content.NonText, ", "))))
 		}
-		p.bytes += len(m.Role) + len(m.Content.Text) + len(m.Name) + len(m.ToolCallID)
 		bm, err := m.message(i)
 		if err != nil {
 			errs = append(errs, err)
 		}
-		for _, tc := range bm.ToolCalls {
-			p.bytes += len(tc.ID) + len(tc.Name) + len(tc.Arguments)
-		}
-		p.msgs = append(p.msgs, bm)
+		msgs = append(msgs, bm)
 	}
-	if err := req.tooling(&gen, contextCap); err != nil {
+	if err := req.tooling(&gen, env); err != nil {
 		errs = append(errs, err)
 	}
 	if err := joinBadRequests(errs); err != nil {
@@ -342,13 +365,7 @@ func (req *ChatCompletionRequest) plan(contextCap int) (*chatPlan, error) {
 	if err := checkBytes("chat_template_kwargs", "chat_template_kwargs has", kw, 0, contextCap); err != nil {
 		return nil, err
 	}
-	p.bytes += kw
-	p.toolBytes = toolPromptBytes(gen.Tools)
-	if err := checkChatBytes("messages", p.bytes, req.toolsParam(), p.toolBytes, gen.MaxTokens, contextCap); err != nil {
-		return nil, err
-	}
-	p.gen = gen
-	return p, nil
+	return newChatPlan(gen, msgs, contextCap, convFields{conversation: "messages", tools: req.toolsParam(), extraBytes: kw})
 }
 
 func (s *Server) chatCompletions(c *gin.Context) {
@@ -357,7 +374,7 @@ func (s *Server) chatCompletions(c *gin.Context) {
 		writeError(c, err)
 		return
 	}
-	plan, err := req.plan(s.contextCap())
+	plan, err := req.plan(s.planEnv())
 	if err != nil {
 		writeError(c, err)
 		return
@@ -379,7 +396,8 @@ type completionPlan struct {
 }
 
 // plan validates a completions request without a model.
-func (req *CompletionRequest) plan(contextCap int) (*completionPlan, error) {
+func (req *CompletionRequest) plan(env planEnv) (*completionPlan, error) {
+	contextCap := env.contextCap
 	var errs []error
 	if err := req.completionLogprobsParam(); err != nil {
 		errs = append(errs, err)
@@ -393,6 +411,8 @@ func (req *CompletionRequest) plan(contextCap int) (*completionPlan, error) {
 		errs = append(errs, badRequest("prompt", "prompt must be a string (or an array holding one string)"))
 	} else if len(prompt) != 1 {
 		errs = append(errs, badRequest("prompt", "prompt must hold exactly one string, got %d", len(prompt)))
+	} else if prompt[0] == "" {
+		errs = append(errs, badRequest("prompt", "prompt is empty"))
 	}
 	if req.Echo {
 		errs = append(errs, badRequest("echo", "echo is not supported"))
@@ -403,7 +423,7 @@ func (req *CompletionRequest) plan(contextCap int) (*completionPlan, error) {
 	if req.BestOf != nil && *req.BestOf != 1 {
 		errs = append(errs, badRequest("best_of", "only best_of=1 is supported"))
 	}
-	if err := responseFormat(req.ResponseFormat, &gen); err != nil {
+	if err := responseFormat(req.ResponseFormat, &gen, openAINames, env.constraints); err != nil {
 		errs = append(errs, err)
 	}
 	if err := joinBadRequests(errs); err != nil {
@@ -421,7 +441,7 @@ func (s *Server) completions(c *gin.Context) {
 		writeError(c, err)
 		return
 	}
-	plan, err := req.plan(s.contextCap())
+	plan, err := req.plan(s.planEnv())
 	if err != nil {
 		writeError(c, err)
 		return

@@ -115,7 +115,7 @@ func chatServer(t *testing.T, models map[string]cache.Instance) *Server {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Close(context.Background()) })
-	return New(Options{Version: "test", Libs: backendsLibs(t), Cache: c})
+	return New(Options{Constraints: testConstraints, Version: "test", Libs: backendsLibs(t), Cache: c})
 }
 
 func post(t *testing.T, s *Server, path, body string) *httptest.ResponseRecorder {
@@ -264,7 +264,7 @@ func TestChatErrors(t *testing.T) {
 		{`{"model":"m","messages":[{"role":"user","content":"x"}],"n":2}`, 400, "this model supports only n=1"},
 		{`{"model":"m","messages":[{"role":"user","content":"x"}],"logprobs":true}`, 400, "this model does not support logprobs"},
 		{`{"model":"m","messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":{"type":"object","not":{"required":["a"]}}}}}`, 400, `the keyword "not" (at the schema's root) is not supported`},
-		{`{"model":"m","messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_schema","json_schema":{"name":"x"}}}`, 400, "needs json_schema.schema"},
+		{`{"model":"m","messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_schema","json_schema":{"name":"x"}}}`, 400, "response_format: a json_schema format needs a schema"},
 		{`{"model":"m","messages":[{"role":"user","content":"x"}],"max_tokens":0}`, 400, "max_tokens must be at least 1"},
 		{`{"model":"m","messages":[{"role":"user","content":"x"}],"logit_bias":{"abc":1}}`, 400, "not a token id"},
 		{`{"model":"notmpl","messages":[{"role":"user","content":"x"}]}`, 400, "use /v1/completions"},

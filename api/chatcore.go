@@ -1,6 +1,7 @@
 package api
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 
@@ -36,15 +37,18 @@ type chatCall struct {
 // message count and the prompt's size — messages and tools, everything the
 // template gets — against the largest context a model gets. gen's tools,
 // tool choice and response format must already be compiled
-// (compileTooling).
-func newChatPlan(gen backends.Request, msgs []backends.Message, contextCap int) (*chatPlan, error) {
+// (compileTooling). f names the dialect's fields, which its errors name,
+// and the template text it adds beyond messages and tools. Every dialect
+// plans through it.
+func newChatPlan(gen backends.Request, msgs []backends.Message, contextCap int, f convFields) (*chatPlan, error) {
+	param := f.conversation
 	if len(msgs) == 0 {
-		return nil, badRequest("messages", "messages must not be empty")
+		return nil, badRequest(param, "%s must not be empty", param)
 	}
 	if n := len(msgs); n > MaxChatMessages {
-		return nil, tooMany("messages", n, MaxChatMessages, "messages")
+		return nil, tooMany(param, n, MaxChatMessages, "messages")
 	}
-	p := &chatPlan{gen: gen, msgs: msgs}
+	p := &chatPlan{gen: gen, msgs: msgs, param: param}
 	for _, m := range msgs {
 		// Content is the text parts joined: the parts' text is not counted again.
 		p.bytes += len(m.Role) + len(m.Content) + len(m.Name) + len(m.ToolCallID)
@@ -52,22 +56,42 @@ func newChatPlan(gen backends.Request, msgs []backends.Message, contextCap int) 
 			p.bytes += len(tc.ID) + len(tc.Name) + len(tc.Arguments)
 		}
 	}
+	p.bytes += f.extraBytes
 	p.toolBytes = toolPromptBytes(gen.Tools)
-	if err := checkChatBytes("messages", p.bytes, "tools", p.toolBytes, gen.MaxTokens, contextCap); err != nil {
+	if err := checkChatBytes(param, p.bytes, cmp.Or(f.tools, "tools"), p.toolBytes, gen.MaxTokens, contextCap); err != nil {
 		return nil, err
 	}
 	return p, nil
+}
+
+// fieldNames are a dialect's names for what the core's refusals of tools
+// and formats speak of: the response format's field, the tools' field, what
+// one tool is called and the field of its schema. A dialect passes them
+// once; the backend's errors are neutral (backends.SchemaError).
+type fieldNames struct {
+	format, tools, tool, schema string
+}
+
+// openAINames are the Chat Completions API's names.
+var openAINames = fieldNames{format: "response_format", tools: "tools", tool: "function", schema: "parameters"}
+
+// convFields are a dialect's names of the conversation's field
+// ("messages", "input", "prompt") and of the tools' field ("" is tools),
+// and the bytes of text it gives the template beyond messages and tools
+// (OpenAI's chat_template_kwargs).
+type convFields struct {
+	conversation, tools string
+	extraBytes          int
 }
 
 // compileTooling checks gen's tools and derives the grammars of its tool
 // choice and response format, before any model is acquired: tools too long
 // for contextCap tokens are refused before anything reads them, and a
 // schema that cannot be enforced — under any tool choice but none — is a
-// 400 naming the tool and the keyword (toolsParam and formatParam name the
-// dialect's fields).
-func compileTooling(gen *backends.Request, toolsParam, formatParam string, contextCap int) error {
+// 400 naming the tool and the keyword in the dialect's words (n).
+func compileTooling(gen *backends.Request, n fieldNames, env planEnv) error {
 	if gen.ToolChoice.Mode != backends.ToolChoiceNone {
-		if err := checkToolBytes(toolsParam, gen.Tools, contextCap); err != nil {
+		if err := checkToolBytes(n.tools, gen.Tools, env.contextCap); err != nil {
 			return err
 		}
 	}
@@ -82,13 +106,31 @@ func compileTooling(gen *backends.Request, toolsParam, formatParam string, conte
 	case tc.Mode == backends.ToolChoiceFunction && !hasTool(gen.Tools, tc.Name):
 		return badRequest("tool_choice", "tool_choice names %s, which is not among the tools", quote(tc.Name))
 	}
-	if err := backends.CompileResponseFormat(&gen.ResponseFormat); err != nil {
-		return asBadRequest(err, formatParam)
+	if err := backends.CompileResponseFormat(env.constraints, &gen.ResponseFormat); err != nil {
+		return schemaRefusal(err, n)
 	}
-	if err := backends.CompileToolChoice(gen); err != nil {
-		return asBadRequest(err, toolsParam)
+	if err := backends.CompileToolChoice(env.constraints, gen); err != nil {
+		return schemaRefusal(err, n)
 	}
 	return nil
+}
+
+// schemaRefusal is the 400 of a schema or grammar the backend cannot
+// enforce (a *backends.SchemaError), named in the dialect's words: its
+// format field, or its tools field, the tool and the tool's schema field.
+// Other errors pass through asBadRequest.
+func schemaRefusal(err error, n fieldNames) error {
+	var se *backends.SchemaError
+	if !errors.As(err, &se) {
+		return asBadRequest(err, n.tools)
+	}
+	switch se.Kind {
+	case backends.SchemaOfTool:
+		return badRequest(n.tools, "%s: %s %s's %s: %s", n.tools, n.tool, quote(se.Tool), n.schema, se.Reason)
+	case backends.GrammarOfTool:
+		return badRequest(n.tools, "%s: %s %s's grammar: %s", n.tools, n.tool, quote(se.Tool), se.Reason)
+	}
+	return badRequest(n.format, "%s: %s", n.format, se.Reason)
 }
 
 func hasTool(tools []backends.Tool, name string) bool {
@@ -141,7 +183,7 @@ func (s *Server) startChat(c *gin.Context, call chatCall) (*chatRun, error) {
 	if call.ceiling {
 		gen.MaxTokens = 0 // bounded by the context once the prompt is known
 	}
-	if err := checkChatBytes("messages", call.plan.bytes, "tools", call.plan.toolBytes, gen.MaxTokens, model.Info().ContextSize); err != nil {
+	if err := checkChatBytes(call.plan.param, call.plan.bytes, "tools", call.plan.toolBytes, gen.MaxTokens, model.Info().ContextSize); err != nil {
 		h.Release()
 		return nil, err
 	}
@@ -149,7 +191,7 @@ func (s *Server) startChat(c *gin.Context, call chatCall) (*chatRun, error) {
 	ids, rendered, err := chatPromptIDs(backends.WithTemplateVars(ctx, call.vars), model, &gen, call.plan.msgs)
 	if err != nil {
 		h.Release()
-		return nil, err
+		return nil, promptParam(err, call.plan.param)
 	}
 	if rendered {
 		gen.Prompt = ids
@@ -163,12 +205,7 @@ func (s *Server) startChat(c *gin.Context, call chatCall) (*chatRun, error) {
 	if call.single && len(gen.Tools) > 0 {
 		model = firstCallOnly{model}
 	}
-	events, err := model.Generate(ctx, gen)
-	if err != nil {
-		h.Release()
-		return nil, err
-	}
-	return &chatRun{Events: noteEvents(c, events, len(gen.Prompt)), PromptTokens: len(gen.Prompt), handle: h}, nil
+	return s.startTokens(c, h, model, gen, call.plan.param)
 }
 
 // startText is startChat for a raw prompt that the caller templated itself:
@@ -194,12 +231,30 @@ func (s *Server) startText(c *gin.Context, model string, ka KeepAlive, gen backe
 		h.Release()
 		return nil, badRequest(param, "%s is empty", param)
 	}
+	return s.startTokens(c, h, m, gen, param)
+}
+
+// startTokens starts gen on m, which h holds: the handle passes to the run,
+// or is released when the start fails. A context overflow names param.
+func (s *Server) startTokens(c *gin.Context, h *cache.Handle, m ChatModel, gen backends.Request, param string) (*chatRun, error) {
 	events, err := m.Generate(c.Request.Context(), gen)
 	if err != nil {
 		h.Release()
-		return nil, err
+		return nil, promptParam(err, param)
 	}
 	return &chatRun{Events: noteEvents(c, events, len(gen.Prompt)), PromptTokens: len(gen.Prompt), handle: h}, nil
+}
+
+// promptParam gives a context overflow that names no field the request's
+// prompt field, param; other errors pass unchanged.
+func promptParam(err error, param string) error {
+	var co *backends.ContextOverflowError
+	if errors.As(err, &co) && co.Param == "" {
+		named := *co
+		named.Param = param
+		return &named
+	}
+	return err
 }
 
 // chatResult is a whole generation, for the non-streamed answers.
@@ -208,6 +263,7 @@ type chatResult struct {
 	Reasoning string
 	ToolCalls []backends.ToolCall
 	Finish    backends.FinishReason
+	Stop      string // the stop string that ended it (backends.Event.Stop)
 	Usage     backends.Usage
 }
 
@@ -225,10 +281,17 @@ func collect(events <-chan backends.Event) (chatResult, error) {
 	return rs[0].chatResult, nil
 }
 
+// errGeneration is the error of a final event that says it failed without
+// saying why.
+var errGeneration = errors.New("generation failed")
+
 // generationError is the error a stream's final event carries, or nil.
 func generationError(ev backends.Event) error {
-	if ev.Finish == backends.FinishError || ev.Err != nil {
-		return fmt.Errorf("generation failed: %w", ev.Err)
+	switch {
+	case ev.Err != nil:
+		return fmt.Errorf("%w: %w", errGeneration, ev.Err)
+	case ev.Finish == backends.FinishError:
+		return errGeneration
 	}
 	return nil
 }

@@ -14,7 +14,7 @@ func TestNewChatPlanCountsTextOnce(t *testing.T) {
 		{Role: "user", Content: "hello", Parts: []backends.ContentPart{{Type: backends.PartText, Text: "hello"}}},
 		{Role: "assistant", ToolCalls: []backends.ToolCall{{ID: "c1", Name: "f", Arguments: "{}"}}},
 	}
-	p, err := newChatPlan(backends.Request{}, msgs, 4096)
+	p, err := newChatPlan(backends.Request{}, msgs, 4096, convFields{conversation: "messages"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -122,11 +122,9 @@ func statusError(err error) *Error {
 	} else if st == http.StatusNotFound {
 		e.Code = "model_not_found"
 	}
-	if p, ok := se.(backends.Parameter); ok && p.ErrorParam() != "" {
+	var p backends.Parameter
+	if errors.As(err, &p) && p.ErrorParam() != "" {
 		param := p.ErrorParam()
-		e.Param = &param
-	} else if errors.Is(err, backends.ErrContextOverflow) {
-		param := "messages"
 		e.Param = &param
 	}
 	if st == http.StatusServiceUnavailable {

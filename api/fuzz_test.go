@@ -30,7 +30,7 @@ var fuzzRoutes = []struct {
 		if err := unmarshalBody(b, &r); err != nil {
 			return err
 		}
-		_, err := r.plan(backends.DefaultContextCap)
+		_, err := r.plan(planEnv{contextCap: backends.DefaultContextCap})
 		return err
 	}},
 	{"completions", func(b []byte) error {
@@ -38,7 +38,7 @@ var fuzzRoutes = []struct {
 		if err := unmarshalBody(b, &r); err != nil {
 			return err
 		}
-		_, err := r.plan(backends.DefaultContextCap)
+		_, err := r.plan(planEnv{contextCap: backends.DefaultContextCap})
 		return err
 	}},
 	{"embeddings", func(b []byte) error {
@@ -145,7 +145,7 @@ func FuzzModelRoutes(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	s := New(Options{Version: "test", Libs: backends.Libs{Root: f.TempDir()}})
+	s := New(Options{Constraints: testConstraints, Version: "test", Libs: backends.Libs{Root: f.TempDir()}})
 	s.RegisterModels(ModelsOptions{Store: store, Puller: puller})
 	for _, seed := range []struct {
 		op   uint8

@@ -17,146 +17,164 @@ import (
 // the prompt once and the choices' completion tokens summed) and whether it
 // asked for logprobs.
 func (s *Server) writeGeneration(c *gin.Context, events <-chan backends.Event, name string, stream bool, so *StreamOptions, chat bool, gen *backends.Request) {
-	created := time.Now().Unix()
-	id := newID("cmpl-")
+	w := &openAIWriter{c: c, created: time.Now().Unix(), id: newID("cmpl-"), name: name, fp: "modeld-" + s.opt.Version,
+		chat: chat, n: max(1, gen.N), logprobs: gen.Logprobs || gen.TopLogprobs > 0, top: gen.TopLogprobs}
 	if chat {
-		id = newID("chatcmpl-")
+		w.id = newID("chatcmpl-")
 	}
-	fp := "modeld-" + s.opt.Version
-	n := max(1, gen.N)
-	logprobs := gen.Logprobs || gen.TopLogprobs > 0
 	if !stream {
-		res, usage, err := collectChoices(events, n)
-		if errors.Is(err, errCut) {
-			writeCut(c, nil) // a 503 when the shutdown cut it; nothing when the client is gone
-			return
-		}
-		if err != nil {
-			writeError(c, err)
-			return
-		}
-		u := toUsage(usage)
-		if chat {
-			out := ChatCompletion{ID: id, Object: "chat.completion", Created: created, Model: name, SystemFingerprint: fp,
-				Choices: make([]ChatChoice, 0, n), Usage: u}
-			for i, r := range res {
-				out.Choices = append(out.Choices, chatChoice(i, r, logprobs))
-			}
-			c.JSON(http.StatusOK, out)
-			return
-		}
-		out := Completion{ID: id, Object: "text_completion", Created: created, Model: name, SystemFingerprint: fp,
-			Choices: make([]CompletionChoice, 0, n), Usage: &u}
-		for i, r := range res {
-			finish := string(r.Finish)
-			ch := CompletionChoice{Text: r.Text, Index: i, FinishReason: &finish}
-			if logprobs {
-				ch.Logprobs = completionLogprobs(r.Logprobs, 0, gen.TopLogprobs)
-			}
-			out.Choices = append(out.Choices, ch)
-		}
-		c.JSON(http.StatusOK, out)
+		w.whole(events)
 		return
 	}
-
-	// A stream left early (cut, failed) is drained in the background: the
-	// other choices' events still arrive, and the backend's stream must be
-	// read to its end.
-	defer func() {
-		go func() {
-			for range events {
-			}
-		}()
-	}()
-	sse := newSSE(c)
-	chatChunk := func(ch ChunkChoice) ChatCompletionChunk {
-		return ChatCompletionChunk{ID: id, Object: "chat.completion.chunk", Created: created, Model: name, SystemFingerprint: fp,
-			Choices: []ChunkChoice{ch}}
-	}
-	textChunk := func(ch CompletionChoice) Completion {
-		return Completion{ID: id, Object: "text_completion", Created: created, Model: name, SystemFingerprint: fp,
-			Choices: []CompletionChoice{ch}}
-	}
+	w.sse, w.offsets = newSSE(c), make([]int, w.n)
 	if chat {
-		for i := 0; i < n; i++ {
+		for i := 0; i < w.n; i++ {
 			empty := ""
-			sse.send(chatChunk(ChunkChoice{Index: i, Delta: ChunkDelta{Role: "assistant", Content: &empty}}))
+			w.sse.send(w.chatChunk(ChunkChoice{Index: i, Delta: ChunkDelta{Role: "assistant", Content: &empty}}))
 		}
 	}
-	offsets := make([]int, n) // completions: each choice's text offset so far
-	var usage backends.Usage
-	for ev := range events {
-		i := ev.Index
-		if i < 0 || i >= n {
-			continue
+	w.so = so
+	streamEvents(c.Request.Context(), events, w.n, w)
+}
+
+// openAIWriter answers one generation in the chat or text completion shape.
+type openAIWriter struct {
+	c              *gin.Context
+	created        int64
+	id, name, fp   string
+	chat, logprobs bool
+	n, top         int
+	sse            *sseWriter
+	offsets        []int // completions: each choice's text offset so far
+	usage          backends.Usage
+	so             *StreamOptions
+}
+
+// whole reads the generation to its end and answers with one object.
+func (w *openAIWriter) whole(events <-chan backends.Event) {
+	res, usage, err := collectChoices(events, w.n)
+	if errors.Is(err, errCut) {
+		writeCut(w.c, nil) // a 503 when the shutdown cut it; nothing when the client is gone
+		return
+	}
+	if err != nil {
+		writeError(w.c, err)
+		return
+	}
+	u := toUsage(usage)
+	if w.chat {
+		out := ChatCompletion{ID: w.id, Object: "chat.completion", Created: w.created, Model: w.name, SystemFingerprint: w.fp,
+			Choices: make([]ChatChoice, 0, w.n), Usage: u}
+		for i, r := range res {
+			out.Choices = append(out.Choices, chatChoice(i, r, w.logprobs))
 		}
-		if chat {
-			// The token's logprobs ride on the first chunk the event gives,
-			// or on an empty delta when it gives none (text held back).
-			var lp any
-			if ev.Logprobs != nil {
-				lp = &ChatLogprobs{Content: chatTokenLogprobs([]*backends.Logprobs{ev.Logprobs}), Refusal: nil}
-			}
-			sent := false
-			send := func(d ChunkDelta) {
-				ch := ChunkChoice{Index: i, Delta: d}
-				if !sent {
-					ch.Logprobs = lp
-				}
-				sse.send(chatChunk(ch))
-				sent = true
-			}
-			if ev.Reasoning != "" {
-				send(ChunkDelta{ReasoningContent: ev.Reasoning})
-			}
-			if ev.Text != "" {
-				t := ev.Text
-				send(ChunkDelta{Content: &t})
-			}
-			if len(ev.ToolCalls) > 0 {
-				send(ChunkDelta{ToolCalls: chunkToolCalls(ev.ToolCalls)})
-			}
-			if lp != nil && !sent {
-				send(ChunkDelta{})
-			}
-		} else if ev.Text != "" || ev.Logprobs != nil {
-			ch := CompletionChoice{Text: ev.Text, Index: i}
-			if ev.Logprobs != nil {
-				ch.Logprobs = completionLogprobs([]*backends.Logprobs{ev.Logprobs}, offsets[i], gen.TopLogprobs)
-				offsets[i] += len(ev.Logprobs.Bytes)
-			}
-			sse.send(textChunk(ch))
+		w.c.JSON(http.StatusOK, out)
+		return
+	}
+	out := Completion{ID: w.id, Object: "text_completion", Created: w.created, Model: w.name, SystemFingerprint: w.fp,
+		Choices: make([]CompletionChoice, 0, w.n), Usage: &u}
+	for i, r := range res {
+		finish := string(r.Finish)
+		ch := CompletionChoice{Text: r.Text, Index: i, FinishReason: &finish}
+		if w.logprobs {
+			ch.Logprobs = completionLogprobs(r.Logprobs, 0, w.top)
 		}
-		if !ev.Done {
-			continue
+		out.Choices = append(out.Choices, ch)
+	}
+	w.c.JSON(http.StatusOK, out)
+}
+
+func (w *openAIWriter) chatChunk(ch ChunkChoice) ChatCompletionChunk {
+	return ChatCompletionChunk{ID: w.id, Object: "chat.completion.chunk", Created: w.created, Model: w.name, SystemFingerprint: w.fp,
+		Choices: []ChunkChoice{ch}}
+}
+
+func (w *openAIWriter) textChunk(ch CompletionChoice) Completion {
+	return Completion{ID: w.id, Object: "text_completion", Created: w.created, Model: w.name, SystemFingerprint: w.fp,
+		Choices: []CompletionChoice{ch}}
+}
+
+// delta sends an event's chunks.
+func (w *openAIWriter) delta(ev backends.Event) {
+	i := ev.Index
+	if w.chat {
+		w.chatDelta(i, ev)
+	} else if ev.Text != "" || ev.Logprobs != nil {
+		ch := CompletionChoice{Text: ev.Text, Index: i}
+		if ev.Logprobs != nil {
+			ch.Logprobs = completionLogprobs([]*backends.Logprobs{ev.Logprobs}, w.offsets[i], w.top)
+			w.offsets[i] += len(ev.Logprobs.Bytes)
 		}
-		switch {
-		case ev.Finish == backends.FinishCancelled:
-			writeCut(c, sse) // an error event when the shutdown cut it
-			return
-		case generationError(ev) != nil:
-			sse.send(gin.H{"error": toAPIError(generationError(ev))})
-			return
-		}
-		sumUsage(&usage, ev.Usage)
-		finish := string(ev.Finish)
-		if chat {
-			sse.send(chatChunk(ChunkChoice{Index: i, FinishReason: &finish}))
+		w.sse.send(w.textChunk(ch))
+	}
+}
+
+// end sends the usage chunk when the request asked for one, and [DONE].
+func (w *openAIWriter) end() {
+	if w.so != nil && w.so.IncludeUsage {
+		u := toUsage(w.usage)
+		if w.chat {
+			w.sse.send(ChatCompletionChunk{ID: w.id, Object: "chat.completion.chunk", Created: w.created, Model: w.name,
+				SystemFingerprint: w.fp, Choices: []ChunkChoice{}, Usage: &u})
 		} else {
-			sse.send(textChunk(CompletionChoice{Index: i, FinishReason: &finish}))
+			w.sse.send(Completion{ID: w.id, Object: "text_completion", Created: w.created, Model: w.name,
+				SystemFingerprint: w.fp, Choices: []CompletionChoice{}, Usage: &u})
 		}
 	}
-	if so != nil && so.IncludeUsage {
-		u := toUsage(usage)
-		if chat {
-			sse.send(ChatCompletionChunk{ID: id, Object: "chat.completion.chunk", Created: created, Model: name,
-				SystemFingerprint: fp, Choices: []ChunkChoice{}, Usage: &u})
-		} else {
-			sse.send(Completion{ID: id, Object: "text_completion", Created: created, Model: name,
-				SystemFingerprint: fp, Choices: []CompletionChoice{}, Usage: &u})
-		}
+	w.sse.done()
+}
+
+// fail ends the stream with an error event (a 503 when the shutdown cut a
+// stream that has sent nothing yet).
+func (w *openAIWriter) fail(err error) {
+	if !w.sse.started && errors.Is(err, ErrShuttingDown) {
+		writeError(w.c, err)
+		return
 	}
-	sse.done()
+	w.sse.send(gin.H{"error": toAPIError(err)})
+}
+
+// chatDelta sends choice i's chunks of one event. The token's logprobs ride
+// on the first chunk the event gives, or on an empty delta when it gives
+// none (text held back).
+func (w *openAIWriter) chatDelta(i int, ev backends.Event) {
+	var lp any
+	if ev.Logprobs != nil {
+		lp = &ChatLogprobs{Content: chatTokenLogprobs([]*backends.Logprobs{ev.Logprobs}), Refusal: nil}
+	}
+	sent := false
+	send := func(d ChunkDelta) {
+		ch := ChunkChoice{Index: i, Delta: d}
+		if !sent {
+			ch.Logprobs = lp
+		}
+		w.sse.send(w.chatChunk(ch))
+		sent = true
+	}
+	if ev.Reasoning != "" {
+		send(ChunkDelta{ReasoningContent: ev.Reasoning})
+	}
+	if ev.Text != "" {
+		t := ev.Text
+		send(ChunkDelta{Content: &t})
+	}
+	if len(ev.ToolCalls) > 0 {
+		send(ChunkDelta{ToolCalls: chunkToolCalls(ev.ToolCalls)})
+	}
+	if lp != nil && !sent {
+		send(ChunkDelta{})
+	}
+}
+
+// finish sends a choice's finish chunk.
+func (w *openAIWriter) finish(ev backends.Event) {
+	sumUsage(&w.usage, ev.Usage)
+	finish := string(ev.Finish)
+	if w.chat {
+		w.sse.send(w.chatChunk(ChunkChoice{Index: ev.Index, FinishReason: &finish}))
+	} else {
+		w.sse.send(w.textChunk(CompletionChoice{Index: ev.Index, FinishReason: &finish}))
+	}
 }
 
 // chatChoice is the wire form of choice i of a whole chat generation.

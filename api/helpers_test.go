@@ -5,7 +5,12 @@ import (
 	"testing"
 
 	"github.com/modeld/modeld/backends"
+	"github.com/modeld/modeld/backends/llama"
 )
+
+// testConstraints is the grammar compiler the test servers check requests
+// with: llama.cpp's, as the daemon wires it.
+var testConstraints backends.Constrainer = llama.Constraints{}
 
 func backendsLibs(t *testing.T) backends.Libs { return backends.Libs{Root: t.TempDir()} }
 

@@ -28,7 +28,7 @@ func TestKeepAliveRefusedOnEveryRoute(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Close(context.Background()) })
-	s := New(Options{Version: "test", Libs: backendsLibs(t), Cache: c})
+	s := New(Options{Constraints: testConstraints, Version: "test", Libs: backendsLibs(t), Cache: c})
 	bodies := map[string]string{
 		"/v1/chat/completions": `{"model":"m","messages":[{"role":"user","content":"hi"}],"keep_alive":%s}`,
 		"/v1/completions":      `{"model":"m","prompt":"hi","keep_alive":%s}`,
@@ -78,7 +78,7 @@ func TestKeepAliveForms(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s := New(Options{Version: "test", Libs: backendsLibs(t), Cache: c})
+		s := New(Options{Constraints: testConstraints, Version: "test", Libs: backendsLibs(t), Cache: c})
 		w := pipePost(t, s, "/v1/embeddings", `{"model":"embed","input":"x","keep_alive":`+raw+`}`)
 		if w.Code != 200 {
 			t.Errorf("keep_alive %s: %d %s", raw, w.Code, w.Body)

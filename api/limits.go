@@ -100,6 +100,19 @@ func clipMessage(msg string) string {
 
 // contextCap is the largest context, in tokens, that any chat model of this
 // daemon gets (a model's own trained context is used when smaller).
+// planEnv is what checking a request needs besides the request: the
+// largest context a model gets and the chat backend's grammar compiler
+// (Options.Constraints).
+type planEnv struct {
+	contextCap  int
+	constraints backends.Constrainer
+}
+
+// planEnv is the server's planEnv.
+func (s *Server) planEnv() planEnv {
+	return planEnv{contextCap: s.contextCap(), constraints: s.opt.Constraints}
+}
+
 func (s *Server) contextCap() int {
 	if s.opt.ContextCap > 0 {
 		return s.opt.ContextCap

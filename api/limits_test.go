@@ -35,7 +35,7 @@ func limitServer(t *testing.T, insts map[string]cache.Instance, opt Options) (*S
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Close(context.Background()) })
-	opt.Version, opt.Libs, opt.Cache, opt.Log = "test", backendsLibs(t), c, log
+	opt.Version, opt.Libs, opt.Cache, opt.Log, opt.Constraints = "test", backendsLibs(t), c, log, testConstraints
 	return New(opt), &loads
 }
 

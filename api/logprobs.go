@@ -152,7 +152,7 @@ func collectChoices(events <-chan backends.Event, n int) ([]choiceResult, backen
 		if !a.done {
 			return nil, usage, fmt.Errorf("generation failed: choice %d ended without its final event", i)
 		}
-		r := choiceResult{chatResult: chatResult{Text: a.text.String(), Reasoning: a.reasoning.String(), Finish: a.last.Finish, Usage: a.last.Usage}, Logprobs: a.lps}
+		r := choiceResult{chatResult: chatResult{Text: a.text.String(), Reasoning: a.reasoning.String(), Finish: a.last.Finish, Stop: a.last.Stop, Usage: a.last.Usage}, Logprobs: a.lps}
 		for _, tc := range a.calls {
 			r.ToolCalls = append(r.ToolCalls, backends.ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
 		}

@@ -318,72 +318,73 @@ type ollamaTiming struct {
 // when streamed, else one object. Tool calls come whole (Ollama streams no
 // argument deltas), in an object before the final one.
 func (h *ollama) writeRun(c *gin.Context, run *chatRun, model string, stream bool, tm ollamaTiming, frame ollamaFrame) {
-	var nd *ndjsonWriter
+	e := &ollamaEncoder{c: c, model: model, tm: tm, frame: frame, genStart: time.Now()}
 	if stream {
 		c.Header("Content-Type", "application/x-ndjson")
 		c.Status(http.StatusOK)
-		nd = newNDJSONWriter(c.Writer)
+		e.nd = newNDJSONWriter(c.Writer)
 	}
-	var text, thinking strings.Builder
-	var calls []wireToolCall
-	genStart := time.Now()
-	var first time.Time
-	for ev := range run.Events {
-		if first.IsZero() {
-			first = time.Now()
-		}
-		calls = addToolDeltas(calls, ev.ToolCalls)
-		if stream && (ev.Text != "" || ev.Reasoning != "") {
-			if nd.send(frame(ev.Text, ev.Reasoning, nil, nil)) != nil {
-				continue // the client left: its context ends the generation
-			}
-		} else if !stream {
-			text.WriteString(ev.Text)
-			thinking.WriteString(ev.Reasoning)
-		}
-		if !ev.Done {
-			continue
-		}
-		if ev.Finish == backends.FinishCancelled {
-			if cut := shutdownCause(c.Request.Context()); cut != nil {
-				if stream {
-					_ = nd.send(gin.H{"error": toAPIError(cut).Message})
-				} else {
-					ollamaError(c, cut, model)
-				}
-			}
-			return
-		}
-		if err := generationError(ev); err != nil {
-			if stream {
-				_ = nd.send(gin.H{"error": toAPIError(err).Message})
-			} else {
-				ollamaError(c, err, model)
-			}
-			return
-		}
-		end := time.Now()
-		fin := &ollamaFinal{reason: ollamaDoneReason(ev.Finish), stats: ollamaStats{
-			TotalDuration: int64(end.Sub(tm.start)), LoadDuration: int64(tm.load),
-			PromptEvalCount: ev.Usage.PromptTokens, PromptEvalDuration: int64(first.Sub(genStart)),
-			EvalCount: ev.Usage.CompletionTokens, EvalDuration: int64(end.Sub(first)),
-		}}
-		made := make([]backends.ToolCall, len(calls))
-		for i, w := range calls {
-			made[i] = backends.ToolCall{Name: w.Function.Name, Arguments: w.Function.Arguments}
-		}
-		tcs := ollamaCalls(made)
-		if !stream {
-			c.JSON(http.StatusOK, frame(text.String(), thinking.String(), tcs, fin))
-			return
-		}
-		if len(tcs) > 0 {
-			_ = nd.send(frame("", "", tcs, nil))
-		}
-		_ = nd.send(frame("", "", nil, fin))
-		return
+	streamEvents(c.Request.Context(), run.Events, 1, e)
+}
+
+// ollamaEncoder encodes a generation in Ollama's shape: NDJSON frames when
+// nd is set, else the whole text in one object at the finish.
+type ollamaEncoder struct {
+	c               *gin.Context
+	model           string
+	tm              ollamaTiming
+	frame           ollamaFrame
+	nd              *ndjsonWriter
+	text, thinking  strings.Builder
+	calls           []wireToolCall
+	genStart, first time.Time
+}
+
+func (e *ollamaEncoder) delta(ev backends.Event) {
+	if e.first.IsZero() {
+		e.first = time.Now()
+	}
+	e.calls = addToolDeltas(e.calls, ev.ToolCalls)
+	switch {
+	case e.nd != nil && (ev.Text != "" || ev.Reasoning != ""):
+		_ = e.nd.send(e.frame(ev.Text, ev.Reasoning, nil, nil)) // a client that left: its context ends the generation
+	case e.nd == nil:
+		e.text.WriteString(ev.Text)
+		e.thinking.WriteString(ev.Reasoning)
 	}
 }
+
+func (e *ollamaEncoder) finish(ev backends.Event) {
+	end := time.Now()
+	fin := &ollamaFinal{reason: ollamaDoneReason(ev.Finish), stats: ollamaStats{
+		TotalDuration: int64(end.Sub(e.tm.start)), LoadDuration: int64(e.tm.load),
+		PromptEvalCount: ev.Usage.PromptTokens, PromptEvalDuration: int64(e.first.Sub(e.genStart)),
+		EvalCount: ev.Usage.CompletionTokens, EvalDuration: int64(end.Sub(e.first)),
+	}}
+	made := make([]backends.ToolCall, len(e.calls))
+	for i, w := range e.calls {
+		made[i] = backends.ToolCall{Name: w.Function.Name, Arguments: w.Function.Arguments}
+	}
+	tcs := ollamaCalls(made)
+	if e.nd == nil {
+		e.c.JSON(http.StatusOK, e.frame(e.text.String(), e.thinking.String(), tcs, fin))
+		return
+	}
+	if len(tcs) > 0 {
+		_ = e.nd.send(e.frame("", "", tcs, nil))
+	}
+	_ = e.nd.send(e.frame("", "", nil, fin))
+}
+
+func (e *ollamaEncoder) fail(err error) {
+	if e.nd != nil {
+		_ = e.nd.send(gin.H{"error": toAPIError(err).Message})
+		return
+	}
+	ollamaError(e.c, err, e.model)
+}
+
+func (e *ollamaEncoder) end() {}
 
 // decode reads a request body into v, a pointer to a request struct, and
 // logs at debug the fields v does not have: a field this dialect does not

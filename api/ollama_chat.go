@@ -2,6 +2,7 @@ package api
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -224,10 +225,10 @@ func (h *ollama) chatCall(req *OllamaChatRequest) (chatCall, error) {
 	if err := ollamaTools(req.Tools, &gen); err != nil {
 		return chatCall{}, err
 	}
-	if err := compileTooling(&gen, "tools", "format", h.s.contextCap()); err != nil {
+	if err := compileTooling(&gen, ollamaNames, h.s.planEnv()); err != nil {
 		return chatCall{}, err
 	}
-	plan, err := newChatPlan(gen, msgs, h.s.contextCap())
+	plan, err := newChatPlan(gen, msgs, h.s.contextCap(), convFields{conversation: "messages"})
 	if err != nil {
 		return chatCall{}, err
 	}
@@ -297,7 +298,7 @@ func (h *ollama) startGenerate(c *gin.Context, req *OllamaGenerateRequest) (*cha
 	if err != nil {
 		return nil, err
 	}
-	if err := compileTooling(&gen, "tools", "format", h.s.contextCap()); err != nil {
+	if err := compileTooling(&gen, ollamaNames, h.s.planEnv()); err != nil {
 		return nil, err
 	}
 	switch {
@@ -311,54 +312,45 @@ func (h *ollama) startGenerate(c *gin.Context, req *OllamaGenerateRequest) (*cha
 		msgs = append(msgs, backends.Message{Role: "system", Content: req.System})
 	}
 	msgs = append(msgs, backends.Message{Role: "user", Content: req.Prompt})
-	plan, err := newChatPlan(gen, msgs, h.s.contextCap())
+	plan, err := newChatPlan(gen, msgs, h.s.contextCap(), convFields{conversation: "prompt"})
 	if err != nil {
 		return nil, err
 	}
 	return h.s.startChat(c, chatCall{model: req.Model, keepAlive: req.KeepAlive, plan: plan, vars: vars})
 }
 
+// ollamaNames are the Ollama API's field names.
+var ollamaNames = fieldNames{format: "format", tools: "tools", tool: "function", schema: "parameters"}
+
 // errOllamaLogprobs refuses logprobs, which this dialect does not return.
 var errOllamaLogprobs = badRequest("logprobs", "logprobs is not supported on the Ollama API; POST /v1/chat/completions returns them")
 
-// fimMarkers are the fill-in-the-middle token spellings of the code models
-// that have them (prefix, suffix, middle; the prompt is in that order).
-var fimMarkers = [][3]string{
-	{"<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>"}, // Qwen2.5-Coder, StarCoder2
-	{"<fim_prefix>", "<fim_suffix>", "<fim_middle>"},       // StarCoder, SantaCoder
-	{"<｜fim▁begin｜>", "<｜fim▁hole｜>", "<｜fim▁end｜>"},       // DeepSeek-Coder
-	{"<|fim▁begin|>", "<|fim▁hole|>", "<|fim▁end|>"},
-}
-
 // startInfill runs a generate request with a suffix as a fill-in-the-middle
-// prompt, when the model's vocabulary has one of the markers' sets as
-// single tokens; otherwise it is a 400.
+// prompt, which the model makes from its vocabulary's own FIM tokens; a
+// model without them is a 400. The model is acquired once: the prompt is
+// made and the generation started under the same slot.
 func (h *ollama) startInfill(c *gin.Context, req *OllamaGenerateRequest, gen backends.Request) (*chatRun, error) {
 	hd, m, err := h.s.acquireChat(c, req.Model, req.KeepAlive)
 	if err != nil {
 		return nil, err
 	}
-	defer hd.Release() // startText holds the model too
-	tok, ok := m.(backends.Tokenizer)
-	if ok {
-		for _, mk := range fimMarkers {
-			if fimTokens(c, tok, mk) {
-				prompt := mk[0] + req.Prompt + mk[1] + req.Suffix + mk[2]
-				return h.s.startText(c, req.Model, req.KeepAlive, gen, prompt, "prompt")
-			}
-		}
+	inf, ok := backends.Unwrap(m).(backends.Infiller)
+	if !ok {
+		hd.Release()
+		return nil, noInfill(req.Model)
 	}
-	return nil, badRequest("suffix", "model '%s' has no fill-in-the-middle tokens, so suffix cannot be used with it", clip(req.Model))
+	ids, err := inf.InfillPromptContext(c.Request.Context(), req.Prompt, req.Suffix)
+	if errors.Is(err, backends.ErrNoInfill) {
+		err = noInfill(req.Model)
+	}
+	if err != nil {
+		hd.Release()
+		return nil, err
+	}
+	gen.Prompt = ids
+	return h.s.startTokens(c, hd, m, gen, "prompt")
 }
 
-// fimTokens reports whether each marker is one token of tok's vocabulary
-// (a control or user-defined token: no ordinary merge spells these).
-func fimTokens(c *gin.Context, tok backends.Tokenizer, markers [3]string) bool {
-	for _, s := range markers {
-		ids, err := tok.TokenizeContext(c.Request.Context(), s, false, true)
-		if err != nil || len(ids) != 1 {
-			return false
-		}
-	}
-	return true
+func noInfill(model string) error {
+	return badRequest("suffix", "model '%s' has no fill-in-the-middle tokens, so suffix cannot be used with it", clip(model))
 }

@@ -35,7 +35,7 @@ const (
 type ggufShow struct {
 	info     map[string]any // scalar keys by name; arrays as [] (Ollama's non-verbose form)
 	template string         // tokenizer.chat_template, "" when absent or too long
-	fim      bool           // the vocabulary has one of fimMarkers' sets
+	fim      bool           // the vocabulary has one of fimSpellings' sets
 }
 
 func (h *ollama) show(c *gin.Context) {
@@ -119,6 +119,18 @@ func showCapabilities(m *models.Manifest, tmpl string, fim bool) []string {
 	return caps
 }
 
+// fimSpellings are the fill-in-the-middle token spellings (prefix, suffix,
+// middle) by which llama.cpp finds a vocabulary's FIM tokens when the
+// metadata names none. Only /api/show's view of an unloaded file reads
+// them; a generation takes the tokens from the loaded model
+// (backends.Infiller).
+var fimSpellings = [][3]string{
+	{"<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>"}, // Qwen2.5-Coder, StarCoder2
+	{"<fim_prefix>", "<fim_suffix>", "<fim_middle>"},       // StarCoder, SantaCoder
+	{"<｜fim▁begin｜>", "<｜fim▁hole｜>", "<｜fim▁end｜>"},       // DeepSeek-Coder
+	{"<|fim▁begin|>", "<|fim▁hole|>", "<|fim▁end|>"},
+}
+
 // readGGUFShow reads the metadata of the GGUF file at path for /api/show.
 // The bounded scan comes first, so every length read after it is known to
 // fit the file and the scan's limits; strings beyond showMaxString (and
@@ -141,7 +153,7 @@ func readGGUFShow(path string) (*ggufShow, error) {
 	n := r.u64()
 	out := &ggufShow{info: map[string]any{}}
 	fimWant := map[string]bool{}
-	for _, set := range fimMarkers {
+	for _, set := range fimSpellings {
 		for _, s := range set {
 			fimWant[s] = true
 		}
@@ -315,7 +327,7 @@ func (r *ggufReader) skipArray(elem uint32, count uint64) {
 }
 
 // vocabHasFIM streams past the vocabulary's count tokens and reports
-// whether every marker of one of fimMarkers' sets is among them.
+// whether every marker of one of fimSpellings' sets is among them.
 func (r *ggufReader) vocabHasFIM(count uint64, want map[string]bool) bool {
 	seen := map[string]bool{}
 	var small [32]byte
@@ -331,7 +343,7 @@ func (r *ggufReader) vocabHasFIM(count uint64, want map[string]bool) bool {
 			seen[s] = true
 		}
 	}
-	for _, set := range fimMarkers {
+	for _, set := range fimSpellings {
 		if seen[set[0]] && seen[set[1]] && seen[set[2]] {
 			return true
 		}

@@ -150,6 +150,9 @@ type StreamOptions struct {
 
 // samplingFields are shared by chat and completions requests.
 type samplingFields struct {
+	// maxTemperature is the dialect's upper bound of temperature (0: 2,
+	// OpenAI's; Anthropic's is 1).
+	maxTemperature   float64
 	Temperature      *float64           `json:"temperature"`
 	TopP             *float64           `json:"top_p"`
 	TopK             *int               `json:"top_k"`
@@ -251,10 +254,19 @@ func (req *ChatCompletionRequest) toolsParam() string {
 	return "tools"
 }
 
+// names are the request's field names (its tools came as tools or as the
+// legacy functions).
+func (req *ChatCompletionRequest) names() fieldNames {
+	n := openAINames
+	n.tools = req.toolsParam()
+	return n
+}
+
 // tooling reads tools, tool_choice and response_format into gen. They are
 // checked for shape and size (against contextCap) here; whether the model
 // can honour them is the backend's to say.
-func (req *ChatCompletionRequest) tooling(gen *backends.Request, contextCap int) error {
+func (req *ChatCompletionRequest) tooling(gen *backends.Request, env planEnv) error {
+	contextCap := env.contextCap
 	var errs []error
 	if given(req.Tools) && given(req.Functions) {
 		errs = append(errs, badRequest("functions", "send tools or the legacy functions, not both"))
@@ -335,7 +347,7 @@ func (req *ChatCompletionRequest) tooling(gen *backends.Request, contextCap int)
 	case tc.Mode == backends.ToolChoiceFunction && !slices.ContainsFunc(gen.Tools, func(t backends.Tool) bool { return t.Name == tc.Name }) && len(errs) == 0:
 		errs = append(errs, badRequest("tool_choice", "tool_choice names %s, which is not among the tools", quote(tc.Name)))
 	}
-	if err := responseFormat(req.ResponseFormat, gen); err != nil {
+	if err := responseFormat(req.ResponseFormat, gen, req.names(), env.constraints); err != nil {
 		errs = append(errs, err)
 	}
 	if len(errs) == 0 {
@@ -348,7 +360,7 @@ func (req *ChatCompletionRequest) tooling(gen *backends.Request, contextCap int)
 		// schema that cannot be enforced is a 400 on tools naming the tool
 		// and the keyword.
 		gen.ToolChoice.Single = req.ParallelToolCalls != nil && !*req.ParallelToolCalls
-		if err := toolGrammar(gen); err != nil {
+		if err := toolGrammar(gen, req.names(), env.constraints); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -402,105 +414,4 @@ func validToolName(s string) bool {
 		}
 	}
 	return true
-}
-
-type CompletionRequest struct {
-	Model  string          `json:"model"`
-	Prompt json.RawMessage `json:"prompt"`
-	Echo   bool            `json:"echo"`
-	Suffix *string         `json:"suffix"`
-	BestOf *int            `json:"best_of"`
-	samplingFields
-	ResponseFormat *wireResponseFormat `json:"response_format"`
-}
-
-type PromptTokensDetails struct {
-	CachedTokens int `json:"cached_tokens"`
-}
-
-type Usage struct {
-	PromptTokens        int                  `json:"prompt_tokens"`
-	CompletionTokens    int                  `json:"completion_tokens"`
-	TotalTokens         int                  `json:"total_tokens"`
-	PromptTokensDetails *PromptTokensDetails `json:"prompt_tokens_details,omitempty"`
-}
-
-type AssistantMessage struct {
-	Role    string  `json:"role"`
-	Content *string `json:"content"`
-	// ReasoningContent is a reasoning model's thinking block, kept out of
-	// Content.
-	ReasoningContent string         `json:"reasoning_content,omitempty"`
-	Refusal          *string        `json:"refusal"`
-	ToolCalls        []wireToolCall `json:"tool_calls,omitempty"`
-}
-
-type ChatChoice struct {
-	Index        int              `json:"index"`
-	Message      AssistantMessage `json:"message"`
-	Logprobs     any              `json:"logprobs"`
-	FinishReason string           `json:"finish_reason"`
-}
-
-type ChatCompletion struct {
-	ID                string       `json:"id"`
-	Object            string       `json:"object"`
-	Created           int64        `json:"created"`
-	Model             string       `json:"model"`
-	SystemFingerprint string       `json:"system_fingerprint"`
-	Choices           []ChatChoice `json:"choices"`
-	Usage             Usage        `json:"usage"`
-}
-
-type ChunkDelta struct {
-	Role             string          `json:"role,omitempty"`
-	Content          *string         `json:"content,omitempty"`
-	ReasoningContent string          `json:"reasoning_content,omitempty"`
-	ToolCalls        []ChunkToolCall `json:"tool_calls,omitempty"`
-}
-
-// ChunkToolCall is a piece of a tool call in a stream: the first piece of
-// a call has its id, type and name; later ones add argument text.
-type ChunkToolCall struct {
-	Index    int    `json:"index"`
-	ID       string `json:"id,omitempty"`
-	Type     string `json:"type,omitempty"`
-	Function struct {
-		Name      string `json:"name,omitempty"`
-		Arguments string `json:"arguments"`
-	} `json:"function"`
-}
-
-type ChunkChoice struct {
-	Index        int        `json:"index"`
-	Delta        ChunkDelta `json:"delta"`
-	Logprobs     any        `json:"logprobs"`
-	FinishReason *string    `json:"finish_reason"`
-}
-
-type ChatCompletionChunk struct {
-	ID                string        `json:"id"`
-	Object            string        `json:"object"`
-	Created           int64         `json:"created"`
-	Model             string        `json:"model"`
-	SystemFingerprint string        `json:"system_fingerprint"`
-	Choices           []ChunkChoice `json:"choices"`
-	Usage             *Usage        `json:"usage,omitempty"`
-}
-
-type CompletionChoice struct {
-	Text         string  `json:"text"`
-	Index        int     `json:"index"`
-	Logprobs     any     `json:"logprobs"`
-	FinishReason *string `json:"finish_reason"`
-}
-
-type Completion struct {
-	ID                string             `json:"id"`
-	Object            string             `json:"object"`
-	Created           int64              `json:"created"`
-	Model             string             `json:"model"`
-	SystemFingerprint string             `json:"system_fingerprint"`
-	Choices           []CompletionChoice `json:"choices"`
-	Usage             *Usage             `json:"usage,omitempty"`
 }

@@ -63,7 +63,7 @@ func pipelineServer(t *testing.T, ps map[string]backends.Model) (*Server, *cache
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Close(context.Background()) })
-	return New(Options{Version: "test", Libs: backendsLibs(t), Cache: c, Log: log}), c
+	return New(Options{Constraints: testConstraints, Version: "test", Libs: backendsLibs(t), Cache: c, Log: log}), c
 }
 
 // errNotFound is a store's "no such model" (a 404 through StatusError).
@@ -154,7 +154,7 @@ func TestPipelinesCommonErrors(t *testing.T) {
 		}
 	}
 	// No cache configured: a clear 503.
-	bare := New(Options{Version: "test", Libs: backendsLibs(t)})
+	bare := New(Options{Constraints: testConstraints, Version: "test", Libs: backendsLibs(t)})
 	wantError(t, pipePost(t, bare, "/v1/embeddings", `{"model":"m","input":"x"}`), 503, "", "no model runtime")
 }
 
@@ -193,7 +193,7 @@ func TestPipelinesSetDeviceAndKeepAlive(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Close(context.Background()) })
-	s := New(Options{Version: "test", Libs: backendsLibs(t), Cache: c})
+	s := New(Options{Constraints: testConstraints, Version: "test", Libs: backendsLibs(t), Cache: c})
 	reqs := map[string]string{
 		"/v1/embeddings": `{"model":"embed","input":"x","keep_alive":-1}`,
 		"/v1/classify":   `{"model":"classify","input":"x","keep_alive":"-1"}`,
@@ -292,7 +292,7 @@ func TestWrongKindRefusedBeforeLoad(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = c.Close(context.Background()) })
 	var asked []string
-	s := New(Options{Version: "test", Libs: backendsLibs(t), Cache: c, Log: log, Tasks: func(id string) ([]string, error) {
+	s := New(Options{Constraints: testConstraints, Version: "test", Libs: backendsLibs(t), Cache: c, Log: log, Tasks: func(id string) ([]string, error) {
 		asked = append(asked, id)
 		if ts, ok := tasks[id]; ok {
 			return ts, nil

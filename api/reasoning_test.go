@@ -18,9 +18,9 @@ func reasoningReply(backends.Request) []backends.Event {
 	return []backends.Event{
 		{Token: 1, Reasoning: "2 is"},
 		{Token: 2, Reasoning: " prime."},
-		{Token: 3},
+		{Token: 3}, // </think>
 		{Token: 4, Text: "Two."},
-		{Token: -1, Done: true, Finish: backends.FinishStop, Usage: backends.Usage{PromptTokens: 5, CompletionTokens: 5}},
+		{Token: -1, Done: true, Finish: backends.FinishStop, Usage: backends.Usage{PromptTokens: 5, CompletionTokens: 5, ReasoningTokens: 3}},
 	}
 }
 

@@ -126,7 +126,8 @@ func (s *Server) decodeResponsesRequest(c *gin.Context, req *ResponsesRequest) e
 
 // plan validates req without a model; prev is the stored response that
 // previous_response_id names (nil for none).
-func (req *ResponsesRequest) plan(prev *storedResponse, contextCap int) (*responsePlan, error) {
+func (req *ResponsesRequest) plan(prev *storedResponse, env planEnv) (*responsePlan, error) {
+	contextCap := env.contextCap
 	var errs []error
 	add := func(err error) {
 		if err != nil {
@@ -169,7 +170,7 @@ func (req *ResponsesRequest) plan(prev *storedResponse, contextCap int) (*respon
 	}
 	p.single = req.ParallelToolCalls != nil && !*req.ParallelToolCalls || req.MaxToolCalls != nil
 	gen.ToolChoice.Single = p.single
-	if err := compileTooling(&gen, "tools", "text.format", contextCap); err != nil {
+	if err := compileTooling(&gen, responsesNames, env); err != nil {
 		return nil, renameParam(err, "response_format", "text.format")
 	}
 	msgs := p.history
@@ -179,7 +180,7 @@ func (req *ResponsesRequest) plan(prev *storedResponse, contextCap int) (*respon
 	if len(input) == 0 {
 		return nil, badRequest("input", "input must not be empty")
 	}
-	p.chat, err = newChatPlan(gen, msgs, contextCap)
+	p.chat, err = newChatPlan(gen, msgs, contextCap, convFields{conversation: "input"})
 	if err != nil {
 		return nil, asInputError(err)
 	}
@@ -197,6 +198,9 @@ func renameParam(err error, from, to string) error {
 	}
 	return err
 }
+
+// responsesNames are the Responses API's field names.
+var responsesNames = fieldNames{format: "text.format", tools: "tools", tool: "function", schema: "parameters"}
 
 // asInputError names input, the Responses field of the prompt, in the
 // core's errors about messages.
@@ -299,7 +303,7 @@ func (h *responsesAPI) create(c *gin.Context) {
 			return
 		}
 	}
-	plan, err := req.plan(prev, h.s.contextCap())
+	plan, err := req.plan(prev, h.s.planEnv())
 	if err != nil {
 		writeError(c, err)
 		return

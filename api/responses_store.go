@@ -22,8 +22,6 @@ type ResponseStoreConfig struct {
 	MaxEntries int
 	MaxBytes   int64
 	Lifetime   time.Duration
-	// Now is the clock (nil: time.Now), for tests.
-	Now func() time.Time
 }
 
 // Defaults of the response store.
@@ -82,9 +80,6 @@ func newResponseStore(cfg ResponseStoreConfig) *responseStore {
 	if cfg.Lifetime <= 0 {
 		cfg.Lifetime = DefaultResponseStoreLifetime
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
 	return &responseStore{cfg: cfg, byID: map[string]*list.Element{}, order: list.New()}
 }
 
@@ -110,7 +105,7 @@ func (s *responseStore) put(r *Response, plan *responsePlan) {
 	e.size = int64(cap(blob)+len(e.id)) + entryOverhead
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	e.made = s.cfg.Now()
+	e.made = time.Now()
 	s.expire(e.made)
 	if e.size > s.cfg.MaxBytes {
 		return
@@ -126,7 +121,7 @@ func (s *responseStore) put(r *Response, plan *responsePlan) {
 // its conversation and input items decoded.
 func (s *responseStore) get(id string) (*storedResponse, bool) {
 	s.mu.Lock()
-	s.expire(s.cfg.Now())
+	s.expire(time.Now())
 	el, ok := s.byID[id]
 	var e storedResponse
 	if ok {
@@ -148,7 +143,7 @@ func (s *responseStore) get(id string) (*storedResponse, bool) {
 func (s *responseStore) delete(id string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.expire(s.cfg.Now())
+	s.expire(time.Now())
 	el, ok := s.byID[id]
 	if ok {
 		s.remove(el)

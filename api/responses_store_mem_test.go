@@ -27,7 +27,7 @@ func fillStore(t *testing.T, s *responseStore, text int) uint64 {
 		if err := json.Unmarshal([]byte(body), &req); err != nil {
 			t.Fatal(err)
 		}
-		plan, err := req.plan(nil, 1<<20)
+		plan, err := req.plan(nil, planEnv{contextCap: 1 << 20, constraints: testConstraints})
 		if err != nil {
 			t.Fatal(err)
 		}

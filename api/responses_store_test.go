@@ -5,30 +5,12 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
-	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/modeld/modeld/backends"
 )
-
-// fakeClock is the store's clock, moved by the test.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *fakeClock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
 
 func storedOne(s *responseStore, id, text string) {
 	s.put(&Response{ID: id, Object: "response", Output: []any{messageItem{Type: "message", Content: []outputText{{Type: "output_text", Text: text}}}}},
@@ -95,27 +77,28 @@ func TestResponseStoreBounds(t *testing.T) {
 }
 
 // TestResponseStoreExpiry: a response is forgotten once its lifetime has
-// passed (on the injected clock), and the bytes it held are released.
+// passed (on the bubble's clock), and the bytes it held are released.
 func TestResponseStoreExpiry(t *testing.T) {
-	clock := &fakeClock{t: time.Unix(1_700_000_000, 0)}
-	s := newResponseStore(ResponseStoreConfig{Lifetime: time.Minute, Now: clock.now})
-	storedOne(s, "old", "x")
-	clock.advance(40 * time.Second)
-	storedOne(s, "new", "x")
-	clock.advance(30 * time.Second) // old is 70s old, new 30s
-	if _, ok := s.get("old"); ok {
-		t.Error("old outlived its lifetime")
-	}
-	if _, ok := s.get("new"); !ok {
-		t.Error("new expired early")
-	}
-	clock.advance(30 * time.Second)
-	if _, ok := s.get("new"); ok {
-		t.Error("new outlived its lifetime")
-	}
-	if n, b := s.len(); n != 0 || b != 0 {
-		t.Fatalf("after expiry: %d entries, %d bytes", n, b)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		s := newResponseStore(ResponseStoreConfig{Lifetime: time.Minute})
+		storedOne(s, "old", "x")
+		time.Sleep(40 * time.Second)
+		storedOne(s, "new", "x")
+		time.Sleep(30 * time.Second) // old is 70s old, new 30s
+		if _, ok := s.get("old"); ok {
+			t.Error("old outlived its lifetime")
+		}
+		if _, ok := s.get("new"); !ok {
+			t.Error("new expired early")
+		}
+		time.Sleep(30 * time.Second)
+		if _, ok := s.get("new"); ok {
+			t.Error("new outlived its lifetime")
+		}
+		if n, b := s.len(); n != 0 || b != 0 {
+			t.Fatalf("after expiry: %d entries, %d bytes", n, b)
+		}
+	})
 }
 
 // TestResponsesPreviousResponseID: a stored response's conversation (its
@@ -125,8 +108,11 @@ func TestResponseStoreExpiry(t *testing.T) {
 // previous_response_id are 404s naming the id); store false stores
 // nothing; an expired id is a 404.
 func TestResponsesPreviousResponseID(t *testing.T) {
-	clock := &fakeClock{t: time.Unix(1_700_000_000, 0)}
-	s, m := respServer(t, echoReply, ResponseStoreConfig{Lifetime: time.Hour, Now: clock.now})
+	synctest.Test(t, testResponsesPreviousResponseID)
+}
+
+func testResponsesPreviousResponseID(t *testing.T) {
+	s, m := respServer(t, echoReply, ResponseStoreConfig{Lifetime: time.Hour})
 	w := post(t, s, "/v1/responses", `{"model":"m","instructions":"Be a pirate.","input":"tell me a joke"}`)
 	if w.Code != 200 {
 		t.Fatalf("status %d: %s", w.Code, w.Body)
@@ -190,7 +176,7 @@ func TestResponsesPreviousResponseID(t *testing.T) {
 
 	w = post(t, s, "/v1/responses", `{"model":"m","input":"soon gone"}`)
 	later := decodeObject(t, w)["id"].(string)
-	clock.advance(time.Hour)
+	time.Sleep(time.Hour)
 	w = post(t, s, "/v1/responses", `{"model":"m","previous_response_id":"`+later+`","input":"x"}`)
 	if e := decodeError(t, w); w.Code != 404 || e.Error.Param == nil || *e.Error.Param != "previous_response_id" {
 		t.Fatalf("expired id: %d %s", w.Code, w.Body)

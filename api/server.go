@@ -1,7 +1,3 @@
-// Package api is modeld's HTTP surface: the OpenAI-compatible wire types, the
-// handlers that translate them into calls on the store, the cache and the
-// pipelines, and the one place (errors.go) that maps errors to status codes.
-// Handlers hold no model state of their own.
 package api
 
 import (
@@ -20,10 +16,14 @@ import (
 
 // Options are the server's dependencies and settings, built by cmd/modeld.
 type Options struct {
-	Version string
-	Probe   probe.Info
-	Libs    backends.Libs
-	Log     *slog.Logger
+	// Constraints compiles response formats and tool choices into the
+	// grammars the chat backend samples under (llama.Constraints); nil
+	// refuses structured output.
+	Constraints backends.Constrainer
+	Version     string
+	Probe       probe.Info
+	Libs        backends.Libs
+	Log         *slog.Logger
 	// Settings is the effective configuration shown by /v1/system (no secrets).
 	Settings any
 	// Origins are browser origins allowed in addition to loopback pages and

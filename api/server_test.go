@@ -17,7 +17,7 @@ import (
 
 func newTestServer(t *testing.T) *Server {
 	t.Helper()
-	return New(Options{Version: "test", Libs: backendsLibs(t), Origins: []string{"https://app.example"}})
+	return New(Options{Constraints: testConstraints, Version: "test", Libs: backendsLibs(t), Origins: []string{"https://app.example"}})
 }
 
 func do(t *testing.T, s *Server, method, path string, hdr map[string]string) *httptest.ResponseRecorder {

@@ -22,7 +22,7 @@ type wireResponseFormat struct {
 // request is checked, before any model is acquired, so a schema that cannot
 // be enforced is a 400 on response_format naming the keyword, and nothing
 // loads.
-func responseFormat(rf *wireResponseFormat, gen *backends.Request) error {
+func responseFormat(rf *wireResponseFormat, gen *backends.Request, n fieldNames, c backends.Constrainer) error {
 	if rf == nil {
 		return nil
 	}
@@ -37,10 +37,16 @@ func responseFormat(rf *wireResponseFormat, gen *backends.Request) error {
 	default:
 		return badRequest("response_format", "response_format type %s is not one of text, json_object, json_schema", quote(rf.Type))
 	}
-	return asBadRequest(backends.CompileResponseFormat(&gen.ResponseFormat), "response_format")
+	if err := backends.CompileResponseFormat(c, &gen.ResponseFormat); err != nil {
+		return schemaRefusal(err, n)
+	}
+	return nil
 }
 
 // toolGrammar has the backends' tool compiler derive gen's call grammar.
-func toolGrammar(gen *backends.Request) error {
-	return asBadRequest(backends.CompileToolChoice(gen), "tools")
+func toolGrammar(gen *backends.Request, n fieldNames, c backends.Constrainer) error {
+	if err := backends.CompileToolChoice(c, gen); err != nil {
+		return schemaRefusal(err, n)
+	}
+	return nil
 }

@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/modeld/modeld/backends"
-	_ "github.com/modeld/modeld/backends/llama" // registers the response-format compiler
 	"github.com/modeld/modeld/cache"
 )
 
@@ -30,7 +29,7 @@ func TestStructuredOutputCompiled(t *testing.T) {
 			t.Fatal(err)
 		}
 		var gen backends.Request
-		if err := req.tooling(&gen, 8192); err != nil {
+		if err := req.tooling(&gen, planEnv{contextCap: 8192, constraints: testConstraints}); err != nil {
 			t.Fatalf("%s: %v", tc.body, err)
 		}
 		if got := gen.ResponseFormat.Grammar != ""; got != tc.grammar || tc.grammar && !strings.Contains(gen.ResponseFormat.Grammar, "root ::=") {
@@ -41,7 +40,7 @@ func TestStructuredOutputCompiled(t *testing.T) {
 	if err := json.Unmarshal([]byte(`{"model":"m","messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_schema","json_schema":{"name":"a","schema":{"type":"integer","multipleOf":3}}}}`), &req); err != nil {
 		t.Fatal(err)
 	}
-	err := req.tooling(&backends.Request{}, 8192)
+	err := req.tooling(&backends.Request{}, planEnv{contextCap: 8192, constraints: testConstraints})
 	e, ok := err.(*Error)
 	if !ok || e.Param == nil || *e.Param != "response_format" || !strings.Contains(e.Message, `the keyword "multipleOf" (at the schema's root) is not supported`) {
 		t.Fatalf("multipleOf: %#v", err)

@@ -84,7 +84,7 @@ func (s *Server) tokenize(c *gin.Context) {
 	}
 	var plan *chatPlan
 	if chat {
-		if plan, err = req.plan(s.contextCap()); err != nil {
+		if plan, err = req.plan(s.planEnv()); err != nil {
 			writeError(c, err)
 			return
 		}

@@ -187,7 +187,7 @@ func TestToolRequestMapping(t *testing.T) {
 // naming the field, found before any model is acquired (the server has no
 // model runtime, which would be a 503).
 func TestToolValidation(t *testing.T) {
-	s := New(Options{Version: "test", Libs: backendsLibs(t)})
+	s := New(Options{Constraints: testConstraints, Version: "test", Libs: backendsLibs(t)})
 	msgs := `"model":"m","messages":[{"role":"user","content":"x"}]`
 	for _, tc := range []struct{ fields, param, want string }{
 		{`"tools":[{"type":"function","function":{"name":"get weather"}}]`, "tools[0].function.name", "must be 1 to 64 letters"},

@@ -78,6 +78,8 @@ var (
 	ErrInvalidModel = NewKind("invalid model file", http.StatusUnprocessableEntity, "invalid_model")
 	// ErrWrongModel: the model does not serve what was asked of it.
 	ErrWrongModel = NewKind("model does not fit the task", http.StatusBadRequest, "wrong_model_type")
+	// ErrNoInfill: the model's vocabulary has no fill-in-the-middle tokens.
+	ErrNoInfill = NewKind("model has no fill-in-the-middle tokens", http.StatusBadRequest, "no_infill_tokens")
 )
 
 // ContextOverflowError says that the prompt and the requested completion do

@@ -68,6 +68,15 @@ type ChatTokenizer interface {
 	ChatPromptContext(ctx context.Context, msgs []Message, tools []Tool, addAssistant bool) ([]int32, error)
 }
 
+// Infiller is a model whose vocabulary has fill-in-the-middle tokens: it
+// gives the prompt that asks for the text between prefix and suffix, its
+// own FIM tokens around them. prefix and suffix are tokenized as text, so
+// they cannot forge control tokens. A model whose vocabulary lacks the
+// tokens returns an error wrapping ErrNoInfill.
+type Infiller interface {
+	InfillPromptContext(ctx context.Context, prefix, suffix string) ([]int32, error)
+}
+
 // Holder is implemented by what wraps a loaded model (a cache instance that
 // adds placement and accounting): Backend gives the model itself, whose
 // capabilities a type assertion then finds.

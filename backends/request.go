@@ -234,10 +234,13 @@ const (
 // Usage counts the tokens of one generation. CompletionTokens counts every
 // sampled token, the end-of-generation token included. CachedTokens is the
 // prompt prefix whose KV was reused from an earlier request.
+// ReasoningTokens counts the completion tokens sampled inside a reasoning
+// model's thinking block (its markers included).
 type Usage struct {
 	PromptTokens     int
 	CompletionTokens int
 	CachedTokens     int
+	ReasoningTokens  int `json:",omitempty"`
 }
 
 // Event is one item of a generation's stream. Every sampled token except an
@@ -261,7 +264,11 @@ type Event struct {
 	// likely alternatives. nil otherwise (and on the final event).
 	Logprobs *Logprobs `json:",omitempty"`
 	// Index is the choice the event belongs to (with N > 1).
-	Index  int `json:",omitempty"`
+	Index int `json:",omitempty"`
+	// Stop is the stop string of the request that ended the generation, on
+	// the final event of one that finished on it; "" when an
+	// end-of-generation token (or anything else) ended it.
+	Stop   string `json:",omitempty"`
 	Done   bool
 	Finish FinishReason
 	Err    error

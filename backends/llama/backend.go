@@ -47,7 +47,8 @@ type PromptCache struct {
 // Runner's other methods give what only this backend knows.
 type Loaded struct {
 	*Runner
-	device string // the GPU it was loaded onto (LoadSpec.Device), "" for the CPU
+	device      string // the GPU it was loaded onto (LoadSpec.Device), "" for the CPU
+	Constraints        // its output follows llama.cpp's grammars
 }
 
 var (
@@ -55,7 +56,33 @@ var (
 	_ backends.Generator     = (*Loaded)(nil)
 	_ backends.Tokenizer     = (*Loaded)(nil)
 	_ backends.ChatTokenizer = (*Loaded)(nil)
+	_ backends.Infiller      = (*Loaded)(nil)
+	_ backends.Constrainer   = (*Loaded)(nil)
 )
+
+// InfillPromptContext is the fill-in-the-middle prompt of prefix and suffix
+// in the vocabulary's own FIM tokens, in prefix-suffix-middle order, after
+// the BOS token where the model adds one.
+func (l *Loaded) InfillPromptContext(ctx context.Context, prefix, suffix string) ([]int32, error) {
+	i := l.Runner.Info()
+	if len(i.FIM) != 3 {
+		return nil, backends.ErrNoInfill
+	}
+	pre, err := l.TokenizeContext(ctx, prefix, false, false)
+	if err != nil {
+		return nil, err
+	}
+	suf, err := l.TokenizeContext(ctx, suffix, false, false)
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]int32, 0, len(pre)+len(suf)+4)
+	if i.AddBOS {
+		ids = append(ids, i.BOS)
+	}
+	ids = append(append(append(ids, i.FIM[0]), pre...), i.FIM[1])
+	return append(append(ids, suf...), i.FIM[2]), nil
+}
 
 // Info is the model's description in the backends contract's terms.
 func (l *Loaded) Info() backends.Info { return contract(l.Runner.Info(), l.device) }

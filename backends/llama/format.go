@@ -8,13 +8,26 @@ import (
 	"github.com/modeld/modeld/backends/llama/grammar"
 )
 
-func init() { backends.RegisterFormatCompiler(CompileResponseFormat) }
+// Constraints is llama.cpp's grammar sampling as a backends.Constrainer:
+// the compilers of this package. The daemon hands it to the dialects; a
+// loaded model (Loaded) has the same.
+type Constraints struct{}
+
+var _ backends.Constrainer = Constraints{}
+
+// CompileResponseFormat is the package's CompileResponseFormat.
+func (Constraints) CompileResponseFormat(f *backends.ResponseFormat) error {
+	return CompileResponseFormat(f)
+}
+
+// CompileToolChoice is the package's CompileToolChoice.
+func (Constraints) CompileToolChoice(r *backends.Request) error { return CompileToolChoice(r) }
 
 // CompileResponseFormat writes the GBNF grammar of a json_object or
 // json_schema response format to f.Grammar (package grammar converts the
 // schema); the engine's sampler chain enforces it token by token. A schema
-// the converter refuses is a *backends.BadRequestError on response_format
-// that names the keyword (or the bound, or what is malformed) and where.
+// the converter refuses is a *backends.SchemaError that names the keyword
+// (or the bound, or what is malformed) and where.
 func CompileResponseFormat(f *backends.ResponseFormat) error {
 	switch f.Type {
 	case backends.FormatJSONObject:
@@ -22,7 +35,7 @@ func CompileResponseFormat(f *backends.ResponseFormat) error {
 		return nil
 	case backends.FormatJSONSchema:
 		if len(f.Schema) == 0 || string(f.Schema) == "null" {
-			return formatError("response_format json_schema needs json_schema.schema")
+			return formatError("a json_schema format needs a schema")
 		}
 		g, err := grammar.FromSchema(f.Schema, grammar.Options{})
 		if err != nil {
@@ -34,15 +47,15 @@ func CompileResponseFormat(f *backends.ResponseFormat) error {
 		f.Grammar = ""
 		return nil
 	}
-	return formatError(fmt.Sprintf("response_format type %s is not one of text, json_object, json_schema", backends.QuoteInput(string(f.Type))))
+	return formatError(fmt.Sprintf("the format type %s is not one of text, json_object, json_schema", backends.QuoteInput(string(f.Type))))
 }
 
 func formatError(msg string) error {
-	return &backends.BadRequestError{Param: "response_format", Message: msg}
+	return &backends.SchemaError{Kind: backends.SchemaOfFormat, Reason: msg}
 }
 
-// schemaError is the bad request for a schema grammar.FromSchema refused.
-func schemaError(err error) error {
+// schemaError is the refusal of a schema grammar.FromSchema refused.
+func schemaError(err error) *backends.SchemaError {
 	var unsup *grammar.UnsupportedError
 	var inval *grammar.InvalidError
 	var limit *grammar.LimitError
@@ -54,17 +67,15 @@ func schemaError(err error) error {
 	}
 	switch {
 	case errors.As(err, &unsup):
-		msg := fmt.Sprintf("response_format json_schema: the keyword %s (at %s) is not supported", backends.QuoteInput(unsup.Keyword), at(unsup.Path))
+		msg := fmt.Sprintf("the keyword %s (at %s) is not supported", backends.QuoteInput(unsup.Keyword), at(unsup.Path))
 		if unsup.Reason != "" {
 			msg += ": " + unsup.Reason
 		}
-		return &backends.BadRequestError{Param: "response_format", Message: msg, Err: err}
+		return &backends.SchemaError{Reason: msg, Err: err}
 	case errors.As(err, &inval):
-		return &backends.BadRequestError{Param: "response_format", Err: err,
-			Message: fmt.Sprintf("response_format json_schema is invalid at %s: %s", at(inval.Path), inval.Reason)}
+		return &backends.SchemaError{Err: err, Reason: fmt.Sprintf("the schema is invalid at %s: %s", at(inval.Path), inval.Reason)}
 	case errors.As(err, &limit):
-		return &backends.BadRequestError{Param: "response_format", Err: err,
-			Message: fmt.Sprintf("response_format json_schema is too large at %s: over the %s bound of %d", at(limit.Path), limit.Limit, limit.Max)}
+		return &backends.SchemaError{Err: err, Reason: fmt.Sprintf("the schema is too large at %s: over the %s bound of %d", at(limit.Path), limit.Limit, limit.Max)}
 	}
-	return &backends.BadRequestError{Param: "response_format", Message: "response_format json_schema: " + err.Error(), Err: err}
+	return &backends.SchemaError{Reason: err.Error(), Err: err}
 }

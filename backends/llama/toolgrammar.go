@@ -12,14 +12,12 @@ import (
 	"github.com/modeld/modeld/backends/llama/grammar/lark"
 )
 
-func init() { backends.RegisterToolCompiler(CompileToolChoice) }
-
 // CompileToolChoice writes to r.ToolChoice.Grammar the GBNF grammar of one
 // call object of the tools r.ToolChoice allows (all of them; under a named
 // function that one), each tool's arguments under its parameters schema;
 // the engine wraps it in the template family's call syntax.
 //
-// A schema the converter refuses is a *backends.BadRequestError on tools
+// A schema the converter refuses is a *backends.SchemaError
 // naming the tool and the keyword at its path, with one exception: under
 // auto, a keyword the grammar cannot enforce (an *grammar.UnsupportedError:
 // uniqueItems, patternProperties, a lookaround in a pattern...) relaxes that
@@ -108,21 +106,20 @@ func freeformRules(in backends.ToolInput, root, prefix string) (string, error) {
 	return "", fmt.Errorf("grammar syntax %q is not lark or regex", in.Syntax)
 }
 
-// toolSchemaError is the bad request for a tool's parameters schema the
-// converter refused.
+// toolSchemaError is the refusal of a tool's parameters schema (or
+// grammar) the converter refused.
 func toolSchemaError(err error) error {
 	var te *grammar.ToolError
 	if !errors.As(err, &te) {
-		return &backends.BadRequestError{Param: "tools", Message: "tools: " + err.Error(), Err: err}
+		return &backends.SchemaError{Kind: backends.SchemaOfTool, Reason: err.Error(), Err: err}
 	}
 	var ue *lark.UnsupportedError
 	var se *lark.SyntaxError
 	if errors.As(te.Err, &ue) || errors.As(te.Err, &se) {
-		return &backends.BadRequestError{Param: "tools", Err: err,
-			Message: fmt.Sprintf("tools: tool %s's grammar: %s", backends.QuoteInput(te.Tool), strings.TrimPrefix(te.Err.Error(), "lark: "))}
+		return &backends.SchemaError{Kind: backends.GrammarOfTool, Tool: te.Tool, Err: err,
+			Reason: strings.TrimPrefix(te.Err.Error(), "lark: ")}
 	}
-	br := schemaError(te.Err).(*backends.BadRequestError)
-	br.Param = "tools"
-	br.Message = fmt.Sprintf("tools: function %s's parameters%s", backends.QuoteInput(te.Tool), strings.TrimPrefix(br.Message, "response_format json_schema"))
-	return br
+	se2 := schemaError(te.Err)
+	se2.Kind, se2.Tool, se2.Err = backends.SchemaOfTool, te.Tool, err
+	return se2
 }

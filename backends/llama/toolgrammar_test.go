@@ -20,35 +20,36 @@ func TestCompileToolChoice(t *testing.T) {
 		{Name: "get_time"},
 	}
 	r := backends.Request{Tools: tools, ToolChoice: backends.ToolChoice{Mode: backends.ToolChoiceRequired}}
-	if err := backends.CompileToolChoice(&r); err != nil {
+	if err := backends.CompileToolChoice(Constraints{}, &r); err != nil {
 		t.Fatal(err)
 	}
 	if g := r.ToolChoice.Grammar; !strings.Contains(g, `get_weather`) || !strings.Contains(g, `get_time`) {
 		t.Fatalf("required grammar lacks a tool:\n%s", g)
 	}
 	r.ToolChoice = backends.ToolChoice{Mode: backends.ToolChoiceFunction, Name: "get_time"}
-	if err := backends.CompileToolChoice(&r); err != nil {
+	if err := backends.CompileToolChoice(Constraints{}, &r); err != nil {
 		t.Fatal(err)
 	}
 	if g := r.ToolChoice.Grammar; strings.Contains(g, `get_weather`) || !strings.Contains(g, `get_time`) {
 		t.Fatalf("named grammar is not get_time's only:\n%s", g)
 	}
 	r.ToolChoice = backends.ToolChoice{Mode: backends.ToolChoiceNone, Grammar: "stale"}
-	if err := backends.CompileToolChoice(&r); err != nil || r.ToolChoice.Grammar != "" {
+	if err := backends.CompileToolChoice(Constraints{}, &r); err != nil || r.ToolChoice.Grammar != "" {
 		t.Fatalf("none: %v %q", err, r.ToolChoice.Grammar)
 	}
 	bad := append(tools, backends.Tool{Name: "scan", Parameters: json.RawMessage(`{"type":"object","patternProperties":{"^x":{}}}`)})
 	r = backends.Request{Tools: bad, ToolChoice: backends.ToolChoice{Mode: backends.ToolChoiceRequired}}
-	err := backends.CompileToolChoice(&r)
-	var br *backends.BadRequestError
-	if !errors.As(err, &br) || br.Param != "tools" || !strings.Contains(br.Message, `"scan"`) || !strings.Contains(br.Message, "patternProperties") {
+	err := backends.CompileToolChoice(Constraints{}, &r)
+	var se *backends.SchemaError
+	if !errors.As(err, &se) || se.Kind != backends.SchemaOfTool || se.Tool != "scan" || !strings.Contains(se.Reason, "patternProperties") ||
+		strings.Contains(err.Error(), "parameters") {
 		t.Fatalf("unsupported keyword under required: %v", err)
 	}
 	// Under auto the tool that uses it is relaxed to any object: the other
 	// tools keep their schemas, and a schema past the limits is still refused.
 	for _, mode := range []backends.ToolChoiceMode{backends.ToolChoiceAuto, ""} {
 		r.ToolChoice = backends.ToolChoice{Mode: mode}
-		if err := backends.CompileToolChoice(&r); err != nil {
+		if err := backends.CompileToolChoice(Constraints{}, &r); err != nil {
 			t.Fatalf("unsupported keyword under tool_choice %q: %v", mode, err)
 		}
 		if g := r.ToolChoice.Grammar; !strings.Contains(g, `scan`) || !strings.Contains(g, `city`) {
@@ -60,7 +61,7 @@ func TestCompileToolChoice(t *testing.T) {
 	}
 	deep := strings.Repeat(`{"type":"array","items":`, 100) + `{"type":"string"}` + strings.Repeat(`}`, 100)
 	r = backends.Request{Tools: []backends.Tool{{Name: "deep", Parameters: json.RawMessage(`{"type":"object","properties":{"a":` + deep + `}}`)}}}
-	if err := backends.CompileToolChoice(&r); !errors.As(err, &br) || br.Param != "tools" || !strings.Contains(br.Message, `"deep"`) {
+	if err := backends.CompileToolChoice(Constraints{}, &r); !errors.As(err, &se) || se.Kind != backends.SchemaOfTool || se.Tool != "deep" {
 		t.Fatalf("a schema past the limits under auto: %v", err)
 	}
 }
@@ -76,7 +77,7 @@ func TestCompileFreeformTool(t *testing.T) {
 	tools := []backends.Tool{{Name: "patch", Parameters: backends.FreeformParameters, Input: lark},
 		{Name: "code", Parameters: backends.FreeformParameters, Input: &backends.ToolInput{Syntax: "regex", Definition: `[0-9]{3}`}}}
 	r := backends.Request{Tools: tools, ToolChoice: backends.ToolChoice{Mode: backends.ToolChoiceRequired}}
-	if err := backends.CompileToolChoice(&r); err != nil {
+	if err := backends.CompileToolChoice(Constraints{}, &r); err != nil {
 		t.Fatal(err)
 	}
 	g := r.ToolChoice.Grammar
@@ -92,13 +93,13 @@ func TestCompileFreeformTool(t *testing.T) {
 	}
 	tools[0].Input = &backends.ToolInput{Syntax: "lark", Definition: `start: /a(?=b)/`}
 	r = backends.Request{Tools: tools, ToolChoice: backends.ToolChoice{Mode: backends.ToolChoiceFunction, Name: "patch"}}
-	err := backends.CompileToolChoice(&r)
-	var br *backends.BadRequestError
-	if !errors.As(err, &br) || br.Param != "tools" || !strings.Contains(br.Message, `"patch"`) || !strings.Contains(br.Message, "lookaround") {
+	err := backends.CompileToolChoice(Constraints{}, &r)
+	var se *backends.SchemaError
+	if !errors.As(err, &se) || se.Kind != backends.GrammarOfTool || se.Tool != "patch" || !strings.Contains(se.Reason, "lookaround") {
 		t.Fatalf("forced call of an untranslatable grammar: %v", err)
 	}
 	r.ToolChoice = backends.ToolChoice{Mode: backends.ToolChoiceAuto}
-	if err := backends.CompileToolChoice(&r); err != nil {
+	if err := backends.CompileToolChoice(Constraints{}, &r); err != nil {
 		t.Fatalf("auto: %v", err)
 	}
 	// Under auto the untranslatable tool's input is any JSON string, the
@@ -112,7 +113,7 @@ func TestCompileFreeformTool(t *testing.T) {
 	}
 	tools[0].Input = &backends.ToolInput{Syntax: "lark", Definition: `start: (`}
 	r = backends.Request{Tools: tools, ToolChoice: backends.ToolChoice{Mode: backends.ToolChoiceAuto}}
-	if err := backends.CompileToolChoice(&r); !errors.As(err, &br) || !strings.Contains(br.Message, `"patch"`) {
+	if err := backends.CompileToolChoice(Constraints{}, &r); !errors.As(err, &se) || se.Tool != "patch" {
 		t.Fatalf("a grammar that does not parse under auto: %v", err)
 	}
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/modeld/modeld/api"
 	"github.com/modeld/modeld/backends"
+	"github.com/modeld/modeld/backends/llama"
 	"github.com/modeld/modeld/cache"
 	"github.com/modeld/modeld/probe"
 )
@@ -97,14 +98,16 @@ func (a *app) serve(ctx context.Context) error {
 	}()
 
 	srv := api.New(api.Options{
-		Version:  modeldVersion(),
-		Probe:    info,
-		Libs:     libs,
-		Log:      refusedScrapeLog(a.log), // refused /metrics scrapes at a bounded rate
-		Settings: cfg.public(),
-		Origins:  cfg.Origins,
-		Cache:    loaded,
-		Tasks:    rt.tasks, // a request of the wrong kind is refused before any load
+		// Chat models run on llama.cpp: its grammars check formats and tools.
+		Constraints: llama.Constraints{},
+		Version:     modeldVersion(),
+		Probe:       info,
+		Libs:        libs,
+		Log:         refusedScrapeLog(a.log), // refused /metrics scrapes at a bounded rate
+		Settings:    cfg.public(),
+		Origins:     cfg.Origins,
+		Cache:       loaded,
+		Tasks:       rt.tasks, // a request of the wrong kind is refused before any load
 		// Model aliases, applied in every dialect's lookup (aliases.go).
 		ResolveModel: modelResolver(store, cfg.Aliases),
 		Collectors:   metrics.collectors(),

@@ -89,8 +89,8 @@ func TestLengthFinish(t *testing.T) {
 	}
 }
 
-// A stop string that straddles two tokens ends the generation, and neither
-// it nor anything after it is emitted.
+// A stop string that straddles two tokens ends the generation, neither it
+// nor anything after it is emitted, and the final event names it.
 func TestStopStringAcrossTokens(t *testing.T) {
 	for _, kind := range bothVocabs {
 		t.Run(kind.String(), func(t *testing.T) {
@@ -105,6 +105,9 @@ func TestStopStringAcrossTokens(t *testing.T) {
 			}
 			if strings.Contains(r.text, stop) {
 				t.Errorf("the stop text %q was emitted", stop)
+			}
+			if r.final.Stop != stop || full.final.Stop != "" {
+				t.Errorf("final events name the stop %q (want %q) and %q (want none)", r.final.Stop, stop, full.final.Stop)
 			}
 			// Sampling ended with the token that completed the stop string.
 			end := strings.Index(full.text, stop) + len(stop)

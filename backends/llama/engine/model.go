@@ -164,7 +164,7 @@ func open(path string, opts Options, h Hooks) (*Model, error) {
 		BatchSize: opts.BatchSize, Threads: opts.Threads, BatchThreads: opts.BatchThreads, VocabSize: m.nVocab,
 		VocabType: vocabTypeName(yz.GetVocabType(m.vocab)), AddBOS: yz.VocabGetAddBOS(m.vocab),
 		BOS: int32(yz.VocabBOS(m.vocab)), EOS: int32(yz.VocabEOS(m.vocab)),
-		ChatTemplate: tmpl, GPULayers: gpuLayers, GPUFallback: fallback,
+		ChatTemplate: tmpl, GPULayers: gpuLayers, GPUFallback: fallback, FIM: fimTokens(m.vocab),
 	}
 	sch, err := newScheduler(m, opts, h)
 	if err != nil {
@@ -176,6 +176,19 @@ func open(path string, opts Options, h Hooks) (*Model, error) {
 	slog.Info("llama: model loaded", "path", path, "arch", facts.arch, "ctx", ctxSize,
 		"slots", opts.Slots, "threads", opts.Threads, "batch_threads", opts.BatchThreads, "gpu_layers", gpuLayers)
 	return m, nil
+}
+
+// fimTokens is the vocabulary's fill-in-the-middle tokens (prefix, suffix,
+// middle), as llama.cpp reads them from the metadata or finds them by their
+// spellings; nil when any is missing.
+func fimTokens(v yz.Vocab) []int32 {
+	fim := []int32{int32(yz.VocabFIMPre(v)), int32(yz.VocabFIMSuf(v)), int32(yz.VocabFIMMid(v))}
+	for _, t := range fim {
+		if t == int32(yz.TokenNull) {
+			return nil
+		}
+	}
+	return fim
 }
 
 // loadModel loads the weights, on the GPU when asked and possible, else on

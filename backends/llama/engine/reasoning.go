@@ -144,19 +144,28 @@ func partialSuffix(text, marker string) int {
 
 // reasoningEvents moves the thinking block of a generation's text into the
 // events' Reasoning; the rest stays Text. It runs before tool-call parsing,
-// so a call written while thinking is no call. The channel it returns
-// closes after the final event, as in does.
+// so a call written while thinking is no call. The final event's usage
+// counts the reasoning tokens: each token sampled inside the block, or that
+// opened or closed it (a token whose text is held counts by where the
+// splitter is). The channel it returns closes after the final event, as in
+// does.
 func reasoningEvents(in <-chan Event, inside bool) <-chan Event {
 	out := make(chan Event)
 	go func() {
 		defer close(out)
 		sp := newThinkSplitter(inside)
+		tokens := 0
 		for ev := range in {
+			before := sp.state == thinkInside
 			content, reasoning := sp.Feed(ev.Text)
+			if !ev.Done && (before || sp.state == thinkInside || reasoning != "") {
+				tokens++
+			}
 			if ev.Done {
 				c, r := sp.Close()
 				content += c
 				reasoning += r
+				ev.Usage.ReasoningTokens = min(tokens, ev.Usage.CompletionTokens)
 			}
 			ev.Text, ev.Reasoning = content, ev.Reasoning+reasoning
 			out <- ev

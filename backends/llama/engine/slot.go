@@ -238,10 +238,14 @@ func (s *scheduler) finish(sl *slot, reason FinishReason, err error, flush bool)
 	if flush {
 		text = sl.text.flush()
 	}
+	stop := ""
+	if reason == FinishStop && sl.text != nil {
+		stop = sl.text.matched
+	}
 	st := sl.r.stream
 	s.dec.endSeq(sl.id)
 	sl.r, sl.text, sl.hasNext, sl.followers = nil, nil, false, nil
 	s.active.Add(-1)
 	s.noteKV()
-	s.end(st, Event{Token: -1, Text: text, Done: true, Finish: reason, Err: err, Usage: sl.usage})
+	s.end(st, Event{Token: -1, Text: text, Done: true, Finish: reason, Err: err, Usage: sl.usage, Stop: stop})
 }

@@ -15,6 +15,7 @@ import (
 type textAssembler struct {
 	stops   [][]byte
 	pending []byte
+	matched string // the stop string that matched, once one has
 }
 
 func newTextAssembler(stops []string) *textAssembler {
@@ -32,7 +33,8 @@ func newTextAssembler(stops []string) *textAssembler {
 // string on is dropped and the assembler must not be used again.
 func (a *textAssembler) push(piece string) (string, bool) {
 	a.pending = append(a.pending, piece...)
-	if at := a.firstStop(); at >= 0 {
+	if at, i := a.firstStop(); at >= 0 {
+		a.matched = string(a.stops[i])
 		out := sanitize(a.pending[:at])
 		a.pending = nil
 		return out, true
@@ -52,15 +54,16 @@ func (a *textAssembler) flush() string {
 	return out
 }
 
-// firstStop is the earliest offset in pending where a stop string starts, or -1.
-func (a *textAssembler) firstStop() int {
-	at := -1
-	for _, s := range a.stops {
+// firstStop is the earliest offset in pending where a stop string starts
+// and which of the stops starts there (the first of them given), or -1.
+func (a *textAssembler) firstStop() (at, which int) {
+	at = -1
+	for k, s := range a.stops {
 		if i := bytes.Index(a.pending, s); i >= 0 && (at < 0 || i < at) {
-			at = i
+			at, which = i, k
 		}
 	}
-	return at
+	return at, which
 }
 
 // stopPrefixHold is the length of the longest tail of pending that is a

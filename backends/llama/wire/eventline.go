@@ -11,8 +11,8 @@ import (
 )
 
 // The event line of /generate is written and read once per generated token,
-// so the plain token's event (no tool calls, logprobs or error: nearly every
-// event of a stream) is encoded and parsed here by hand, without
+// so the plain token's event (no tool calls, logprobs, error, stop string or
+// reasoning count: nearly every event of a stream) is encoded and parsed here by hand, without
 // reflection or allocation besides the event's text; every other event goes
 // through encoding/json. The bytes are EncodeLine's for FromEvent(ev), and
 // ParseEventLine gives what json.Unmarshal into an Event and ToEvent give
@@ -20,7 +20,7 @@ import (
 
 // AppendEventLine appends ev's line (JSON and a newline) to b.
 func AppendEventLine(b []byte, ev backends.Event) ([]byte, error) {
-	if len(ev.ToolCalls) > 0 || ev.Logprobs != nil || ev.Err != nil {
+	if len(ev.ToolCalls) > 0 || ev.Logprobs != nil || ev.Err != nil || ev.Stop != "" || ev.Usage.ReasoningTokens != 0 {
 		var buf bytes.Buffer
 		if err := EncodeLine(&buf, FromEvent(ev)); err != nil {
 			return b, err

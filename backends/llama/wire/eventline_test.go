@@ -31,8 +31,25 @@ func eventCases() []backends.Event {
 		backends.Event{Token: 6, Text: "y", Logprobs: &backends.Logprobs{TokenLogprob: backends.TokenLogprob{ID: 6, Bytes: []byte("y"), Logprob: -0.5},
 			Top: []backends.TokenLogprob{{ID: 7, Bytes: []byte("z"), Logprob: -1.25}}}},
 		backends.Event{Token: -1, Done: true, Finish: backends.FinishError, Err: errors.Join(backends.ErrBusy, errors.New("x"))},
+		backends.Event{Token: -1, Done: true, Finish: backends.FinishStop, Stop: "\n\nHuman:",
+			Usage: backends.Usage{PromptTokens: 3, CompletionTokens: 9, ReasoningTokens: 4}},
 	)
 	return evs
+}
+
+// TestEventLineKeepsStopAndReasoning: the stop string that ended a
+// generation and its reasoning-token count cross the socket.
+func TestEventLineKeepsStopAndReasoning(t *testing.T) {
+	ev := backends.Event{Token: -1, Done: true, Finish: backends.FinishStop, Stop: "END",
+		Usage: backends.Usage{PromptTokens: 3, CompletionTokens: 9, ReasoningTokens: 4}}
+	line, err := AppendEventLine(nil, ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := ParseEventLine(line)
+	if err != nil || !reflect.DeepEqual(got, ev) {
+		t.Fatalf("round trip of %+v: %+v, %v (%s)", ev, got, err, line)
+	}
 }
 
 // TestAppendEventLineEqualsEncodeLine: the hand-written encoder gives the

@@ -86,9 +86,12 @@ type Info struct {
 	VocabType      string // "spm", "bpe", "wpm", "ugm", "rwkv", "plamo2"
 	AddBOS         bool
 	BOS, EOS       int32
-	ChatTemplate   string // "" when the model has none
-	GPULayers      int    // layers requested on a GPU (0 on the CPU)
-	GPUFallback    string // why the GPU load failed and the CPU was used
+	// FIM is the vocabulary's fill-in-the-middle tokens (prefix, suffix,
+	// middle); nil when it lacks any of them.
+	FIM          []int32 `json:",omitempty"`
+	ChatTemplate string  // "" when the model has none
+	GPULayers    int     // layers requested on a GPU (0 on the CPU)
+	GPUFallback  string  // why the GPU load failed and the CPU was used
 }
 
 // HasChatTemplate reports whether the model carries tokenizer.chat_template.
