@@ -36,7 +36,7 @@ func TestGatewayGauges(t *testing.T) {
 		}
 		return f
 	}
-	c, _ := newTestCache(t, testConfig(), specs{"chat": {}, "embed": {}, "mute": {}}, l)
+	c := newTestCache(t, testConfig(), specs{"chat": {}, "embed": {}, "mute": {}}, l)
 	reg := prometheus.NewPedanticRegistry()
 	if err := reg.Register(c); err != nil {
 		t.Fatal(err)
