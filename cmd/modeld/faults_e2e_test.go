@@ -190,8 +190,16 @@ func TestDaemonShutdownLiveStreams(t *testing.T) {
 	for range 4 {
 		streams = append(streams, openStream(t, base, "t/long", 15000))
 	}
-	// All five hold a slot of the model.
+	// All five hold a slot of the model, and every stream is live: past its
+	// first event (the role), it has streamed a token.
 	waitMetric(t, base, `modeld_model_requests_total{model="t/long"} 5`)
+	for i, s := range streams {
+		for len(s.data) < 2 {
+			if !s.next() {
+				t.Fatalf("stream %d ended before the signal: %v", i, s.data)
+			}
+		}
+	}
 	if n := len(runnersOf(home)); n != 1 {
 		t.Fatalf("%d runners of the test home, want 1", n)
 	}
