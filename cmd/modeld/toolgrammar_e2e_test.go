@@ -72,10 +72,18 @@ func TestToolChoiceRequiredAgainstDaemon(t *testing.T) {
 			t.Fatal(err)
 		}
 		ch := resp.Choices[0]
-		if ch.FinishReason != "tool_calls" || len(ch.Message.ToolCalls) == 0 || (single && len(ch.Message.ToolCalls) != 1) {
+		// With parallel calls the grammar allows one call after another; on some
+		// CPU variants the random weights write them until max_tokens, and the
+		// last one is cut (finish length): the calls before it must be valid.
+		complete := ch.Message.ToolCalls
+		cut := !single && ch.FinishReason == "length" && len(complete) > 0
+		if cut {
+			complete = complete[:len(complete)-1]
+		}
+		if (ch.FinishReason != "tool_calls" && !cut) || len(ch.Message.ToolCalls) == 0 || (single && len(ch.Message.ToolCalls) != 1) {
 			t.Fatalf("single %v: finish %q, calls %+v, content %q", single, ch.FinishReason, ch.Message.ToolCalls, ch.Message.Content)
 		}
-		for _, call := range ch.Message.ToolCalls {
+		for _, call := range complete {
 			inst, err := jsonschema.UnmarshalJSON(strings.NewReader(call.Function.Arguments))
 			if err != nil || call.Function.Name != "get_weather" {
 				t.Fatalf("call %+v: %v", call, err)
