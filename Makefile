@@ -1,7 +1,7 @@
 # modeld — the two commands a fresh machine needs:
 #   make run    install the runtime libraries if needed, build, and serve
 #   make test   install what the tests need if missing (Debian packages, runtime libraries, test assets, npm clients),
-#               then gofmt, go mod tidy -diff, vet and race tests
+#               then gofmt, go mod tidy -diff, vet and the tests (race detector where it earns its time)
 # and make install: modeld into $GOBIN (default $(go env GOPATH)/bin), or PREFIX/bin with PREFIX=/usr/local
 GO        ?= go
 BIN       ?= bin/modeld
@@ -10,6 +10,15 @@ export CGO_ENABLED = 1
 export CGO_CFLAGS  ?= -O2 -g -Wno-deprecated-declarations
 TESTFLAGS ?= -race -timeout 30m
 PKGS      ?= ./...
+# The packages whose tests spend their time in native inference (random-weight models
+# through llama.cpp, daemons and runners built from the test binary) run without the
+# race detector, which slows their Go side severalfold and finds nothing the other
+# packages' race runs miss: the cache, api, pipelines, models, the llama client and
+# runner are raced with fakes. The engine's concurrent parts (scheduler, slots,
+# cancellation, batching) are raced once more with RACE_ENGINE.
+NORACE      ?= backends/llama/engine cmd/modeld
+NORACEFLAGS ?= -timeout 30m
+RACE_ENGINE ?= TestScheduler|TestConcurrent|TestJoinMidGeneration|TestCancel|TestBusyAndQueue|TestCloseEndsRequests
 # make install's directory: PREFIX/bin when PREFIX is given, else GOBIN, else GOPATH/bin.
 PREFIX    ?=
 BINDIR    ?= $(if $(PREFIX),$(PREFIX)/bin,$(or $(shell $(GO) env GOBIN),$(shell $(GO) env GOPATH)/bin))
@@ -70,7 +79,14 @@ vet:
 	GOOS=darwin CGO_ENABLED=0 $(GO) vet ./probe/...
 
 test: test-deps test-assets test-clients test-gateway fmt vet
-	$(GO) test $(TESTFLAGS) $(PKGS)
+	@module=$$($(GO) list -m); all=$$($(GO) list $(PKGS)); norace=""; race=""; \
+	for p in $$all; do \
+		case " $(NORACE) " in *" $${p#$$module/} "*) norace="$$norace $$p" ;; *) race="$$race $$p" ;; esac; \
+	done; \
+	set -ex; \
+	if [ -n "$$race" ]; then $(GO) test $(TESTFLAGS) $$race; fi; \
+	if [ -n "$$norace" ]; then $(GO) test $(NORACEFLAGS) $$norace; fi; \
+	case "$$norace" in *"/backends/llama/engine"*) $(GO) test $(TESTFLAGS) -run '$(RACE_ENGINE)' $$module/backends/llama/engine ;; esac
 
 check: test
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -22,7 +23,7 @@ func TestLRUEvictionOrder(t *testing.T) {
 	l := newFakeLoader()
 	cfg := testConfig()
 	cfg.RAM = 300
-	c, _ := newTestCache(t, cfg, specs{
+	c := newTestCache(t, cfg, specs{
 		"a": {RAM: 100}, "b": {RAM: 100}, "c": {RAM: 100}, "d": {RAM: 100}, "big": {RAM: 200},
 	}, l)
 
@@ -55,7 +56,7 @@ func TestMaxLoadedModels(t *testing.T) {
 	l := newFakeLoader()
 	cfg := testConfig()
 	cfg.MaxLoaded = 2
-	c, _ := newTestCache(t, cfg, specs{"a": {}, "b": {}, "c": {}}, l)
+	c := newTestCache(t, cfg, specs{"a": {}, "b": {}, "c": {}}, l)
 	use(t, c, "a")
 	use(t, c, "b")
 	use(t, c, "c")
@@ -76,7 +77,7 @@ func TestVRAMBudgetPerGPU(t *testing.T) {
 	l := newFakeLoader()
 	cfg := testConfig()
 	cfg.VRAM = map[string]int64{"cuda:0": 100, "cuda:1": 100}
-	c, _ := newTestCache(t, cfg, specs{
+	c := newTestCache(t, cfg, specs{
 		"g1": {Device: "cuda:1", VRAM: 80}, "g0a": {Device: "cuda:0", VRAM: 80}, "g0b": {Device: "cuda:0", VRAM: 80},
 	}, l)
 	use(t, c, "g1")
@@ -92,82 +93,88 @@ func TestVRAMBudgetPerGPU(t *testing.T) {
 }
 
 func TestBusyMemoryWaitsThenRefuses(t *testing.T) {
-	l := newFakeLoader()
-	cfg := testConfig()
-	cfg.RAM, cfg.MaxWait, cfg.RetryAfter = 100, 10*time.Second, 2*time.Second
-	c, clk := newTestCache(t, cfg, specs{"a": {RAM: 100}, "b": {RAM: 100}}, l)
+	synctest.Test(t, func(t *testing.T) {
+		l := newFakeLoader()
+		cfg := testConfig()
+		cfg.RAM, cfg.MaxWait, cfg.RetryAfter = 100, 10*time.Second, 2*time.Second
+		c := newTestCache(t, cfg, specs{"a": {RAM: 100}, "b": {RAM: 100}}, l)
 
-	h := mustAcquire(t, c, "a")
-	res := make(chan error, 1)
-	go func() {
-		_, err := c.Acquire(context.Background(), "b", AcquireOptions{})
-		res <- err
-	}()
-	clk.waitTimers(1) // the load of b waits for memory, up to MaxWait
-	clk.Advance(10 * time.Second)
-	err := <-res
-	var busy *BusyError
-	if !errors.As(err, &busy) || !errors.Is(err, ErrBusy) || busy.RetryAfter != 2*time.Second {
-		t.Fatalf("Acquire(b) = %v, want *BusyError retry after 2s", err)
-	}
-	if ra, ok := RetryAfter(err); !ok || ra != 2*time.Second {
-		t.Fatalf("RetryAfter = %v %v", ra, ok)
-	}
-	if l.count("b") != 0 || l.inst("a", 0).isClosed() {
-		t.Fatal("b loaded or busy a evicted")
-	}
-	if got := testutil.ToFloat64(c.m.busy.WithLabelValues("memory")); got != 1 {
-		t.Fatalf("busy{memory} = %v, want 1", got)
-	}
-	h.Release()
+		h := mustAcquire(t, c, "a")
+		res := make(chan error, 1)
+		go func() {
+			_, err := c.Acquire(context.Background(), "b", AcquireOptions{})
+			res <- err
+		}()
+		synctest.Wait() // the load of b waits for memory, up to MaxWait
+		advance(10 * time.Second)
+		err := <-res
+		var busy *BusyError
+		if !errors.As(err, &busy) || !errors.Is(err, ErrBusy) || busy.RetryAfter != 2*time.Second {
+			t.Fatalf("Acquire(b) = %v, want *BusyError retry after 2s", err)
+		}
+		if ra, ok := RetryAfter(err); !ok || ra != 2*time.Second {
+			t.Fatalf("RetryAfter = %v %v", ra, ok)
+		}
+		if l.count("b") != 0 || l.inst("a", 0).isClosed() {
+			t.Fatal("b loaded or busy a evicted")
+		}
+		if got := testutil.ToFloat64(c.m.busy.WithLabelValues("memory")); got != 1 {
+			t.Fatalf("busy{memory} = %v, want 1", got)
+		}
+		h.Release()
+	})
 }
 
 func TestBusyMemoryFreedByRelease(t *testing.T) {
-	l := newFakeLoader()
-	cfg := testConfig()
-	cfg.RAM = 100
-	c, clk := newTestCache(t, cfg, specs{"a": {RAM: 100}, "b": {RAM: 100}}, l)
+	synctest.Test(t, func(t *testing.T) {
+		l := newFakeLoader()
+		cfg := testConfig()
+		cfg.RAM = 100
+		c := newTestCache(t, cfg, specs{"a": {RAM: 100}, "b": {RAM: 100}}, l)
 
-	h := mustAcquire(t, c, "a")
-	got := make(chan *Handle, 1)
-	go func() {
-		h, err := c.Acquire(context.Background(), "b", AcquireOptions{})
-		if err != nil {
-			t.Error(err)
+		h := mustAcquire(t, c, "a")
+		got := make(chan *Handle, 1)
+		go func() {
+			h, err := c.Acquire(context.Background(), "b", AcquireOptions{})
+			if err != nil {
+				t.Error(err)
+			}
+			got <- h
+		}()
+		synctest.Wait()
+		h.Release() // a becomes idle, so b's load evicts it
+		hb := <-got
+		if hb == nil {
+			t.Fatal("b not loaded")
 		}
-		got <- h
-	}()
-	clk.waitTimers(1)
-	h.Release() // a becomes idle, so b's load evicts it
-	hb := <-got
-	if hb == nil {
-		t.Fatal("b not loaded")
-	}
-	if !l.inst("a", 0).isClosed() {
-		t.Fatal("a not evicted")
-	}
-	hb.Release()
+		if !l.inst("a", 0).isClosed() {
+			t.Fatal("a not evicted")
+		}
+		hb.Release()
+	})
 }
 
 func TestWaiterForMemoryCancels(t *testing.T) {
-	l := newFakeLoader()
-	cfg := testConfig()
-	cfg.RAM = 100
-	c, clk := newTestCache(t, cfg, specs{"a": {RAM: 100}, "b": {RAM: 100}}, l)
+	synctest.Test(t, func(t *testing.T) {
+		l := newFakeLoader()
+		cfg := testConfig()
+		cfg.RAM = 100
+		c := newTestCache(t, cfg, specs{"a": {RAM: 100}, "b": {RAM: 100}}, l)
 
-	h := mustAcquire(t, c, "a")
-	ctx, cancel := context.WithCancel(context.Background())
-	res := make(chan error, 1)
-	go func() {
-		_, err := c.Acquire(ctx, "b", AcquireOptions{})
-		res <- err
-	}()
-	clk.waitTimers(1)
-	cancel()
-	if err := <-res; !errors.Is(err, context.Canceled) {
-		t.Fatalf("got %v, want context.Canceled", err)
-	}
-	h.Release()
+		h := mustAcquire(t, c, "a")
+		ctx, cancel := context.WithCancel(context.Background())
+		res := make(chan error, 1)
+		go func() {
+			_, err := c.Acquire(ctx, "b", AcquireOptions{})
+			res <- err
+		}()
+		synctest.Wait()
+		cancel()
+		if err := <-res; !errors.Is(err, context.Canceled) {
+			t.Fatalf("got %v, want context.Canceled", err)
+		}
+		h.Release()
+	})
 }
 
 func TestTooLargeRefusedAtOnce(t *testing.T) {
@@ -176,7 +183,7 @@ func TestTooLargeRefusedAtOnce(t *testing.T) {
 	cfg := testConfig()
 	cfg.RAM = 1 * gib
 	cfg.VRAM = map[string]int64{"cuda:0": 2 * gib}
-	c, _ := newTestCache(t, cfg, specs{
+	c := newTestCache(t, cfg, specs{
 		"big": {RAM: 3 * gib}, "gpu": {RAM: 1, Device: "cuda:0", VRAM: 6 * gib},
 	}, l)
 	for range 2 { // refused each time, without a cooldown
@@ -200,7 +207,7 @@ func TestRealSizeReplacesEstimate(t *testing.T) {
 	l.sizeOf = func(s Spec) int64 { return s.RAM / 2 }
 	cfg := testConfig()
 	cfg.RAM = 300
-	c, _ := newTestCache(t, cfg, specs{"a": {RAM: 200}, "b": {RAM: 200}}, l)
+	c := newTestCache(t, cfg, specs{"a": {RAM: 200}, "b": {RAM: 200}}, l)
 	use(t, c, "a")
 	if got := c.Snapshot().RAM.UsedBytes; got != 100 {
 		t.Fatalf("RAM used after load = %d, want the real 100", got)

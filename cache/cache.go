@@ -11,12 +11,12 @@
 // line of Snapshot, and an id the store would refuse is refused here too.
 //
 // It must not know how a model is loaded or where it is stored: the Resolver (id to
-// Spec), the Loader (Spec to Instance) and the Clock are injected, so every rule here
-// is tested with fakes. It calls no native code and reads no configuration itself.
+// Spec) and the Loader (Spec to Instance) are injected, so every rule here is tested
+// with fakes; its clock is the time package, which the tests drive with testing/synctest. It calls no native code and reads no configuration itself.
 //
 // Lock order: Cache.mu is the only lock of the package and guards every field of the
 // Cache and of its entries and waiters. While holding it the cache calls only the
-// Clock (Now, AfterFunc, Timer.Stop) and prometheus metrics, neither of which calls
+// time package (Now, AfterFunc, Timer.Stop) and prometheus metrics, neither of which calls
 // back into the cache synchronously. Resolver, Loader and every Instance method are
 // called without it. Events travel on channels: a waiter's ch, an entry's loaded and
 // gone, and the broadcast channel returned by watchLocked.
@@ -149,9 +149,6 @@ func (cfg Config) validate() error {
 // Option changes how a Cache is built.
 type Option func(*Cache)
 
-// WithClock replaces the real clock (tests pass a fake one).
-func WithClock(clk Clock) Option { return func(c *Cache) { c.clock = clk } }
-
 // WithLogger sets the logger (default slog.Default()).
 func WithLogger(l *slog.Logger) Option { return func(c *Cache) { c.log = l } }
 
@@ -173,7 +170,6 @@ type Cache struct {
 	cfg     Config
 	resolve Resolver
 	load    Loader
-	clock   Clock
 	log     *slog.Logger
 	m       *metrics
 	ctx     context.Context // cancelled by Close; given to Resolver and Loader
@@ -214,7 +210,7 @@ type entry struct {
 	loadedAt time.Time
 	timerGen uint64    // invalidates keep-alive timers that fired late
 	timerAt  time.Time // when the armed keep-alive timer fires; zero if none
-	timer    Timer
+	timer    *time.Timer
 	retired  bool
 	closing  bool
 	stop     chan struct{} // closed on retire: stops the death watcher
@@ -245,7 +241,6 @@ func New(cfg Config, resolve Resolver, load Loader, opts ...Option) (*Cache, err
 		cfg:      cfg,
 		resolve:  resolve,
 		load:     load,
-		clock:    realClock{},
 		log:      slog.Default(),
 		m:        newMetrics(),
 		entries:  make(map[string]*entry),

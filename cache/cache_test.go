@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -14,7 +15,7 @@ func TestConcurrentAcquiresLoadOnce(t *testing.T) {
 	l := newFakeLoader()
 	l.gate = make(chan struct{})
 	l.slots = 4
-	c, _ := newTestCache(t, testConfig(), specs{"a": {Task: "chat", RAM: 100}}, l)
+	c := newTestCache(t, testConfig(), specs{"a": {Task: "chat", RAM: 100}}, l)
 
 	const n = 64
 	insts := make(chan Instance, n)
@@ -58,7 +59,7 @@ func TestConcurrentAcquiresLoadOnce(t *testing.T) {
 func TestDifferentIDsLoadInParallel(t *testing.T) {
 	l := newFakeLoader()
 	l.gate = make(chan struct{})
-	c, _ := newTestCache(t, testConfig(), specs{"a": {RAM: 1}, "b": {RAM: 1}}, l)
+	c := newTestCache(t, testConfig(), specs{"a": {RAM: 1}, "b": {RAM: 1}}, l)
 
 	done := make(chan error, 2)
 	for _, id := range []string{"a", "b"} {
@@ -84,84 +85,86 @@ func TestDifferentIDsLoadInParallel(t *testing.T) {
 }
 
 func TestFailedLoadReachesEveryWaiterAndCoolsDown(t *testing.T) {
-	errBoom := errors.New("runner exited with status 1")
-	l := newFakeLoader()
-	l.gate = make(chan struct{})
-	failing := true
-	var mu sync.Mutex
-	l.fail = func(string, int) error {
-		mu.Lock()
-		defer mu.Unlock()
-		if failing {
-			return errBoom
+	synctest.Test(t, func(t *testing.T) {
+		errBoom := errors.New("runner exited with status 1")
+		l := newFakeLoader()
+		l.gate = make(chan struct{})
+		failing := true
+		var mu sync.Mutex
+		l.fail = func(string, int) error {
+			mu.Lock()
+			defer mu.Unlock()
+			if failing {
+				return errBoom
+			}
+			return nil
 		}
-		return nil
-	}
-	cfg := testConfig()
-	cfg.CooldownBase, cfg.CooldownMax = time.Second, 4*time.Second
-	c, clk := newTestCache(t, cfg, specs{"a": {RAM: 1}}, l)
+		cfg := testConfig()
+		cfg.CooldownBase, cfg.CooldownMax = time.Second, 4*time.Second
+		c := newTestCache(t, cfg, specs{"a": {RAM: 1}}, l)
 
-	const n = 8
-	errs := make(chan error, n)
-	for range n {
-		go func() {
+		const n = 8
+		errs := make(chan error, n)
+		for range n {
+			go func() {
+				_, err := c.Acquire(context.Background(), "a", AcquireOptions{})
+				errs <- err
+			}()
+		}
+		waitFor(c, func() bool { return queued(c, "a") == n })
+		close(l.gate)
+		for range n {
+			if err := <-errs; !errors.Is(err, errBoom) {
+				t.Fatalf("waiter got %v, want the load error", err)
+			}
+		}
+
+		// Each further failure doubles the cooldown, up to CooldownMax.
+		for i, want := range []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 4 * time.Second} {
 			_, err := c.Acquire(context.Background(), "a", AcquireOptions{})
-			errs <- err
-		}()
-	}
-	waitFor(c, func() bool { return queued(c, "a") == n })
-	close(l.gate)
-	for range n {
-		if err := <-errs; !errors.Is(err, errBoom) {
-			t.Fatalf("waiter got %v, want the load error", err)
+			var cd *CooldownError
+			if !errors.As(err, &cd) {
+				t.Fatalf("failure %d: Acquire = %v, want *CooldownError", i+1, err)
+			}
+			if cd.RetryAfter != want || cd.Failures != i+1 || !errors.Is(err, errBoom) {
+				t.Fatalf("failure %d: cooldown %v after %d failures (%v), want %v after %d", i+1, cd.RetryAfter, cd.Failures, err, want, i+1)
+			}
+			if ra, ok := RetryAfter(err); !ok || ra != want {
+				t.Fatalf("RetryAfter = %v, %v", ra, ok)
+			}
+			if got := l.count("a"); got != i+1 {
+				t.Fatalf("loads = %d, want %d: the cooldown must refuse without loading", got, i+1)
+			}
+			advance(want - time.Millisecond)
+			if _, err := c.Acquire(context.Background(), "a", AcquireOptions{}); !errors.As(err, &cd) {
+				t.Fatalf("1ms before the end of the cooldown: %v, want *CooldownError", err)
+			}
+			advance(time.Millisecond)
+			if i == 3 {
+				break
+			}
+			if _, err := c.Acquire(context.Background(), "a", AcquireOptions{}); !errors.Is(err, errBoom) {
+				t.Fatalf("after the cooldown: %v, want a new load failing with the load error", err)
+			}
 		}
-	}
 
-	// Each further failure doubles the cooldown, up to CooldownMax.
-	for i, want := range []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 4 * time.Second} {
-		_, err := c.Acquire(context.Background(), "a", AcquireOptions{})
-		var cd *CooldownError
-		if !errors.As(err, &cd) {
-			t.Fatalf("failure %d: Acquire = %v, want *CooldownError", i+1, err)
+		// A success clears the failure count.
+		mu.Lock()
+		failing = false
+		mu.Unlock()
+		use(t, c, "a")
+		c.mu.Lock()
+		_, stillFailed := c.failures["a"]
+		c.mu.Unlock()
+		if stillFailed {
+			t.Fatal("a successful load left the failure record")
 		}
-		if cd.RetryAfter != want || cd.Failures != i+1 || !errors.Is(err, errBoom) {
-			t.Fatalf("failure %d: cooldown %v after %d failures (%v), want %v after %d", i+1, cd.RetryAfter, cd.Failures, err, want, i+1)
-		}
-		if ra, ok := RetryAfter(err); !ok || ra != want {
-			t.Fatalf("RetryAfter = %v, %v", ra, ok)
-		}
-		if got := l.count("a"); got != i+1 {
-			t.Fatalf("loads = %d, want %d: the cooldown must refuse without loading", got, i+1)
-		}
-		clk.Advance(want - time.Millisecond)
-		if _, err := c.Acquire(context.Background(), "a", AcquireOptions{}); !errors.As(err, &cd) {
-			t.Fatalf("1ms before the end of the cooldown: %v, want *CooldownError", err)
-		}
-		clk.Advance(time.Millisecond)
-		if i == 3 {
-			break
-		}
-		if _, err := c.Acquire(context.Background(), "a", AcquireOptions{}); !errors.Is(err, errBoom) {
-			t.Fatalf("after the cooldown: %v, want a new load failing with the load error", err)
-		}
-	}
-
-	// A success clears the failure count.
-	mu.Lock()
-	failing = false
-	mu.Unlock()
-	use(t, c, "a")
-	c.mu.Lock()
-	_, stillFailed := c.failures["a"]
-	c.mu.Unlock()
-	if stillFailed {
-		t.Fatal("a successful load left the failure record")
-	}
+	})
 }
 
 func TestResolveErrorNotCooledDown(t *testing.T) {
 	l := newFakeLoader()
-	c, _ := newTestCache(t, testConfig(), specs{}, l)
+	c := newTestCache(t, testConfig(), specs{}, l)
 	for range 2 {
 		if _, err := c.Acquire(context.Background(), "nope", AcquireOptions{}); !errors.Is(err, errNotFound) {
 			t.Fatalf("Acquire(unknown) = %v, want the resolver's error each time", err)
@@ -174,7 +177,7 @@ func TestFullQueueRefusesAtOnce(t *testing.T) {
 	cfg := testConfig()
 	cfg.QueueLen = 2
 	cfg.RetryAfter = 3 * time.Second
-	c, _ := newTestCache(t, cfg, specs{"a": {RAM: 1}}, l)
+	c := newTestCache(t, cfg, specs{"a": {RAM: 1}}, l)
 
 	h := mustAcquire(t, c, "a")
 	got := make(chan *Handle, 2)
@@ -202,7 +205,7 @@ func TestCancelledWaiterFreesItsPlace(t *testing.T) {
 	l := newFakeLoader()
 	cfg := testConfig()
 	cfg.QueueLen = 1
-	c, _ := newTestCache(t, cfg, specs{"a": {RAM: 1}}, l)
+	c := newTestCache(t, cfg, specs{"a": {RAM: 1}}, l)
 
 	h := mustAcquire(t, c, "a")
 	ctx, cancel := context.WithCancel(context.Background())
@@ -244,7 +247,7 @@ func TestCancelledWaiterFreesItsPlace(t *testing.T) {
 func TestWaiterCancelledDuringLoad(t *testing.T) {
 	l := newFakeLoader()
 	l.gate = make(chan struct{})
-	c, _ := newTestCache(t, testConfig(), specs{"a": {RAM: 1}}, l)
+	c := newTestCache(t, testConfig(), specs{"a": {RAM: 1}}, l)
 
 	// A waiter cancelled while the model loads leaves; the load goes on.
 	ctx, cancel := context.WithCancel(context.Background())
@@ -274,7 +277,7 @@ func TestWaiterCancelledDuringLoad(t *testing.T) {
 
 func TestUnloadWaitsForHandles(t *testing.T) {
 	l := newFakeLoader()
-	c, _ := newTestCache(t, testConfig(), specs{"a": {RAM: 1}}, l)
+	c := newTestCache(t, testConfig(), specs{"a": {RAM: 1}}, l)
 	h := mustAcquire(t, c, "a")
 	inst := l.inst("a", 0)
 
@@ -306,7 +309,7 @@ func TestUnloadWaitsForHandles(t *testing.T) {
 
 func TestUnloadWithoutWaitFailsFast(t *testing.T) {
 	l := newFakeLoader()
-	c, _ := newTestCache(t, testConfig(), specs{"a": {RAM: 1}}, l)
+	c := newTestCache(t, testConfig(), specs{"a": {RAM: 1}}, l)
 	if err := c.Unload(context.Background(), "a", false); !errors.Is(err, ErrNotLoaded) {
 		t.Fatalf("Unload(not loaded) = %v, want ErrNotLoaded", err)
 	}
@@ -329,7 +332,7 @@ func TestUnloadWithoutWaitFailsFast(t *testing.T) {
 
 func TestUnloadRequeuesWaiters(t *testing.T) {
 	l := newFakeLoader()
-	c, _ := newTestCache(t, testConfig(), specs{"a": {RAM: 1}}, l)
+	c := newTestCache(t, testConfig(), specs{"a": {RAM: 1}}, l)
 	h := mustAcquire(t, c, "a")
 	got := make(chan *Handle, 1)
 	go func() {
@@ -367,7 +370,7 @@ func TestCrashedInstanceIsReloaded(t *testing.T) {
 	}
 	cfg := testConfig()
 	cfg.RAM = 100
-	c, _ := newTestCache(t, cfg, specs{"a": {RAM: 100}}, l)
+	c := newTestCache(t, cfg, specs{"a": {RAM: 100}}, l)
 
 	h := mustAcquire(t, c, "a")
 	mu.Lock()
@@ -429,7 +432,7 @@ func TestAcquireAfterDeathBeforeWatcher(t *testing.T) {
 		}
 		return m
 	}
-	c, _ := newTestCache(t, testConfig(), specs{"a": {RAM: 10}}, l)
+	c := newTestCache(t, testConfig(), specs{"a": {RAM: 10}}, l)
 	h := mustAcquire(t, c, "a")
 	h.Release()
 	<-first.watching  // the watcher waits on its own channel

@@ -13,7 +13,7 @@ import (
 func TestCanonicalIDsShareOneInstance(t *testing.T) {
 	l := newFakeLoader()
 	l.slots = 2
-	c, _ := newTestCache(t, testConfig(), specs{"m": {RAM: 1}}, l)
+	c := newTestCache(t, testConfig(), specs{"m": {RAM: 1}}, l)
 
 	h1 := mustAcquire(t, c, "m")
 	h2 := mustAcquire(t, c, "m:latest")
@@ -50,7 +50,7 @@ func TestCanonicalIDsShareOneInstance(t *testing.T) {
 // An id the store would refuse is refused by the cache before any resolve.
 func TestInvalidIDRefused(t *testing.T) {
 	l := newFakeLoader()
-	c, _ := newTestCache(t, testConfig(), specs{}, l)
+	c := newTestCache(t, testConfig(), specs{}, l)
 	for _, id := range []string{"../x", "M", "a::b", ""} {
 		if _, err := c.Acquire(context.Background(), id, AcquireOptions{}); !errors.Is(err, models.ErrInvalidID) {
 			t.Errorf("Acquire(%q) = %v, want ErrInvalidID", id, err)

@@ -4,104 +4,18 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"sort"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
-// fakeClock is a Clock whose time moves only on Advance; due timers run
-// synchronously inside Advance, in deadline order.
-type fakeClock struct {
-	mu      sync.Mutex
-	now     time.Time
-	timers  []*fakeTimer
-	changed chan struct{} // closed when a timer is armed or stopped
-}
-
-type fakeTimer struct {
-	clk  *fakeClock
-	at   time.Time
-	f    func()
-	done bool
-}
-
-func newFakeClock() *fakeClock {
-	return &fakeClock{now: time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC), changed: make(chan struct{})}
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) AfterFunc(d time.Duration, f func()) Timer {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	t := &fakeTimer{clk: c, at: c.now.Add(d), f: f}
-	c.timers = append(c.timers, t)
-	c.broadcastLocked()
-	return t
-}
-
-func (t *fakeTimer) Stop() bool {
-	t.clk.mu.Lock()
-	defer t.clk.mu.Unlock()
-	if t.done {
-		return false
-	}
-	t.done = true
-	t.clk.broadcastLocked()
-	return true
-}
-
-func (c *fakeClock) broadcastLocked() {
-	close(c.changed)
-	c.changed = make(chan struct{})
-}
-
-// Advance moves time forward and runs the timers that came due.
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	var due, keep []*fakeTimer
-	for _, t := range c.timers {
-		switch {
-		case t.done:
-		case !t.at.After(c.now):
-			t.done = true
-			due = append(due, t)
-		default:
-			keep = append(keep, t)
-		}
-	}
-	c.timers = keep
-	c.broadcastLocked()
-	c.mu.Unlock()
-	sort.SliceStable(due, func(i, j int) bool { return due[i].at.Before(due[j].at) })
-	for _, t := range due {
-		t.f()
-	}
-}
-
-// waitTimers blocks until n timers are pending.
-func (c *fakeClock) waitTimers(n int) {
-	for {
-		c.mu.Lock()
-		pending := 0
-		for _, t := range c.timers {
-			if !t.done {
-				pending++
-			}
-		}
-		ch := c.changed
-		c.mu.Unlock()
-		if pending == n {
-			return
-		}
-		<-ch
-	}
+// advance moves the clock of the test's synctest bubble forward by d, firing the
+// keep-alive, cooldown and memory-wait timers that come due, and returns once every
+// goroutine of the bubble has finished or blocked again.
+func advance(d time.Duration) {
+	time.Sleep(d)
+	synctest.Wait()
 }
 
 // fakeInst is a loaded model that records its Close.
@@ -243,12 +157,12 @@ func testConfig() Config {
 	return cfg
 }
 
-// newTestCache builds a cache on a fake clock and closes it at the end of the test,
-// checking that every goroutine it started has ended.
-func newTestCache(t *testing.T, cfg Config, s specs, l *fakeLoader) (*Cache, *fakeClock) {
+// newTestCache builds a cache and closes it at the end of the test, checking that
+// every goroutine it started has ended. Tests that move time call it inside
+// synctest.Test, so its clock is the bubble's.
+func newTestCache(t *testing.T, cfg Config, s specs, l *fakeLoader) *Cache {
 	t.Helper()
-	clk := newFakeClock()
-	c, err := New(cfg, s.Resolve, l.Load, WithClock(clk), WithLogger(quiet))
+	c, err := New(cfg, s.Resolve, l.Load, WithLogger(quiet))
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
@@ -262,7 +176,7 @@ func newTestCache(t *testing.T, cfg Config, s specs, l *fakeLoader) (*Cache, *fa
 			t.Errorf("after Close: running=%d entries=%d retiring=%d used=%+v", c.running, len(c.entries), len(c.retiring), c.used)
 		}
 	})
-	return c, clk
+	return c
 }
 
 // waitFor blocks until cond, evaluated under c.mu, holds. It wakes on the cache's

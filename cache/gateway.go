@@ -152,7 +152,7 @@ type loraInfo struct {
 func (c *Cache) occupancy(listed []string) ([]occupant, loraInfo) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	now := c.clock.Now()
+	now := time.Now()
 	if c.gw.seen == nil {
 		c.gw.seen = map[string]time.Time{}
 	}

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -42,7 +43,7 @@ func TestGatewayGauges(t *testing.T) {
 		}
 		return f
 	}
-	c, _ := newTestCache(t, testConfig(), specs{"chat": {}, "chat2": {}, "embed": {}, "mute": {}}, l)
+	c := newTestCache(t, testConfig(), specs{"chat": {}, "chat2": {}, "embed": {}, "mute": {}}, l)
 	reg := prometheus.NewPedanticRegistry()
 	if err := reg.Register(c); err != nil {
 		t.Fatal(err)
@@ -126,95 +127,101 @@ func gatherText(t *testing.T, reg prometheus.Gatherer, names ...string) string {
 // there, the host's series at 0, so a picker finds the host ready and idle;
 // the store's models show their zeros; no model is loaded, one more may be.
 func TestGatewayGaugesIdleHost(t *testing.T) {
-	c, clk := newTestCache(t, testConfig(), specs{"a": {}}, newFakeLoader())
-	c.listed = func() []string { return []string{"a", "b"} }
-	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(c)
-	got := gatherText(t, reg, "vllm:num_requests_waiting", "vllm:num_requests_running", "vllm:kv_cache_usage_perc", "vllm:lora_requests_info")
-	at := strconv.FormatFloat(float64(clk.Now().Unix()), 'e', -1, 64)
-	for _, line := range []string{
-		`vllm:num_requests_waiting{model_name=""} 0`,
-		`vllm:num_requests_running{model_name=""} 0`,
-		`vllm:kv_cache_usage_perc{model_name=""} 0`,
-		`vllm:num_requests_waiting{model_name="a"} 0`,
-		`vllm:num_requests_running{model_name="b"} 0`,
-		`vllm:lora_requests_info{max_lora="1",running_lora_adapters="",waiting_lora_adapters=""} ` + at,
-	} {
-		if !strings.Contains(got, line+"\n") {
-			t.Errorf("/metrics lacks %s; it has:\n%s", line, got)
+	synctest.Test(t, func(t *testing.T) {
+		c := newTestCache(t, testConfig(), specs{"a": {}}, newFakeLoader())
+		c.listed = func() []string { return []string{"a", "b"} }
+		reg := prometheus.NewPedanticRegistry()
+		reg.MustRegister(c)
+		got := gatherText(t, reg, "vllm:num_requests_waiting", "vllm:num_requests_running", "vllm:kv_cache_usage_perc", "vllm:lora_requests_info")
+		at := strconv.FormatFloat(float64(time.Now().Unix()), 'e', -1, 64)
+		for _, line := range []string{
+			`vllm:num_requests_waiting{model_name=""} 0`,
+			`vllm:num_requests_running{model_name=""} 0`,
+			`vllm:kv_cache_usage_perc{model_name=""} 0`,
+			`vllm:num_requests_waiting{model_name="a"} 0`,
+			`vllm:num_requests_running{model_name="b"} 0`,
+			`vllm:lora_requests_info{max_lora="1",running_lora_adapters="",waiting_lora_adapters=""} ` + at,
+		} {
+			if !strings.Contains(got, line+"\n") {
+				t.Errorf("/metrics lacks %s; it has:\n%s", line, got)
+			}
 		}
-	}
+	})
 }
 
 // TestGatewayLoRAInfo: vllm:lora_requests_info names the loaded and the
 // loading models, with the configured most loaded models, and its value is
 // the time they last changed: a scrape with nothing new keeps it.
 func TestGatewayLoRAInfo(t *testing.T) {
-	l := newFakeLoader()
-	cfg := testConfig()
-	cfg.MaxLoaded = 3
-	c, clk := newTestCache(t, cfg, specs{"m/b": {}, "m/a": {}, "m/c": {}}, l)
-	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(c)
-	lora := func() string { return gatherText(t, reg, "vllm:lora_requests_info") }
-	at := func(d time.Duration) string {
-		return strconv.FormatFloat(float64(clk.Now().Add(d).Unix()), 'e', -1, 64)
-	}
-	use(t, c, "m/b")
-	use(t, c, "m/a")
-	start := clk.Now()
-	l.gate = make(chan struct{})
-	loading := make(chan error, 1)
-	go func() {
-		h, err := c.Acquire(context.Background(), "m/c", AcquireOptions{})
-		if err == nil {
-			h.Release()
+	synctest.Test(t, func(t *testing.T) {
+		l := newFakeLoader()
+		cfg := testConfig()
+		cfg.MaxLoaded = 3
+		c := newTestCache(t, cfg, specs{"m/b": {}, "m/a": {}, "m/c": {}}, l)
+		reg := prometheus.NewPedanticRegistry()
+		reg.MustRegister(c)
+		lora := func() string { return gatherText(t, reg, "vllm:lora_requests_info") }
+		at := func(d time.Duration) string {
+			return strconv.FormatFloat(float64(time.Now().Add(d).Unix()), 'e', -1, 64)
 		}
-		loading <- err
-	}()
-	<-l.started // m/b
-	<-l.started // m/a
-	<-l.started // m/c
-	want := `vllm:lora_requests_info{max_lora="3",running_lora_adapters="m/a,m/b",waiting_lora_adapters="m/c"} `
-	if got := lora(); !strings.Contains(got, want+at(0)) {
-		t.Errorf("while m/c loads:\n%s\nwant %s%s", got, want, at(0))
-	}
-	clk.Advance(time.Second) // still the same: the value stays
-	if got := lora(); !strings.Contains(got, want+at(-time.Second)) {
-		t.Errorf("a second later, nothing changed:\n%s\nwant the time of the change, %v", got, start)
-	}
-	close(l.gate)
-	if err := <-loading; err != nil {
-		t.Fatal(err)
-	}
-	want = `vllm:lora_requests_info{max_lora="3",running_lora_adapters="m/a,m/b,m/c",waiting_lora_adapters=""} `
-	if got := lora(); !strings.Contains(got, want+at(0)) {
-		t.Errorf("once m/c is loaded:\n%s\nwant %s%s", got, want, at(0))
-	}
+		use(t, c, "m/b")
+		use(t, c, "m/a")
+		start := time.Now()
+		l.gate = make(chan struct{})
+		loading := make(chan error, 1)
+		go func() {
+			h, err := c.Acquire(context.Background(), "m/c", AcquireOptions{})
+			if err == nil {
+				h.Release()
+			}
+			loading <- err
+		}()
+		<-l.started // m/b
+		<-l.started // m/a
+		<-l.started // m/c
+		want := `vllm:lora_requests_info{max_lora="3",running_lora_adapters="m/a,m/b",waiting_lora_adapters="m/c"} `
+		if got := lora(); !strings.Contains(got, want+at(0)) {
+			t.Errorf("while m/c loads:\n%s\nwant %s%s", got, want, at(0))
+		}
+		advance(time.Second) // still the same: the value stays
+		if got := lora(); !strings.Contains(got, want+at(-time.Second)) {
+			t.Errorf("a second later, nothing changed:\n%s\nwant the time of the change, %v", got, start)
+		}
+		close(l.gate)
+		if err := <-loading; err != nil {
+			t.Fatal(err)
+		}
+		want = `vllm:lora_requests_info{max_lora="3",running_lora_adapters="m/a,m/b,m/c",waiting_lora_adapters=""} `
+		if got := lora(); !strings.Contains(got, want+at(0)) {
+			t.Errorf("once m/c is loaded:\n%s\nwant %s%s", got, want, at(0))
+		}
+	})
 }
 
 // TestGatewayGaugesLinger: an unloaded model's series stay at 0 for
 // gatewayLinger, so a spec labelled with its id reads 0 rather than the
 // last value it saw, then go.
 func TestGatewayGaugesLinger(t *testing.T) {
-	c, clk := newTestCache(t, testConfig(), specs{"m": {}}, newFakeLoader())
-	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(c)
-	h := mustAcquire(t, c, "m")
-	if got := gatherText(t, reg, "vllm:num_requests_running"); !strings.Contains(got, `vllm:num_requests_running{model_name="m"} 1`) {
-		t.Fatalf("while m runs:\n%s", got)
-	}
-	h.Release()
-	if err := c.Unload(context.Background(), "m", true); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(c, func() bool { return len(c.entries) == 0 && len(c.retiring) == 0 })
-	clk.Advance(gatewayLinger - time.Second)
-	if got := gatherText(t, reg, "vllm:num_requests_running"); !strings.Contains(got, `vllm:num_requests_running{model_name="m"} 0`) {
-		t.Errorf("just before the linger ends:\n%s", got)
-	}
-	clk.Advance(time.Second)
-	if got := gatherText(t, reg, "vllm:num_requests_running"); strings.Contains(got, `model_name="m"`) {
-		t.Errorf("after the linger:\n%s", got)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		c := newTestCache(t, testConfig(), specs{"m": {}}, newFakeLoader())
+		reg := prometheus.NewPedanticRegistry()
+		reg.MustRegister(c)
+		h := mustAcquire(t, c, "m")
+		if got := gatherText(t, reg, "vllm:num_requests_running"); !strings.Contains(got, `vllm:num_requests_running{model_name="m"} 1`) {
+			t.Fatalf("while m runs:\n%s", got)
+		}
+		h.Release()
+		if err := c.Unload(context.Background(), "m", true); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(c, func() bool { return len(c.entries) == 0 && len(c.retiring) == 0 })
+		advance(gatewayLinger - time.Second)
+		if got := gatherText(t, reg, "vllm:num_requests_running"); !strings.Contains(got, `vllm:num_requests_running{model_name="m"} 0`) {
+			t.Errorf("just before the linger ends:\n%s", got)
+		}
+		advance(time.Second)
+		if got := gatherText(t, reg, "vllm:num_requests_running"); strings.Contains(got, `model_name="m"`) {
+			t.Errorf("after the linger:\n%s", got)
+		}
+	})
 }

@@ -56,7 +56,7 @@ func TestUnresponsiveInstance(t *testing.T) {
 		mu.Unlock()
 		return a
 	}
-	c, _ := newTestCache(t, testConfig(), specs{"a": {RAM: 10}}, l)
+	c := newTestCache(t, testConfig(), specs{"a": {RAM: 10}}, l)
 	held := mustAcquire(t, c, "a") // the one slot, held by a request stuck in the instance
 	mu.Lock()
 	a := insts[0]

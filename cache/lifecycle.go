@@ -11,7 +11,7 @@ import (
 // idleLocked starts the keep-alive of an entry nobody uses. The armed timer is
 // reused across busy periods and re-checks the deadline when it fires.
 func (c *Cache) idleLocked(e *entry) {
-	e.idle = c.clock.Now()
+	e.idle = time.Now()
 	switch {
 	case e.keep == 0:
 		c.retireLocked(e, reasonKeepAlive)
@@ -30,8 +30,8 @@ func (c *Cache) armLocked(e *entry, d time.Duration) {
 	}
 	e.timerGen++
 	gen := e.timerGen
-	e.timerAt = c.clock.Now().Add(d)
-	e.timer = c.clock.AfterFunc(d, func() { c.expire(e, gen) })
+	e.timerAt = time.Now().Add(d)
+	e.timer = time.AfterFunc(d, func() { c.expire(e, gen) })
 }
 
 func (c *Cache) expire(e *entry, gen uint64) {
@@ -44,7 +44,7 @@ func (c *Cache) expire(e *entry, gen uint64) {
 	if e.inUse > 0 || e.queue.Len() > 0 || e.keep < 0 {
 		return // idleLocked arms again when it is idle
 	}
-	if left := e.idle.Add(e.keep).Sub(c.clock.Now()); left > 0 {
+	if left := e.idle.Add(e.keep).Sub(time.Now()); left > 0 {
 		c.armLocked(e, left)
 		return
 	}

@@ -121,7 +121,7 @@ func (c *Cache) loadEntry(e *entry) {
 	}
 	c.used.add(e, 1)
 	e.slots = max(slots, 1)
-	e.loadedAt = c.clock.Now()
+	e.loadedAt = time.Now()
 	c.log.Info("model loaded", "id", e.id, "device", e.device, "bytes", e.ram, "vram_bytes", e.vram, "slots", e.slots,
 		"ram_used", c.used.ram, "vram_used", c.used.vram[e.device])
 	for e.queue.Len() > 0 && e.inUse < e.slots {
@@ -154,9 +154,9 @@ func (c *Cache) resolveAndLoad(e *entry) (inst Instance, resolved, loadFailed bo
 	if err := c.reserve(e, spec); err != nil {
 		return nil, true, false, err
 	}
-	start := c.clock.Now()
+	start := time.Now()
 	inst, err = c.load(c.ctx, spec)
-	c.m.loadSeconds.Observe(c.clock.Now().Sub(start).Seconds())
+	c.m.loadSeconds.Observe(time.Now().Sub(start).Seconds())
 	if err != nil {
 		if c.ctx.Err() != nil {
 			return nil, true, false, fmt.Errorf("load model %q: %w (%w)", e.id, ErrClosed, err)
@@ -183,7 +183,7 @@ func (c *Cache) tooLarge(s Spec) error {
 // instances to make room, and waits (up to MaxWait) while busy ones hold it.
 func (c *Cache) reserve(e *entry, s Spec) error {
 	var expired chan struct{} // closed after MaxWait; made at the first wait
-	var t Timer
+	var t *time.Timer
 	defer func() {
 		if t != nil {
 			t.Stop()
@@ -219,7 +219,7 @@ func (c *Cache) reserve(e *entry, s Spec) error {
 		}
 		if expired == nil {
 			expired = make(chan struct{})
-			t = c.clock.AfterFunc(c.cfg.MaxWait, func() { close(expired) })
+			t = time.AfterFunc(c.cfg.MaxWait, func() { close(expired) })
 		}
 		ch := c.watchLocked()
 		c.mu.Unlock()
@@ -282,7 +282,7 @@ func (c *Cache) failLocked(id string, err error) {
 		d *= 2
 	}
 	d = min(d, c.cfg.CooldownMax)
-	f.until = c.clock.Now().Add(d)
+	f.until = time.Now().Add(d)
 	f.err = err
 }
 
@@ -291,7 +291,7 @@ func (c *Cache) cooldownLocked(id string) error {
 	if f == nil {
 		return nil
 	}
-	if left := f.until.Sub(c.clock.Now()); left > 0 {
+	if left := f.until.Sub(time.Now()); left > 0 {
 		c.m.busy.WithLabelValues("cooldown").Inc()
 		return &CooldownError{ID: id, RetryAfter: left, Failures: f.n, Err: f.err}
 	}

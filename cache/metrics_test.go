@@ -23,7 +23,7 @@ func TestUnknownModelsAddNoSeries(t *testing.T) {
 		}
 		return nil
 	}
-	c, _ := newTestCache(t, testConfig(), specs{"chat": {Task: "chat"}, "broken": {Task: "chat"}}, l)
+	c := newTestCache(t, testConfig(), specs{"chat": {Task: "chat"}, "broken": {Task: "chat"}}, l)
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(c)
 	use(t, c, "chat")

@@ -19,7 +19,7 @@ func TestPlacementKeepsVRAMEstimate(t *testing.T) {
 	l.wrap = func(f *fakeInst) Instance { return &placedInst{fakeInst: f, place: places[f.id]} }
 	cfg := testConfig()
 	cfg.VRAM = map[string]int64{"cuda:0": 1000, "cuda:1": 1000}
-	c, _ := newTestCache(t, cfg, specs{
+	c := newTestCache(t, cfg, specs{
 		"est":      {Device: "cuda:0", GPUShare: 1, VRAM: 400, RAM: 10},
 		"fallback": {Device: "cuda:1", GPUShare: 1, VRAM: 400, RAM: 10},
 		"measured": {Device: "cuda:0", GPUShare: 1, VRAM: 300, RAM: 10},
@@ -70,7 +70,7 @@ func TestPlacementKeepsVRAMEstimate(t *testing.T) {
 func TestSnapshotShowsEstimate(t *testing.T) {
 	l := newFakeLoader()
 	type parts struct{ Weights, KV int64 }
-	c, _ := newTestCache(t, testConfig(), specs{"a": {RAM: 10, Estimate: parts{7, 3}}}, l)
+	c := newTestCache(t, testConfig(), specs{"a": {RAM: 10, Estimate: parts{7, 3}}}, l)
 	use(t, c, "a")
 	if m := c.Snapshot().Models; len(m) != 1 || m[0].Estimate != (parts{7, 3}) {
 		t.Fatalf("models = %+v, want the estimate's parts", m)

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/modeld/modeld/cache"
@@ -23,8 +24,13 @@ func (i *batchedInst) Slots() int   { return MaxInFlight }
 // The cache is the one admission point of a pipeline: while a forward pass
 // runs, every request the cache admits is queued by the batcher (none meets
 // ErrBusy), and the first request beyond the model's admission is refused by
-// the cache with a retry-after.
+// the cache with a retry-after. It runs in a synctest bubble, where the batcher's
+// wait windows pass as soon as every goroutine waits.
 func TestOnlyTheCacheRefusesAPipelineRequest(t *testing.T) {
+	synctest.Test(t, testOnlyTheCacheRefusesAPipelineRequest)
+}
+
+func testOnlyTheCacheRefusesAPipelineRequest(t *testing.T) {
 	gate := make(chan struct{})
 	started := make(chan int, MaxInFlight)
 	run := func(_ context.Context, reqs []string) ([]string, error) {
@@ -33,15 +39,10 @@ func TestOnlyTheCacheRefusesAPipelineRequest(t *testing.T) {
 		return reqs, nil
 	}
 	enqueued := make(chan struct{}, MaxInFlight)
-	now := func(time.Duration) <-chan time.Time {
-		ch := make(chan time.Time, 1)
-		ch <- time.Time{}
-		return ch
-	}
 	// The batcher of a loaded pipeline, from the options the daemon passes.
 	cfg := Options{}.batcherConfig()
 	cfg.TokenBudget = 1 // one request per pass: the rest wait in the queue
-	inst := &batchedInst{b: newBatcher(cfg, strCost, run, batcherHooks{after: now, enqueued: func() { enqueued <- struct{}{} }})}
+	inst := &batchedInst{b: newBatcher(cfg, strCost, run, batcherHooks{enqueued: func() { enqueued <- struct{}{} }})}
 
 	cc := cache.DefaultConfig()
 	cc.QueueLen = 0

@@ -98,11 +98,10 @@ func NewBatcher[Q, R any](cfg BatcherConfig, cost func(Q) Cost, run func(ctx con
 	return newBatcher(cfg, cost, run, batcherHooks{})
 }
 
-// batcherHooks are seams for tests: after arms the wait window; enqueued is told
+// batcherHooks are seams for tests: enqueued is told
 // when a request entered the queue; joined is told the size of the forming batch
 // each time a request joins it.
 type batcherHooks struct {
-	after    func(time.Duration) <-chan time.Time
 	enqueued func()
 	joined   func(n int)
 }
@@ -110,9 +109,6 @@ type batcherHooks struct {
 func newBatcher[Q, R any](cfg BatcherConfig, cost func(Q) Cost, run func(ctx context.Context, reqs []Q) ([]R, error), hooks batcherHooks) *Batcher[Q, R] {
 	if cfg.QueueLimit <= 0 {
 		cfg.QueueLimit = MaxInFlight
-	}
-	if hooks.after == nil {
-		hooks.after = time.After
 	}
 	if hooks.enqueued == nil {
 		hooks.enqueued = func() {}
@@ -217,7 +213,7 @@ func (b *Batcher[Q, R]) loop() {
 		if carry == nil && mayWait && b.cfg.Wait > 0 && seqs(batch) < selfBatchSeqs {
 			for range maxWindows {
 				before := len(batch)
-				if !b.collect(&batch, &carry, b.hooks.after(b.cfg.Wait), back) {
+				if !b.collect(&batch, &carry, time.After(b.cfg.Wait), back) {
 					return
 				}
 				if len(batch) == before || carry != nil || b.full(batch) || back > 0 && len(batch) >= back {

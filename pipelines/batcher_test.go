@@ -6,38 +6,14 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
-// fakeClock hands out wait windows the test fires by hand.
-type fakeClock struct {
-	armed chan chan time.Time
-}
-
-func newFakeClock() *fakeClock { return &fakeClock{armed: make(chan chan time.Time, 16)} }
-
-func (f *fakeClock) after(time.Duration) <-chan time.Time {
-	ch := make(chan time.Time, 1)
-	f.armed <- ch
-	return ch
-}
-
-// fireAll fires every window armed from now on, until the test ends: with the
-// requests of a test already in the batch, its windows pass with no one joining.
-func (f *fakeClock) fireAll(t *testing.T) {
-	stop := make(chan struct{})
-	t.Cleanup(func() { close(stop) })
-	go func() {
-		for {
-			select {
-			case ch := <-f.armed:
-				ch <- time.Now()
-			case <-stop:
-				return
-			}
-		}
-	}()
-}
+// The tests run inside synctest bubbles: a wait window ends when the bubble's clock
+// reaches it, and the clock moves only once every goroutine of the bubble is blocked,
+// so a window ends exactly when nothing else can happen, and time.Since a moment of
+// the test says how many windows passed since.
 
 type recorder struct {
 	mu      sync.Mutex
@@ -83,11 +59,14 @@ func submit(b *Batcher[string, string], ctx context.Context, q string, out chan<
 }
 
 func TestBatcherMergesWithinWindow(t *testing.T) {
-	clock := newFakeClock()
+	synctest.Test(t, testBatcherMergesWithinWindow)
+}
+
+func testBatcherMergesWithinWindow(t *testing.T) {
 	sizes := make(chan int, 16)
 	rec := &recorder{}
 	b := newBatcher(BatcherConfig{TokenBudget: 100, Wait: time.Millisecond}, strCost, rec.run,
-		batcherHooks{after: clock.after, joined: func(n int) { sizes <- n }})
+		batcherHooks{joined: func(n int) { sizes <- n }})
 	defer b.Close()
 
 	out := make(chan result, 3)
@@ -97,7 +76,6 @@ func TestBatcherMergesWithinWindow(t *testing.T) {
 	for n := 0; n < 3; {
 		n = <-sizes
 	}
-	clock.fireAll(t)
 	got := map[string]string{}
 	for range 3 {
 		r := <-out
@@ -117,14 +95,18 @@ func TestBatcherMergesWithinWindow(t *testing.T) {
 }
 
 func TestBatcherFlushesWhenBudgetFull(t *testing.T) {
-	clock := newFakeClock()
+	synctest.Test(t, testBatcherFlushesWhenBudgetFull)
+}
+
+func testBatcherFlushesWhenBudgetFull(t *testing.T) {
 	rec := &recorder{started: make(chan []string, 4)}
 	// Budget 8 padded tokens: "aaaaa" (5) and "bbbbb" (5) cannot share a pass.
-	b := newBatcher(BatcherConfig{TokenBudget: 8, Wait: time.Hour}, strCost, rec.run, batcherHooks{after: clock.after})
+	b := newBatcher(BatcherConfig{TokenBudget: 8, Wait: time.Hour}, strCost, rec.run, batcherHooks{})
 	defer b.Close()
 	out := make(chan result, 2)
 	submit(b, context.Background(), "aaaaa", out)
-	<-clock.armed // the first request waits for company
+	synctest.Wait() // the first request waits for company
+	start := time.Now()
 	submit(b, context.Background(), "bbbbb", out)
 	// No timer fires: the second request overflows the budget, so the first runs now
 	// and the second follows without a new window.
@@ -139,38 +121,39 @@ func TestBatcherFlushesWhenBudgetFull(t *testing.T) {
 			t.Fatalf("result %+v", r)
 		}
 	}
-	select {
-	case <-clock.armed:
-		t.Fatal("the carried-over request waited for a new window")
-	default:
+	if waited := time.Since(start); waited != 0 {
+		t.Fatalf("the requests waited %v: the carried-over one waited for a new window", waited)
 	}
 }
 
-// gatedBatcher is a batcher on a fake clock (windows of an hour, which only the
-// test ends) that signals queued for every request entering its queue and
-// runs each pass when the test sends on rec.release.
-func gatedBatcher(t *testing.T) (*fakeClock, chan struct{}, *recorder, *Batcher[string, string]) {
-	clock := newFakeClock()
+// gatedBatcher is a batcher with windows of an hour (call it inside a synctest
+// bubble) that signals queued for every request entering its queue and runs
+// each pass when the test sends on rec.release.
+func gatedBatcher(t *testing.T) (chan struct{}, *recorder, *Batcher[string, string]) {
 	queued := make(chan struct{}, 16)
 	rec := &recorder{started: make(chan []string, 4), release: make(chan struct{})}
 	b := newBatcher(BatcherConfig{TokenBudget: 100, Wait: time.Hour}, strCost, rec.run,
-		batcherHooks{after: clock.after, enqueued: func() { queued <- struct{}{} }})
+		batcherHooks{enqueued: func() { queued <- struct{}{} }})
 	t.Cleanup(b.Close)
-	return clock, queued, rec, b
+	return queued, rec, b
 }
 
 func TestBatcherBacklogRunsWithoutWaiting(t *testing.T) {
-	clock, queued, rec, b := gatedBatcher(t)
+	synctest.Test(t, testBatcherBacklogRunsWithoutWaiting)
+}
+
+func testBatcherBacklogRunsWithoutWaiting(t *testing.T) {
+	queued, rec, b := gatedBatcher(t)
 	backlog := []string{"b", "c", "d", "e", "f", "g", "h", "i"} // selfBatchSeqs of them
 	out := make(chan result, 1+len(backlog))
 	submit(b, context.Background(), "a", out)
 	<-queued
-	(<-clock.armed) <- time.Now()
-	<-rec.started // batch [a] is running; the backlog queues behind it
+	<-rec.started // batch [a] is running after its window; the backlog queues behind it
 	for _, q := range backlog {
 		submit(b, context.Background(), q, out)
 		<-queued
 	}
+	start := time.Now()
 	rec.release <- struct{}{}
 	if got := <-rec.started; len(got) != len(backlog) {
 		t.Fatalf("backlog batch = %v, want all %d together", got, len(backlog))
@@ -181,28 +164,28 @@ func TestBatcherBacklogRunsWithoutWaiting(t *testing.T) {
 			t.Fatalf("result %+v", r)
 		}
 	}
-	select {
-	case <-clock.armed:
-		t.Fatal("a backlog worth a pass of its own waited for a window")
-	default:
+	if waited := time.Since(start); waited != 0 {
+		t.Fatalf("a backlog worth a pass of its own waited %v for a window", waited)
 	}
 }
 
 // A small backlog waits for the callers of the pass that just ended: their next
 // requests join it instead of running as a second small pass.
 func TestBatcherSmallBacklogWaitsForCompany(t *testing.T) {
-	clock := newFakeClock()
+	synctest.Test(t, testBatcherSmallBacklogWaitsForCompany)
+}
+
+func testBatcherSmallBacklogWaitsForCompany(t *testing.T) {
 	queued := make(chan struct{}, 16)
 	sizes := make(chan int, 16)
 	rec := &recorder{started: make(chan []string, 4), release: make(chan struct{})}
 	b := newBatcher(BatcherConfig{TokenBudget: 100, Wait: time.Hour}, strCost, rec.run,
-		batcherHooks{after: clock.after, enqueued: func() { queued <- struct{}{} }, joined: func(n int) { sizes <- n }})
+		batcherHooks{enqueued: func() { queued <- struct{}{} }, joined: func(n int) { sizes <- n }})
 	defer b.Close()
 	out := make(chan result, 3)
 	submit(b, context.Background(), "a", out)
 	<-queued
-	(<-clock.armed) <- time.Now()
-	<-rec.started // [a] runs; b queues behind it
+	<-rec.started // [a] runs after its window; b queues behind it
 	submit(b, context.Background(), "b", out)
 	<-queued
 	for len(sizes) > 0 {
@@ -212,17 +195,19 @@ func TestBatcherSmallBacklogWaitsForCompany(t *testing.T) {
 	if r := <-out; r.req != "a" || r.err != nil {
 		t.Fatalf("first result %+v", r)
 	}
-	timer := <-clock.armed                     // [b] is small: it waits
+	synctest.Wait() // [b] is small: it waits
+	start := time.Now()
 	submit(b, context.Background(), "a2", out) // a's caller comes back
 	for n := 0; n < 2; {
 		n = <-sizes
 	}
-	timer <- time.Now()
 	// a2 joined within the window: the batch waits one more for the rest of
 	// the callers; none comes.
-	(<-clock.armed) <- time.Now()
 	if got := <-rec.started; fmt.Sprint(got) != "[b a2]" {
 		t.Fatalf("second batch = %v, want [b a2]", got)
+	}
+	if waited := time.Since(start); waited != 2*time.Hour {
+		t.Fatalf("the second batch waited %v, want the window a2 joined in and one more", waited)
 	}
 	rec.release <- struct{}{}
 	for range 2 {
@@ -233,25 +218,26 @@ func TestBatcherSmallBacklogWaitsForCompany(t *testing.T) {
 }
 
 func TestBatcherQueueLimit(t *testing.T) {
-	clock := newFakeClock()
+	synctest.Test(t, testBatcherQueueLimit)
+}
+
+func testBatcherQueueLimit(t *testing.T) {
 	queued := make(chan struct{}, 16)
 	rec := &recorder{started: make(chan []string, 4), release: make(chan struct{})}
 	b := newBatcher(BatcherConfig{TokenBudget: 100, Wait: time.Hour, QueueLimit: 1}, strCost, rec.run,
-		batcherHooks{after: clock.after, enqueued: func() { queued <- struct{}{} }})
+		batcherHooks{enqueued: func() { queued <- struct{}{} }})
 	defer b.Close()
 	out := make(chan result, 2)
 	submit(b, context.Background(), "a", out)
 	<-queued
-	(<-clock.armed) <- time.Now()
-	<-rec.started // the loop holds a; the queue (1 slot) is empty
+	<-rec.started // after its window the loop holds a; the queue (1 slot) is empty
 	submit(b, context.Background(), "b", out)
 	<-queued
 	if _, err := b.Do(context.Background(), "c"); !errors.Is(err, ErrBusy) {
 		t.Fatalf("full queue: %v", err)
 	}
 	rec.release <- struct{}{}
-	(<-clock.armed) <- time.Now() // [b] is small: it waits for company
-	<-rec.started
+	<-rec.started // [b] is small: it runs after a window of waiting for company
 	rec.release <- struct{}{}
 	for range 2 {
 		if r := <-out; r.err != nil {
@@ -271,12 +257,15 @@ func TestBatcherOversizedRequestRunsAlone(t *testing.T) {
 }
 
 func TestBatcherErrorReachesEveryCaller(t *testing.T) {
-	clock := newFakeClock()
+	synctest.Test(t, testBatcherErrorReachesEveryCaller)
+}
+
+func testBatcherErrorReachesEveryCaller(t *testing.T) {
 	sizes := make(chan int, 16)
 	boom := errors.New("boom")
 	rec := &recorder{err: boom}
 	b := newBatcher(BatcherConfig{TokenBudget: 100, Wait: time.Hour}, strCost, rec.run,
-		batcherHooks{after: clock.after, joined: func(n int) { sizes <- n }})
+		batcherHooks{joined: func(n int) { sizes <- n }})
 	defer b.Close()
 	out := make(chan result, 2)
 	submit(b, context.Background(), "x", out)
@@ -284,7 +273,6 @@ func TestBatcherErrorReachesEveryCaller(t *testing.T) {
 	for n := 0; n < 2; {
 		n = <-sizes
 	}
-	clock.fireAll(t)
 	for range 2 {
 		if r := <-out; !errors.Is(r.err, boom) {
 			t.Fatalf("err = %v", r.err)
@@ -293,11 +281,14 @@ func TestBatcherErrorReachesEveryCaller(t *testing.T) {
 }
 
 func TestBatcherSkipsCancelledRequests(t *testing.T) {
-	clock := newFakeClock()
+	synctest.Test(t, testBatcherSkipsCancelledRequests)
+}
+
+func testBatcherSkipsCancelledRequests(t *testing.T) {
 	sizes := make(chan int, 16)
 	rec := &recorder{}
 	b := newBatcher(BatcherConfig{TokenBudget: 100, Wait: time.Hour}, strCost, rec.run,
-		batcherHooks{after: clock.after, joined: func(n int) { sizes <- n }})
+		batcherHooks{joined: func(n int) { sizes <- n }})
 	defer b.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	out := make(chan result, 2)
@@ -310,7 +301,6 @@ func TestBatcherSkipsCancelledRequests(t *testing.T) {
 	if r := <-out; r.req != "gone" || !errors.Is(r.err, context.Canceled) {
 		t.Fatalf("cancelled request: %+v", r)
 	}
-	clock.fireAll(t)
 	if r := <-out; r.req != "kept" || r.err != nil {
 		t.Fatalf("kept request: %+v", r)
 	}
@@ -320,12 +310,15 @@ func TestBatcherSkipsCancelledRequests(t *testing.T) {
 }
 
 func TestBatcherClose(t *testing.T) {
-	clock := newFakeClock()
+	synctest.Test(t, testBatcherClose)
+}
+
+func testBatcherClose(t *testing.T) {
 	rec := &recorder{}
-	b := newBatcher(BatcherConfig{TokenBudget: 100, Wait: time.Hour}, strCost, rec.run, batcherHooks{after: clock.after})
+	b := newBatcher(BatcherConfig{TokenBudget: 100, Wait: time.Hour}, strCost, rec.run, batcherHooks{})
 	out := make(chan result, 1)
 	submit(b, context.Background(), "pending", out)
-	<-clock.armed
+	synctest.Wait() // the request waits for company
 	b.Close()
 	if r := <-out; !errors.Is(r.err, ErrBatcherClosed) {
 		t.Fatalf("pending request: %+v", r)
@@ -339,41 +332,43 @@ func TestBatcherClose(t *testing.T) {
 	}
 }
 
-// sizedBatcher is a batcher on a fake clock (windows of an hour, which only the
-// test ends) that reports the size of the forming batch on sizes and records
-// its passes, which run at once.
-func sizedBatcher(t *testing.T) (*fakeClock, chan int, *recorder, *Batcher[string, string]) {
-	clock := newFakeClock()
+// sizedBatcher is a batcher with windows of an hour (call it inside a synctest
+// bubble) that reports the size of the forming batch on sizes and records its
+// passes, which run at once.
+func sizedBatcher(t *testing.T) (chan int, *recorder, *Batcher[string, string]) {
 	sizes := make(chan int, 64)
 	rec := &recorder{started: make(chan []string, 4)}
 	b := newBatcher(BatcherConfig{TokenBudget: 100, Wait: time.Hour}, strCost, rec.run,
-		batcherHooks{after: clock.after, joined: func(n int) { sizes <- n }})
+		batcherHooks{joined: func(n int) { sizes <- n }})
 	t.Cleanup(b.Close)
-	return clock, sizes, rec, b
+	return sizes, rec, b
 }
 
 // While requests keep joining, a small batch waits window after window, up to
 // maxWindows; then it runs even though more might come.
 func TestBatcherWindowsExtendUpToMax(t *testing.T) {
-	clock, sizes, rec, b := sizedBatcher(t)
+	synctest.Test(t, testBatcherWindowsExtendUpToMax)
+}
+
+func testBatcherWindowsExtendUpToMax(t *testing.T) {
+	sizes, rec, b := sizedBatcher(t)
 	reqs := []string{"a", "b", "c", "d", "e"}
 	out := make(chan result, len(reqs))
+	start := time.Now()
 	submit(b, context.Background(), reqs[0], out)
 	for i := 1; i <= maxWindows; i++ {
-		timer := <-clock.armed
+		synctest.Wait() // window i is open
 		submit(b, context.Background(), reqs[i], out)
 		for n := 0; n < i+1; {
 			n = <-sizes
 		}
-		timer <- time.Now()
+		time.Sleep(time.Hour) // window i ends
 	}
 	if got := <-rec.started; fmt.Sprint(got) != fmt.Sprint(reqs) {
 		t.Fatalf("batch = %v, want %v", got, reqs)
 	}
-	select {
-	case <-clock.armed:
-		t.Fatalf("a window past the %d allowed", maxWindows)
-	default:
+	if waited := time.Since(start); waited != maxWindows*time.Hour {
+		t.Fatalf("the batch waited %v, want the %d windows allowed", waited, maxWindows)
 	}
 	for range reqs {
 		if r := <-out; r.err != nil {
@@ -385,7 +380,11 @@ func TestBatcherWindowsExtendUpToMax(t *testing.T) {
 // After a pass that answered a batch's worth of callers, the next batch stops
 // waiting as soon as that many requests are back, without its window ending.
 func TestBatcherStopsWaitingWhenCallersAreBack(t *testing.T) {
-	clock, sizes, rec, b := sizedBatcher(t)
+	synctest.Test(t, testBatcherStopsWaitingWhenCallersAreBack)
+}
+
+func testBatcherStopsWaitingWhenCallersAreBack(t *testing.T) {
+	sizes, rec, b := sizedBatcher(t)
 	out := make(chan result, 2*selfBatchSeqs)
 	for i := range selfBatchSeqs {
 		submit(b, context.Background(), fmt.Sprint("a", i), out)
@@ -394,16 +393,8 @@ func TestBatcherStopsWaitingWhenCallersAreBack(t *testing.T) {
 	for n := 0; n < selfBatchSeqs; {
 		n = <-sizes
 	}
-	for done := false; !done; {
-		select {
-		case got := <-rec.started:
-			if len(got) != selfBatchSeqs {
-				t.Fatalf("first batch = %v", got)
-			}
-			done = true
-		case ch := <-clock.armed:
-			ch <- time.Now()
-		}
+	if got := <-rec.started; len(got) != selfBatchSeqs {
+		t.Fatalf("first batch = %v", got)
 	}
 	for range selfBatchSeqs {
 		<-out
@@ -411,7 +402,7 @@ func TestBatcherStopsWaitingWhenCallersAreBack(t *testing.T) {
 	// They come back, one by one; the batch runs when the last is in, with its
 	// window still open.
 	submit(b, context.Background(), "b0", out)
-	<-clock.armed
+	synctest.Wait() // b0 waits for company
 	for i := 1; i < selfBatchSeqs; i++ {
 		submit(b, context.Background(), fmt.Sprint("b", i), out)
 	}
@@ -420,7 +411,7 @@ func TestBatcherStopsWaitingWhenCallersAreBack(t *testing.T) {
 		if len(got) != selfBatchSeqs {
 			t.Fatalf("second batch = %v, want all %d callers", got, selfBatchSeqs)
 		}
-	case <-time.After(time.Minute): // the window never ends by itself here
+	case <-time.After(time.Minute): // in the bubble, a minute passes before the window of an hour ends
 		t.Fatal("the callers were all back and the batch still waited for its window")
 	}
 	for range selfBatchSeqs {
@@ -433,12 +424,15 @@ func TestBatcherStopsWaitingWhenCallersAreBack(t *testing.T) {
 // A lone caller waits one window to learn it is alone; its next requests run
 // without waiting, until a request queues behind a pass.
 func TestBatcherLoneCallerStopsWaiting(t *testing.T) {
-	clock, queued, rec, b := gatedBatcher(t)
+	synctest.Test(t, testBatcherLoneCallerStopsWaiting)
+}
+
+func testBatcherLoneCallerStopsWaiting(t *testing.T) {
+	queued, rec, b := gatedBatcher(t)
 	out := make(chan result, 4)
 	submit(b, context.Background(), "a1", out)
 	<-queued
-	(<-clock.armed) <- time.Now() // nobody joins
-	<-rec.started
+	<-rec.started // after a window that nobody joined
 	rec.release <- struct{}{}
 	<-out
 	submit(b, context.Background(), "a2", out)
@@ -448,7 +442,7 @@ func TestBatcherLoneCallerStopsWaiting(t *testing.T) {
 		if fmt.Sprint(got) != "[a2]" {
 			t.Fatalf("batch = %v", got)
 		}
-	case <-time.After(time.Minute): // the window never ends by itself here
+	case <-time.After(time.Minute): // in the bubble, a minute passes before the window of an hour ends
 		t.Fatal("a lone caller's second request waited for company")
 	}
 	// A second caller's request queues behind the running pass: waiting is back.
@@ -456,14 +450,12 @@ func TestBatcherLoneCallerStopsWaiting(t *testing.T) {
 	<-queued
 	rec.release <- struct{}{}
 	<-out
-	select {
-	case timer := <-clock.armed:
-		timer <- time.Now()
-	case <-time.After(time.Minute): // a window is armed at once, or never
-		t.Fatal("a request queued behind a pass ran without waiting for company")
-	}
+	start := time.Now()
 	if got := <-rec.started; fmt.Sprint(got) != "[b1]" {
 		t.Fatalf("batch = %v", got)
+	}
+	if waited := time.Since(start); waited != time.Hour {
+		t.Fatalf("a request queued behind a pass waited %v for company, want one window", waited)
 	}
 	rec.release <- struct{}{}
 	if r := <-out; r.err != nil {

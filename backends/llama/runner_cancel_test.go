@@ -34,7 +34,7 @@ func (h lineHandler) Handle(_ context.Context, r slog.Record) error {
 // awaitLine reads lines until one contains want.
 func awaitLine(t *testing.T, lines <-chan string, want string) {
 	t.Helper()
-	timeout := time.NewTimer(time.Minute)
+	timeout := time.NewTimer(hangCeiling)
 	defer timeout.Stop()
 	for {
 		select {
@@ -140,7 +140,7 @@ func TestRunnerLongTokenizeStopsWhenClientLeaves(t *testing.T) {
 	// The runner stops at a piece boundary: it logs the stop, having done
 	// fewer pieces than the text has.
 	done := 1
-	timeout := time.NewTimer(time.Minute)
+	timeout := time.NewTimer(hangCeiling)
 	defer timeout.Stop()
 	for stopped := false; !stopped; {
 		select {

@@ -137,7 +137,7 @@ func TestRunnerExitsWithParent(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = parent.Wait()
-	waitFor(t, fmt.Sprintf("runner %d to exit after its parent", pid), time.Minute, func() bool { return !processAlive(pid) })
+	waitFor(t, fmt.Sprintf("runner %d to exit after its parent", pid), func() bool { return !processAlive(pid) })
 }
 
 // TestRunnerExitsOnStdinEOF: the runner's own guard, without the kernel's

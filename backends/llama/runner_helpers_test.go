@@ -59,10 +59,15 @@ func processAlive(pid int) bool {
 	return !slices.Contains(st, psprocess.Zombie)
 }
 
-// waitFor polls cond until it holds, failing the test after limit. It is
+// hangCeiling bounds the waits on a runner process: it only turns a hang into
+// a failure, and no assertion depends on it.
+const hangCeiling = 5 * time.Minute
+
+// waitFor polls cond until it holds, failing the test after hangCeiling. It is
 // for events that happen in another process, which give no channel.
-func waitFor(t testing.TB, what string, limit time.Duration, cond func() bool) {
+func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
+	limit := hangCeiling
 	deadline := time.Now().Add(limit)
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()

@@ -228,7 +228,7 @@ func TestRunnerCancelStopsDecoding(t *testing.T) {
 	}
 
 	var st Stats
-	waitFor(t, "the runner to free the slot", time.Minute, func() bool {
+	waitFor(t, "the runner to free the slot", func() bool {
 		st, err = r.StatsContext(context.Background())
 		return err == nil && st.Active == 0
 	})

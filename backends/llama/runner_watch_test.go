@@ -170,7 +170,7 @@ func waitPings(t *testing.T, r *Runner, pings <-chan struct{}, n int) {
 		case <-pings:
 		case <-r.Done():
 			t.Fatalf("killed after %d pings: %v", i, r.Err())
-		case <-time.After(30 * time.Second):
+		case <-time.After(hangCeiling):
 			t.Fatalf("no ping %d", i+1)
 		}
 	}
@@ -213,7 +213,7 @@ func TestWatchdogProgress(t *testing.T) {
 			r, _ := watched(t, stall, c.reply)
 			select {
 			case <-r.Done():
-			case <-time.After(30 * time.Second):
+			case <-time.After(hangCeiling):
 				t.Fatal("not killed")
 			}
 			if took := time.Since(start); took < c.after {
@@ -245,7 +245,7 @@ func TestWatchdogUnresponsive(t *testing.T) {
 	case <-changed:
 	case <-r.Done():
 		t.Fatalf("killed before it was reported unresponsive: %v", r.Err())
-	case <-time.After(30 * time.Second):
+	case <-time.After(hangCeiling):
 		t.Fatal("never reported unresponsive")
 	}
 	_, err = r.Health()
@@ -267,7 +267,7 @@ func TestWatchdogUnresponsive(t *testing.T) {
 	}
 	select {
 	case <-r.Done():
-	case <-time.After(time.Minute):
+	case <-time.After(hangCeiling):
 		t.Fatal("not killed")
 	}
 	if !errors.Is(r.Err(), ErrRunnerStalled) {

@@ -12,7 +12,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
@@ -188,31 +187,33 @@ func TestOpenAISDKAgainstDaemon(t *testing.T) {
 // childPID finds the child process of parent whose command line contains word.
 func childPID(t *testing.T, parent int, word string) int {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		entries, _ := os.ReadDir("/proc")
-		for _, e := range entries {
-			pid, err := strconv.Atoi(e.Name())
-			if err != nil {
-				continue
-			}
-			stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-			if err != nil {
-				continue
-			}
-			// Fields after the parenthesised command: state, ppid, ...
-			rest := string(stat[strings.LastIndexByte(string(stat), ')')+2:])
-			f := strings.Fields(rest)
-			if len(f) < 2 || f[1] != strconv.Itoa(parent) {
-				continue
-			}
-			cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-			if strings.Contains(string(cmdline), word) {
-				return pid
-			}
+	pid := 0
+	poll(t, fmt.Sprintf("a %s child of %d", word, parent), func() bool { pid = findChild(parent, word); return pid != 0 })
+	return pid
+}
+
+// findChild is the child process of parent whose command line contains word, or 0.
+func findChild(parent int, word string) int {
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
 		}
-		time.Sleep(20 * time.Millisecond)
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue
+		}
+		// Fields after the parenthesised command: state, ppid, ...
+		rest := string(stat[strings.LastIndexByte(string(stat), ')')+2:])
+		f := strings.Fields(rest)
+		if len(f) < 2 || f[1] != strconv.Itoa(parent) {
+			continue
+		}
+		cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if strings.Contains(string(cmdline), word) {
+			return pid
+		}
 	}
-	t.Fatalf("no %s child of %d", word, parent)
 	return 0
 }

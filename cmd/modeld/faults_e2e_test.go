@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -111,9 +112,6 @@ func TestDaemonStallRecovers(t *testing.T) {
 	if done || !strings.HasPrefix(last, `{"error":`) || !strings.Contains(last, "runner stalled: no progress for 1s, killed") {
 		t.Fatalf("last event %s (done %v), want an error event naming the stall\n%s", last, done, logs)
 	}
-	if took > 5*time.Second {
-		t.Errorf("the stall took %s to end the stream, want about the 1s timeout", took)
-	}
 	waitGone(t, runner)
 
 	again := openStream(t, base, "t/long", 8)
@@ -125,16 +123,10 @@ func TestDaemonStallRecovers(t *testing.T) {
 	}
 }
 
-// waitGone waits until pid is no live process (bounded: another process).
+// waitGone waits until pid is no live process.
 func waitGone(t *testing.T, pid int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for pidAlive(pid) {
-		if time.Now().After(deadline) {
-			t.Fatalf("process %d still alive", pid)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	poll(t, fmt.Sprintf("process %d to end", pid), func() bool { return !pidAlive(pid) })
 }
 
 // pidAlive reports whether pid is a process that is not a zombie.
@@ -198,8 +190,16 @@ func TestDaemonShutdownLiveStreams(t *testing.T) {
 	for range 4 {
 		streams = append(streams, openStream(t, base, "t/long", 15000))
 	}
-	// All five hold a slot of the model.
+	// All five hold a slot of the model, and every stream is live: past its
+	// first event (the role), it has streamed a token.
 	waitMetric(t, base, `modeld_model_requests_total{model="t/long"} 5`)
+	for i, s := range streams {
+		for len(s.data) < 2 {
+			if !s.next() {
+				t.Fatalf("stream %d ended before the signal: %v", i, s.data)
+			}
+		}
+	}
 	if n := len(runnersOf(home)); n != 1 {
 		t.Fatalf("%d runners of the test home, want 1", n)
 	}
@@ -229,23 +229,18 @@ func TestDaemonShutdownLiveStreams(t *testing.T) {
 		if err != nil {
 			t.Errorf("daemon exited with %v\n%s", err, logs)
 		}
-		if took > 15*time.Second { // the grace is 2s; a busy machine stretches the rest
-			t.Errorf("daemon took %s to exit, want well under 15s", took)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatalf("daemon still running 30s after SIGTERM\n%s", logs)
+	case <-time.After(hangCeiling):
+		t.Fatalf("daemon still running %s after SIGTERM\n%s", hangCeiling, logs)
 	}
 	if left := runnersOf(home); len(left) > 0 {
 		t.Fatalf("runners %v left after the daemon exited", left)
 	}
 }
 
-// waitMetric polls /metrics until it has the line want (bounded: the
-// daemon is another process).
+// waitMetric polls /metrics until it has the line want.
 func waitMetric(t *testing.T, base, want string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	poll(t, fmt.Sprintf("%q in /metrics", want), func() bool {
 		res, err := http.Get(base + "/metrics")
 		if err != nil {
 			t.Fatal(err)
@@ -255,16 +250,8 @@ func waitMetric(t *testing.T, base, want string) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, line := range strings.Split(string(b), "\n") {
-			if line == want {
-				return
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no %q in /metrics", want)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return slices.Contains(strings.Split(string(b), "\n"), want)
+	})
 }
 
 // serveOnce runs `modeld serve` on home expecting it to fail at start, and
@@ -273,7 +260,7 @@ func serveOnce(t *testing.T, home string) (string, error) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$", "--", "serve", "--listen", "127.0.0.1:0")
 	cmd.Env = append(os.Environ(), "MODELD_TEST_MAIN=1", "MODELD_HOME="+home, "MODELD_LIB_DIR="+testenv.LibDir(t))
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), hangCeiling)
 	defer cancel()
 	go func() { <-ctx.Done(); _ = cmd.Process.Kill() }()
 	out, err := cmd.CombinedOutput()

@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -44,38 +43,19 @@ func serveLogged(t *testing.T, home string, args ...string) (logPath string) {
 }
 
 // ptyOutput collects what a process writes to its terminal.
-type ptyOutput struct {
-	mu  sync.Mutex
-	buf strings.Builder
-	eof chan struct{}
-}
-
-func (p *ptyOutput) String() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.buf.String()
-}
+type ptyOutput struct{ *growing }
 
 // waitFor waits until the output after offset from contains want, and
-// returns the offset just after it (bounded: the process is another one).
+// returns the offset just after it.
 func (p *ptyOutput) waitFor(t *testing.T, from int, want string) int {
 	t.Helper()
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		out := p.String()
-		if i := strings.Index(out[min(from, len(out)):], want); i >= 0 {
-			return min(from, len(out)) + i + len(want)
-		}
-		select {
-		case <-p.eof:
-			t.Fatalf("the terminal closed before %q; it shows:\n%s", want, out)
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no %q on the terminal; it shows:\n%s", want, out)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	at := 0
+	p.await(t, fmt.Sprintf("%q on the terminal", want), func(out string) bool {
+		i := strings.Index(out[min(from, len(out)):], want)
+		at = min(from, len(out)) + i + len(want)
+		return i >= 0
+	})
+	return at
 }
 
 // accessLines returns the daemon's access log records for path.
@@ -108,15 +88,13 @@ func startRun(t *testing.T, home, model string) (*os.File, *ptyOutput, chan erro
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = tty.Close() })
-	out := &ptyOutput{eof: make(chan struct{})}
+	out := &ptyOutput{newGrowing()}
 	go func() {
-		defer close(out.eof)
+		defer out.end()
 		b := make([]byte, 4096)
 		for {
 			n, err := tty.Read(b)
-			out.mu.Lock()
-			out.buf.Write(b[:n])
-			out.mu.Unlock()
+			out.write(string(b[:n]))
 			if err != nil {
 				return
 			}
@@ -135,8 +113,8 @@ func waitExit(t *testing.T, exited chan error, out *ptyOutput, what string) {
 		if err != nil {
 			t.Fatalf("%s: exit %v\n%s", what, err, out)
 		}
-	case <-time.After(time.Minute):
-		t.Fatalf("still running a minute after %s:\n%s", what, out)
+	case <-time.After(hangCeiling):
+		t.Fatalf("still running %s after %s:\n%s", hangCeiling, what, out)
 	}
 }
 
@@ -144,17 +122,12 @@ func waitExit(t *testing.T, exited chan error, out *ptyOutput, what string) {
 // client has its answer a moment before the line is written), and returns them.
 func waitAccess(t *testing.T, logPath, path string, n int) []map[string]any {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for {
-		recs := accessLines(t, logPath, path)
-		if len(recs) >= n {
-			return recs
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d access lines for %s, want %d", len(recs), path, n)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	var recs []map[string]any
+	poll(t, fmt.Sprintf("%d access lines for %s in %s", n, path, logPath), func() bool {
+		recs = accessLines(t, logPath, path)
+		return len(recs) >= n
+	})
+	return recs
 }
 
 // `modeld run` in a terminal: the answer streams, Ctrl-C stops it (the
@@ -183,14 +156,7 @@ func TestRunInTerminal(t *testing.T) {
 	typeLine("Tell me a long story.")
 	at = out.waitFor(t, at, "Tell me a long story.")
 	before := at
-	for len(out.String()) < before+300 {
-		select {
-		case <-out.eof:
-			t.Fatalf("the terminal closed mid-answer:\n%s", out)
-		default:
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
+	out.await(t, "300 bytes of the answer", func(text string) bool { return len(text) >= before+300 })
 	if _, err := tty.Write([]byte{3}); err != nil { // Ctrl-C
 		t.Fatal(err)
 	}

@@ -72,10 +72,18 @@ func TestToolChoiceRequiredAgainstDaemon(t *testing.T) {
 			t.Fatal(err)
 		}
 		ch := resp.Choices[0]
-		if ch.FinishReason != "tool_calls" || len(ch.Message.ToolCalls) == 0 || (single && len(ch.Message.ToolCalls) != 1) {
+		// With parallel calls the grammar allows one call after another; on some
+		// CPU variants the random weights write them until max_tokens, and the
+		// last one is cut (finish length): the calls before it must be valid.
+		complete := ch.Message.ToolCalls
+		cut := !single && ch.FinishReason == "length" && len(complete) > 0
+		if cut {
+			complete = complete[:len(complete)-1]
+		}
+		if (ch.FinishReason != "tool_calls" && !cut) || len(ch.Message.ToolCalls) == 0 || (single && len(ch.Message.ToolCalls) != 1) {
 			t.Fatalf("single %v: finish %q, calls %+v, content %q", single, ch.FinishReason, ch.Message.ToolCalls, ch.Message.Content)
 		}
-		for _, call := range ch.Message.ToolCalls {
+		for _, call := range complete {
 			inst, err := jsonschema.UnmarshalJSON(strings.NewReader(call.Function.Arguments))
 			if err != nil || call.Function.Name != "get_weather" {
 				t.Fatalf("call %+v: %v", call, err)
@@ -168,8 +176,16 @@ func TestToolChoiceFamiliesAgainstDaemon(t *testing.T) {
 				Model:    m.name,
 				Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("What is 2+3?")},
 				Tools:    tools, ToolChoice: choice, ParallelToolCalls: openai.Bool(false),
-				MaxTokens: openai.Int(1000), Temperature: openai.Float(1), Seed: openai.Int(5),
+				MaxTokens: openai.Int(1), Temperature: openai.Float(1), Seed: openai.Int(5),
 			}
+			// As in TestToolChoiceRequiredAgainstDaemon: a one-token request
+			// evaluates the prompt afresh, so that the streamed and non-streamed
+			// answers compared are both made on the slot's reused prefix (logits
+			// of another batch shape differ in the last bits on some CPU variants).
+			if _, err := client.Chat.Completions.New(context.Background(), params); err != nil {
+				t.Fatalf("%s: warming the slot: %v", m.name, err)
+			}
+			params.MaxTokens = openai.Int(1000)
 			resp, err := client.Chat.Completions.New(context.Background(), params)
 			if err != nil {
 				var apiErr *openai.Error

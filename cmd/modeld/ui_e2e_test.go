@@ -232,11 +232,7 @@ func TestLocalModelsPageInBrowser(t *testing.T) {
 	}
 
 	// What the daemon did, seen from outside the page.
-	for deadline := time.Now().Add(30 * time.Second); hub.slowActive.Load() > 0; time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the daemon still downloads the cancelled pull (%d requests open) 30s later", hub.slowActive.Load())
-		}
-	}
+	poll(t, "the daemon to stop downloading the cancelled pull", func() bool { return hub.slowActive.Load() == 0 })
 	waitMetric(t, base, `modeld_generations_cancelled_total{model="t/long"} 1`)
 	waitMetric(t, base, `vllm:num_requests_running{model_name="t/long"} 0`)
 	res, err := http.Get(base + "/v1/models")

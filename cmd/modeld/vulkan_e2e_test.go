@@ -131,10 +131,10 @@ func startVKDaemonEnv(t *testing.T, env []string, home, libRoot string, args ...
 }
 
 // waitLog waits for a log line matching re and returns its submatches; the
-// daemon's exit, or a minute without such a line, fails the test.
+// daemon's exit, or hangCeiling without such a line, fails the test.
 func (d *vkDaemon) waitLog(re *regexp.Regexp) []string {
 	d.t.Helper()
-	deadline := time.After(time.Minute)
+	deadline := time.After(hangCeiling)
 	for {
 		d.mu.Lock()
 		m := re.FindStringSubmatch(d.logs.String())
@@ -148,7 +148,7 @@ func (d *vkDaemon) waitLog(re *regexp.Regexp) []string {
 		case <-d.exited:
 			d.t.Fatalf("daemon exited before logging %s:\n%s", re, d.log())
 		case <-deadline:
-			d.t.Fatalf("no log line matching %s within a minute:\n%s", re, d.log())
+			d.t.Fatalf("no log line matching %s within %s:\n%s", re, hangCeiling, d.log())
 		}
 	}
 }
@@ -170,10 +170,10 @@ func (d *vkDaemon) stop() {
 	_ = d.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-d.exited:
-	case <-time.After(30 * time.Second):
+	case <-time.After(hangCeiling):
 		_ = d.cmd.Process.Kill()
 		<-d.exited
-		d.t.Errorf("daemon still running 30s after SIGTERM")
+		d.t.Errorf("daemon still running %s after SIGTERM", hangCeiling)
 	}
 }
 

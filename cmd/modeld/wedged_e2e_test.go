@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -16,28 +15,15 @@ import (
 )
 
 // syncLog is a daemon's log, written by one goroutine and read by the test.
-type syncLog struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
+type syncLog struct{ *growing }
 
-func (l *syncLog) add(line string) {
-	l.mu.Lock()
-	l.b.WriteString(line + "\n")
-	l.mu.Unlock()
-}
-
-func (l *syncLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
+func (l *syncLog) add(line string) { l.write(line + "\n") }
 
 // startDaemonLogged is startDaemon keeping the whole log, not only its
 // start.
 func startDaemonLogged(t *testing.T, home string, args ...string) (*exec.Cmd, string, *syncLog) {
 	t.Helper()
-	logs := &syncLog{}
+	logs := &syncLog{newGrowing()}
 	cmd, base := startDaemonLines(t, home, func(line string, _ bool) { logs.add(line) }, args...)
 	return cmd, base, logs
 }
@@ -104,16 +90,10 @@ func TestDaemonWedgedRunnerDefaults(t *testing.T) {
 	}
 	stopped := time.Now()
 
-	deadline := time.Now().Add(45 * time.Second)
-	for {
-		if st, _ := loadedState(t, base, "t/long"); st == "unresponsive" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the model never showed as unresponsive\n%s", logs)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	poll(t, "t/long to show as unresponsive in /v1/system", func() bool {
+		st, _ := loadedState(t, base, "t/long")
+		return st == "unresponsive"
+	})
 	_, problem := loadedState(t, base, "t/long")
 	t.Logf("/v1/system shows t/long unresponsive %s after SIGSTOP: %s", time.Since(stopped).Round(time.Millisecond), problem)
 
@@ -151,9 +131,6 @@ func TestDaemonWedgedRunnerDefaults(t *testing.T) {
 	t.Logf("the stream's error came %s after its last event (%s after SIGSTOP), default stall timeout", took.Round(time.Millisecond), ended.Sub(stopped).Round(time.Millisecond))
 	if !strings.HasPrefix(last, `{"error":`) || !strings.Contains(last, "runner stalled: no progress for 20s, killed") {
 		t.Fatalf("last event %s, want the stall's error\n%s", last, logs)
-	}
-	if took > 45*time.Second {
-		t.Errorf("the error came %s after the last sign of life; want well under the old 80 s", took)
 	}
 	waitGone(t, runner)
 	again := openStream(t, base, "t/long", 8)
@@ -195,13 +172,9 @@ func TestDaemonRunnerCrashReport(t *testing.T) {
 	if !strings.Contains(string(dump), "goroutine ") {
 		t.Errorf("crash report without the dump:\n%s", dump)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for !strings.Contains(logs.String(), `"crash_report":"`+files[0]+`"`) {
-		if time.Now().After(deadline) {
-			t.Fatalf("no log line names %s:\n%s", files[0], logs)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	logs.await(t, "a log line naming "+files[0], func(text string) bool {
+		return strings.Contains(text, `"crash_report":"`+files[0]+`"`)
+	})
 	if strings.Contains(logs.String(), "goroutine ") {
 		t.Errorf("the goroutine dump reached the daemon's log")
 	}

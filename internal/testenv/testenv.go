@@ -14,7 +14,10 @@ import (
 
 // LibDir returns the runtime-library root (holding llama/ and onnxruntime/):
 // $MODELD_LIB_DIR, else $MODELD_HOME/lib, else $XDG_DATA_HOME/modeld/lib, else
-// ~/.local/share/modeld/lib — the same rule as scripts/bootstrap.
+// ~/.local/share/modeld/lib — the same rule as scripts/bootstrap. Tests hand it
+// to the daemons and runners they start, so one MODELD_LIB_DIR holds for every
+// process of a run: scripts/test-cpu-variants points it at a root whose llama/
+// holds a single libggml-cpu-<variant>.so, which forces that CPU variant.
 func LibDir(t testing.TB) string {
 	t.Helper()
 	dir := os.Getenv("MODELD_LIB_DIR")
