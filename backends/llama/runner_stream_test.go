@@ -81,12 +81,7 @@ func TestReadEvent(t *testing.T) {
 func TestOversizedEventKillsRunner(t *testing.T) {
 	const offered = 256 << 20
 	var sent atomic.Int64
-	socket := filepath.Join(t.TempDir(), "s.sock")
-	ln, err := net.Listen("unix", socket)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	r := standInRunner(t, RunnerOptions{StallTimeout: -1}, func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != wire.RouteGenerate {
 			http.NotFound(w, r)
 			return
@@ -100,17 +95,7 @@ func TestOversizedEventKillsRunner(t *testing.T) {
 			}
 			sent.Add(int64(len(chunk)))
 		}
-	})}
-	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(func() { _ = srv.Close() })
-	log := slog.New(slog.DiscardHandler)
-	proc, err := startProcess([]string{"sleep", "600"}, nil, log, crashReports{}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &Runner{opts: RunnerOptions{ModelPath: "stand-in", StallTimeout: -1, StopGrace: time.Second, Logger: log},
-		proc: proc, client: unixClient(socket), live: newLiveness(), unwatch: make(chan struct{})}
-	t.Cleanup(func() { _ = r.Close() })
+	})
 
 	runtime.GC()
 	var before, after runtime.MemStats
@@ -143,12 +128,7 @@ func TestOversizedEventKillsRunner(t *testing.T) {
 func TestOversizedAnswerKillsRunner(t *testing.T) {
 	const offered = 1 << 30
 	var sent atomic.Int64
-	socket := filepath.Join(t.TempDir(), "s.sock")
-	ln, err := net.Listen("unix", socket)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	r := standInRunner(t, RunnerOptions{StallTimeout: -1, CallTimeout: 10 * time.Minute}, func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusOK)
 		_, _ = io.WriteString(w, `{"tokens":[`)
 		chunk := []byte(strings.Repeat("1,", 1<<19))
@@ -158,19 +138,9 @@ func TestOversizedAnswerKillsRunner(t *testing.T) {
 			}
 			sent.Add(int64(len(chunk)))
 		}
-	})}
-	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(func() { _ = srv.Close() })
-	log := slog.New(slog.DiscardHandler)
-	proc, err := startProcess([]string{"sleep", "600"}, nil, log, crashReports{}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &Runner{opts: RunnerOptions{ModelPath: "stand-in", StallTimeout: -1, CallTimeout: 10 * time.Minute, StopGrace: time.Second, Logger: log},
-		proc: proc, client: unixClient(socket), live: newLiveness(), unwatch: make(chan struct{})}
-	t.Cleanup(func() { _ = r.Close() })
+	})
 
-	_, err = r.Tokenize("hello", true, false)
+	_, err := r.Tokenize("hello", true, false)
 	if !errors.Is(err, ErrRunnerExited) || !strings.Contains(err.Error(), "with over 64 MiB") {
 		t.Fatalf("tokenize: %v; want the runner's death for its oversized answer", err)
 	}
@@ -182,4 +152,27 @@ func TestOversizedAnswerKillsRunner(t *testing.T) {
 		t.Errorf("the whole %d MiB answer was read", offered>>20)
 	}
 	t.Logf("runner offered %d MiB; the bound is %d MiB", sent.Load()>>20, maxCallAnswer>>20)
+}
+
+// standInRunner is a Runner whose process is a stand-in (sleep) and whose
+// socket answers with handler: a runner that goes wrong in the way the
+// handler says, for the daemon's side to survive.
+func standInRunner(t *testing.T, opts RunnerOptions, handler http.HandlerFunc) *Runner {
+	t.Helper()
+	socket := filepath.Join(t.TempDir(), "s.sock")
+	ln, err := net.Listen("unix", socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: handler}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	opts.ModelPath, opts.StopGrace, opts.Logger = "stand-in", time.Second, slog.New(slog.DiscardHandler)
+	proc, err := startProcess([]string{"sleep", "600"}, nil, opts.Logger, crashReports{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &Runner{opts: opts, proc: proc, client: unixClient(socket), live: newLiveness(), unwatch: make(chan struct{})}
+	t.Cleanup(func() { _ = r.Close() })
+	return r
 }
