@@ -41,6 +41,9 @@ type AnthropicRequest struct {
 	MCPServers   json.RawMessage `json:"mcp_servers"`
 	// KeepAlive is modeld's own: how long the model stays loaded after.
 	KeepAlive KeepAlive `json:"keep_alive"`
+	// Speculative is modeld's own: prompt-lookup decoding on or off for
+	// this request; absent keeps the model's setting.
+	Speculative *bool `json:"speculative"`
 
 	// ignored are the fields sent that modeld reads nothing from.
 	ignored []string
@@ -53,7 +56,7 @@ type AnthropicRequest struct {
 var anthropicFields = map[string]bool{
 	"model": true, "max_tokens": true, "system": true, "messages": true, "tools": true, "tool_choice": true,
 	"stop_sequences": true, "temperature": true, "top_p": true, "top_k": true, "thinking": true, "stream": true,
-	"output_config": true, "output_format": true, "mcp_servers": true, "keep_alive": true,
+	"output_config": true, "output_format": true, "mcp_servers": true, "keep_alive": true, "speculative": true,
 }
 
 func (r *AnthropicRequest) UnmarshalJSON(b []byte) error {
@@ -164,7 +167,7 @@ func (req *AnthropicRequest) plan(o anthropicPlanning) (*anthropicPlan, error) {
 			break
 		}
 	}
-	f := samplingFields{maxTemperature: 1, Temperature: req.Temperature, TopP: req.TopP, TopK: req.TopK, Stop: stops}
+	f := samplingFields{maxTemperature: 1, Temperature: req.Temperature, TopP: req.TopP, TopK: req.TopK, Stop: stops, Speculative: req.Speculative}
 	gen, err := f.request("max_tokens", maxTokens, contextCap)
 	if err != nil {
 		errs = append(errs, err)

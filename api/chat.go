@@ -156,7 +156,7 @@ func setDevice(c *gin.Context, inst any) {
 func (f *samplingFields) request(maxParam string, maxTokens *int, contextCap int) (backends.Request, error) {
 	var errs []error
 	bad := func(param, format string, args ...any) { errs = append(errs, badRequest(param, format, args...)) }
-	r := backends.Request{Stop: f.Stop}
+	r := backends.Request{Stop: f.Stop, Speculative: f.Speculative}
 	s := &r.Sampling
 	s.Temperature = 1 // OpenAI's default
 	if t := f.Temperature; t != nil {

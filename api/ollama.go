@@ -141,6 +141,8 @@ func (o ollamaOptions) read(h *ollama) (ollamaSampling, error) {
 			into(k, &f.MinP, "a number")
 		case "seed":
 			into(k, &f.Seed, "an integer")
+		case "speculative": // modeld's own: prompt-lookup decoding
+			into(k, &f.Speculative, "a boolean")
 		case "stop":
 			into(k, &f.Stop, "a string or an array of strings")
 		case "repeat_penalty":

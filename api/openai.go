@@ -171,6 +171,9 @@ type samplingFields struct {
 	TopLogprobs      *int               `json:"top_logprobs"`
 	User             string             `json:"user"`
 	KeepAlive        KeepAlive          `json:"keep_alive"`
+	// Speculative is modeld's own: prompt-lookup decoding on (true) or off
+	// (false) for this request; absent keeps the model's setting.
+	Speculative *bool `json:"speculative"`
 }
 
 type ChatCompletionRequest struct {
