@@ -2,7 +2,6 @@ package api
 
 import (
 	"bytes"
-	"cmp"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -10,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
 	"strings"
 
 	"github.com/gin-gonic/gin"
@@ -148,125 +146,6 @@ func setDevice(c *gin.Context, inst any) {
 		dev = p.Placement().Device
 	}
 	c.Header(DeviceHeader, dev)
-}
-
-// request validates the shared sampling fields and returns the engine
-// request. maxParam names the field maxTokens came from; contextCap is the
-// largest context any model gets, which a completion budget must leave room in.
-func (f *samplingFields) request(maxParam string, maxTokens *int, contextCap int) (backends.Request, error) {
-	var errs []error
-	bad := func(param, format string, args ...any) { errs = append(errs, badRequest(param, format, args...)) }
-	r := backends.Request{Stop: f.Stop, Speculative: f.Speculative}
-	s := &r.Sampling
-	s.Temperature = 1 // OpenAI's default
-	if t := f.Temperature; t != nil {
-		top := cmp.Or(f.maxTemperature, 2)
-		if *t < 0 || *t > top {
-			bad("temperature", "temperature %g is outside [0, %g]", *t, top)
-		}
-		s.Temperature = float32(*t)
-	}
-	if p := f.TopP; p != nil {
-		if *p < 0 || *p > 1 {
-			bad("top_p", "top_p %g is outside [0, 1]", *p)
-		}
-		s.TopP = float32(*p)
-	}
-	if k := f.TopK; k != nil {
-		if *k < 0 {
-			bad("top_k", "top_k %d is negative", *k)
-		}
-		s.TopK = *k
-	}
-	if p := f.MinP; p != nil {
-		if *p < 0 || *p > 1 {
-			bad("min_p", "min_p %g is outside [0, 1]", *p)
-		}
-		s.MinP = float32(*p)
-	}
-	if p := f.RepeatPenalty; p != nil {
-		if *p < 0 {
-			bad("repeat_penalty", "repeat_penalty %g is negative", *p)
-		}
-		s.RepeatPenalty = float32(*p)
-	}
-	for _, pen := range []struct {
-		name string
-		p    *float64
-	}{{"presence_penalty", f.PresencePenalty}, {"frequency_penalty", f.FrequencyPenalty}} {
-		if pen.p != nil && (*pen.p < -2 || *pen.p > 2) {
-			bad(pen.name, "%s %g is outside [-2, 2]", pen.name, *pen.p)
-		}
-	}
-	if f.PresencePenalty != nil {
-		s.PresencePenalty = float32(*f.PresencePenalty)
-	}
-	if f.FrequencyPenalty != nil {
-		s.FrequencyPenalty = float32(*f.FrequencyPenalty)
-	}
-	s.Seed = f.Seed
-	if n := len(f.LogitBias); n > MaxLogitBias {
-		errs = append(errs, tooMany("logit_bias", n, MaxLogitBias, "entries"))
-	} else if n > 0 {
-		s.LogitBias = map[int32]float32{}
-		for k, v := range f.LogitBias {
-			id, err := strconv.ParseInt(k, 10, 32)
-			if err != nil || id < 0 {
-				bad("logit_bias", "logit_bias key %s is not a token id", quote(k))
-				continue
-			}
-			if v < -100 || v > 100 {
-				bad("logit_bias", "logit_bias for token %s is %g, outside [-100, 100]", k, v)
-			}
-			s.LogitBias[int32(id)] = float32(v)
-		}
-	}
-	if n := len(f.Stop); n > MaxStopSequences {
-		errs = append(errs, tooMany("stop", n, MaxStopSequences, "sequences"))
-	} else {
-		for i, st := range f.Stop {
-			switch {
-			case st == "":
-				bad("stop", "stop sequences must not be empty")
-			case len(st) > MaxStopBytes:
-				bad("stop", "stop[%d] has %d bytes, more than the %d allowed", i, len(st), MaxStopBytes)
-			}
-		}
-	}
-	if maxTokens != nil {
-		if *maxTokens < 1 {
-			bad(maxParam, "%s must be at least 1, got %d", maxParam, *maxTokens)
-		} else if err := checkMaxTokens(maxParam, *maxTokens, contextCap); err != nil {
-			errs = append(errs, err)
-		}
-		r.MaxTokens = *maxTokens
-	}
-	if f.N != nil {
-		if *f.N < 1 || *f.N > MaxChoices {
-			bad("n", "n %d is outside [1, %d]", *f.N, MaxChoices)
-		}
-		r.N = *f.N
-	}
-	switch lp := string(f.Logprobs); lp {
-	case "", "null", "false":
-	case "true":
-		r.Logprobs = true
-	default:
-		bad("logprobs", "logprobs must be true or false")
-	}
-	if k := f.TopLogprobs; k != nil {
-		if *k < 0 || *k > MaxTopLogprobs {
-			bad("top_logprobs", "top_logprobs %d is outside [0, %d]", *k, MaxTopLogprobs)
-		}
-		r.TopLogprobs = *k
-		if *k > 0 && !r.Logprobs {
-			bad("top_logprobs", "top_logprobs needs logprobs: true")
-		}
-	}
-	if f.StreamOptions != nil && !f.Stream {
-		bad("stream_options", "stream_options is only allowed with stream: true")
-	}
-	return r, joinBadRequests(errs)
 }
 
 // joinBadRequests merges several 400s into one that lists the problems (the

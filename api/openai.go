@@ -5,62 +5,13 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/modeld/modeld/backends"
-	"github.com/modeld/modeld/internal/duration"
 )
 
 // Wire types of the OpenAI chat and completions APIs, as modeld accepts and
 // returns them. Fields modeld does not support are decoded so that a request
 // using them gets a clear 400 instead of being silently ignored.
-
-// StringOrList decodes a JSON string or an array of strings (stop, input).
-type StringOrList []string
-
-func (s *StringOrList) UnmarshalJSON(b []byte) error {
-	if string(b) == "null" {
-		*s = nil
-		return nil
-	}
-	var one string
-	if err := json.Unmarshal(b, &one); err == nil {
-		*s = []string{one}
-		return nil
-	}
-	var many []string
-	if err := json.Unmarshal(b, &many); err != nil {
-		return fmt.Errorf("want a string or an array of strings")
-	}
-	*s = many
-	return nil
-}
-
-// KeepAlive decodes keep_alive with the configuration's own duration parser
-// (internal/duration): a duration string ("5m", "0", "-1") or a number of
-// seconds (300, "300"). Anything else ("10 minutes", 1e3, true) is a 400
-// naming keep_alive.
-type KeepAlive struct{ D *time.Duration }
-
-func (k *KeepAlive) UnmarshalJSON(b []byte) error {
-	if string(b) == "null" {
-		return nil
-	}
-	text := string(b) // a JSON number, read as its digits
-	if len(b) > 0 && b[0] == '"' {
-		if err := json.Unmarshal(b, &text); err != nil {
-			return badRequest("keep_alive", "invalid keep_alive: %v; want %s", err, keepAliveForms)
-		}
-	} else if len(b) > 0 && b[0] != '-' && (b[0] < '0' || b[0] > '9') {
-		return badRequest("keep_alive", "invalid keep_alive %s: want %s", clip(string(b)), keepAliveForms)
-	}
-	d, err := duration.Parse(text)
-	if err != nil {
-		return badRequest("keep_alive", "invalid keep_alive %s: %v; want %s", quote(text), err, keepAliveForms)
-	}
-	k.D = &d
-	return nil
-}
 
 // MessageContent is a message's content: a string, or an array of parts of which
 // modeld reads the text parts.
@@ -138,44 +89,6 @@ type ChatMessage struct {
 	FunctionCall *wireFunction `json:"function_call,omitempty"`
 }
 
-// wireFunction is a function's name and arguments (JSON text).
-type wireFunction struct {
-	Name      string `json:"name"`
-	Arguments string `json:"arguments"`
-}
-
-type StreamOptions struct {
-	IncludeUsage bool `json:"include_usage"`
-}
-
-// samplingFields are shared by chat and completions requests.
-type samplingFields struct {
-	// maxTemperature is the dialect's upper bound of temperature (0: 2,
-	// OpenAI's; Anthropic's is 1).
-	maxTemperature   float64
-	Temperature      *float64           `json:"temperature"`
-	TopP             *float64           `json:"top_p"`
-	TopK             *int               `json:"top_k"`
-	MinP             *float64           `json:"min_p"`
-	RepeatPenalty    *float64           `json:"repeat_penalty"`
-	Seed             *int64             `json:"seed"`
-	Stop             StringOrList       `json:"stop"`
-	MaxTokens        *int               `json:"max_tokens"`
-	PresencePenalty  *float64           `json:"presence_penalty"`
-	FrequencyPenalty *float64           `json:"frequency_penalty"`
-	LogitBias        map[string]float64 `json:"logit_bias"`
-	N                *int               `json:"n"`
-	Stream           bool               `json:"stream"`
-	StreamOptions    *StreamOptions     `json:"stream_options"`
-	Logprobs         json.RawMessage    `json:"logprobs"`
-	TopLogprobs      *int               `json:"top_logprobs"`
-	User             string             `json:"user"`
-	KeepAlive        KeepAlive          `json:"keep_alive"`
-	// Speculative is modeld's own: prompt-lookup decoding on (true) or off
-	// (false) for this request; absent keeps the model's setting.
-	Speculative *bool `json:"speculative"`
-}
-
 type ChatCompletionRequest struct {
 	Model               string        `json:"model"`
 	Messages            []ChatMessage `json:"messages"`
@@ -192,27 +105,6 @@ type ChatCompletionRequest struct {
 	// ChatTemplateKwargs are extra variables for the model's chat template
 	// (as llama.cpp's server takes them), e.g. {"enable_thinking": false}.
 	ChatTemplateKwargs map[string]any `json:"chat_template_kwargs"`
-}
-
-// wireTool is a tool definition of the chat API.
-type wireTool struct {
-	Type     string `json:"type"`
-	Function *struct {
-		Name        string          `json:"name"`
-		Description string          `json:"description"`
-		Parameters  json.RawMessage `json:"parameters"`
-		Strict      bool            `json:"strict"`
-	} `json:"function"`
-}
-
-// wireToolCall is a tool call of an assistant message.
-type wireToolCall struct {
-	ID       string `json:"id"`
-	Type     string `json:"type"`
-	Function struct {
-		Name      string `json:"name"`
-		Arguments string `json:"arguments"`
-	} `json:"function"`
 }
 
 // message turns the i-th message into the internal model.
@@ -377,9 +269,6 @@ type wireFunctionDef struct {
 	Parameters  json.RawMessage `json:"parameters"`
 }
 
-// given reports whether a raw field was sent and is not null.
-func given(b json.RawMessage) bool { return len(b) > 0 && string(b) != "null" }
-
 // checkTools validates tool definitions: a name of letters, digits, _ and
 // - (at most 64), unique, and parameters absent or a JSON Schema object.
 // legacy names the fields after functions[i] instead of tools[i].function.
@@ -405,16 +294,4 @@ func checkTools(tools []backends.Tool, legacy bool) []error {
 		}
 	}
 	return errs
-}
-
-func validToolName(s string) bool {
-	if s == "" || len(s) > 64 {
-		return false
-	}
-	for _, c := range []byte(s) {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
-			return false
-		}
-	}
-	return true
 }
