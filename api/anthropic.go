@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"slices"
 	"sort"
 
 	"github.com/gin-gonic/gin"
@@ -238,17 +237,10 @@ func (req *AnthropicRequest) tooling(gen *backends.Request, call *chatCall) erro
 				bad(p+".type", "%s is Anthropic's built-in tool %s, which runs on Anthropic's servers; modeld does not run it: define a custom tool with an input_schema and run it in the client", p, quote(t.Type))
 				continue
 			}
-			switch {
-			case !validToolName(t.Name):
-				bad(p+".name", "%s.name %s must be 1 to 64 letters, digits, _ or -", p, quote(t.Name))
-			case slices.ContainsFunc(gen.Tools, func(o backends.Tool) bool { return o.Name == t.Name }):
-				bad(p+".name", "%s.name %s is defined twice", p, quote(t.Name))
-			}
-			var obj map[string]json.RawMessage
-			if !given(t.InputSchema) || json.Unmarshal(t.InputSchema, &obj) != nil {
-				bad(p+".input_schema", "%s.input_schema must be a JSON Schema object", p)
-			}
-			gen.Tools = append(gen.Tools, backends.Tool{Name: t.Name, Description: t.Description, Parameters: t.InputSchema, Strict: t.Strict})
+			tool := backends.Tool{Name: t.Name, Description: t.Description, Parameters: t.InputSchema, Strict: t.Strict}
+			defined := func(name string) bool { return hasTool(gen.Tools, name) }
+			errs = append(errs, checkToolDef(tool, defined, toolPaths{at: p, schema: "input_schema", required: true})...)
+			gen.Tools = append(gen.Tools, tool)
 		}
 	}
 	if given(req.ToolChoice) {

@@ -95,9 +95,6 @@ func compileTooling(gen *backends.Request, n fieldNames, env planEnv) error {
 			return err
 		}
 	}
-	if errs := checkTools(gen.Tools, false); len(errs) > 0 {
-		return joinBadRequests(errs)
-	}
 	switch tc := gen.ToolChoice; {
 	case tc.Mode == backends.ToolChoiceNone:
 		gen.Tools = nil

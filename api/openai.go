@@ -169,6 +169,7 @@ func (req *ChatCompletionRequest) tooling(gen *backends.Request, env planEnv) er
 	if given(req.ToolChoice) && given(req.FunctionCall) {
 		errs = append(errs, badRequest("function_call", "send tool_choice or the legacy function_call, not both"))
 	}
+	var at []string // the request's path of each of gen.Tools
 	if given(req.Tools) {
 		var tools []wireTool
 		if err := json.Unmarshal(req.Tools, &tools); err != nil {
@@ -181,6 +182,7 @@ func (req *ChatCompletionRequest) tooling(gen *backends.Request, env planEnv) er
 					errs = append(errs, badRequest(fmt.Sprintf("tools[%d]", i), "tools[%d] must be {type: \"function\", function: {name, ...}}", i))
 					continue
 				}
+				at = append(at, fmt.Sprintf("tools[%d].function", i))
 				gen.Tools = append(gen.Tools, backends.Tool{Name: t.Function.Name, Description: t.Function.Description,
 					Parameters: t.Function.Parameters, Strict: t.Function.Strict})
 			}
@@ -192,12 +194,13 @@ func (req *ChatCompletionRequest) tooling(gen *backends.Request, env planEnv) er
 		} else if len(fns) > MaxTools {
 			errs = append(errs, tooMany("functions", len(fns), MaxTools, "functions"))
 		} else {
-			for _, f := range fns {
+			for i, f := range fns {
+				at = append(at, fmt.Sprintf("functions[%d]", i))
 				gen.Tools = append(gen.Tools, backends.Tool{Name: f.Name, Description: f.Description, Parameters: f.Parameters})
 			}
 		}
 	}
-	errs = append(errs, checkTools(gen.Tools, given(req.Functions) && !given(req.Tools))...)
+	errs = append(errs, checkTools(gen.Tools, func(i int) string { return at[i] })...)
 	if given(req.FunctionCall) {
 		var mode string
 		var named struct {
@@ -267,31 +270,4 @@ type wireFunctionDef struct {
 	Name        string          `json:"name"`
 	Description string          `json:"description"`
 	Parameters  json.RawMessage `json:"parameters"`
-}
-
-// checkTools validates tool definitions: a name of letters, digits, _ and
-// - (at most 64), unique, and parameters absent or a JSON Schema object.
-// legacy names the fields after functions[i] instead of tools[i].function.
-func checkTools(tools []backends.Tool, legacy bool) []error {
-	var errs []error
-	seen := map[string]bool{}
-	for i, t := range tools {
-		param := fmt.Sprintf("tools[%d].function", i)
-		if legacy {
-			param = fmt.Sprintf("functions[%d]", i)
-		}
-		if !validToolName(t.Name) {
-			errs = append(errs, badRequest(param+".name", "%s.name %s must be 1 to 64 letters, digits, _ or -", param, quote(t.Name)))
-		} else if seen[t.Name] {
-			errs = append(errs, badRequest(param+".name", "%s.name %s is defined twice", param, quote(t.Name)))
-		}
-		seen[t.Name] = true
-		if given(t.Parameters) {
-			var obj map[string]json.RawMessage
-			if json.Unmarshal(t.Parameters, &obj) != nil {
-				errs = append(errs, badRequest(param+".parameters", "%s.parameters must be a JSON Schema object", param))
-			}
-		}
-	}
-	return errs
 }
