@@ -292,3 +292,15 @@ func generationError(ev backends.Event) error {
 	}
 	return nil
 }
+
+// chatPlan is a validated chat completion request.
+type chatPlan struct {
+	gen  backends.Request
+	msgs []backends.Message
+	// bytes is the text the messages give the chat template, which a
+	// rendered prompt holds at least; toolBytes the same of the tools
+	// (toolPromptBytes).
+	bytes, toolBytes int
+	// param is the request field that holds the conversation.
+	param string
+}
