@@ -95,13 +95,8 @@ func compileTooling(gen *backends.Request, n fieldNames, env planEnv) error {
 			return err
 		}
 	}
-	switch tc := gen.ToolChoice; {
-	case tc.Mode == backends.ToolChoiceNone:
-		gen.Tools = nil
-	case (tc.Mode == backends.ToolChoiceRequired || tc.Mode == backends.ToolChoiceFunction) && len(gen.Tools) == 0:
-		return badRequest("tool_choice", "tool_choice %s needs tools", quote(string(tc.Mode)))
-	case tc.Mode == backends.ToolChoiceFunction && !hasTool(gen.Tools, tc.Name):
-		return badRequest("tool_choice", "tool_choice names %s, which is not among the tools", quote(tc.Name))
+	if err := meetToolChoice(gen, "tool_choice"); err != nil {
+		return err
 	}
 	if err := backends.CompileResponseFormat(env.constraints, &gen.ResponseFormat); err != nil {
 		return schemaRefusal(err, n)

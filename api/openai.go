@@ -3,7 +3,6 @@ package api
 import (
 	"encoding/json"
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/modeld/modeld/backends"
@@ -237,13 +236,8 @@ func (req *ChatCompletionRequest) tooling(gen *backends.Request, env planEnv) er
 			errs = append(errs, badRequest("tool_choice", "tool_choice must be auto, none, required or {type: \"function\", function: {name}}"))
 		}
 	}
-	switch tc := gen.ToolChoice; {
-	case tc.Mode == backends.ToolChoiceNone:
-		gen.Tools = nil // not rendered, and no calls read from the output
-	case (tc.Mode == backends.ToolChoiceRequired || tc.Mode == backends.ToolChoiceFunction) && len(gen.Tools) == 0 && len(errs) == 0:
-		errs = append(errs, badRequest("tool_choice", "tool_choice %s needs tools", quote(string(tc.Mode))))
-	case tc.Mode == backends.ToolChoiceFunction && !slices.ContainsFunc(gen.Tools, func(t backends.Tool) bool { return t.Name == tc.Name }) && len(errs) == 0:
-		errs = append(errs, badRequest("tool_choice", "tool_choice names %s, which is not among the tools", quote(tc.Name)))
+	if err := meetToolChoice(gen, "tool_choice"); err != nil && len(errs) == 0 {
+		errs = append(errs, err)
 	}
 	if err := responseFormat(req.ResponseFormat, gen, req.names(), env.constraints); err != nil {
 		errs = append(errs, err)

@@ -55,3 +55,18 @@ func checkTools(tools []backends.Tool, at func(i int) string) []error {
 	}
 	return errs
 }
+
+// meetToolChoice holds gen's tools to its tool choice: none drops them (not
+// rendered, and no calls read from the output); required, or a named
+// function, without such a tool is refused at param, the dialect's field.
+func meetToolChoice(gen *backends.Request, param string) error {
+	switch tc := gen.ToolChoice; {
+	case tc.Mode == backends.ToolChoiceNone:
+		gen.Tools = nil
+	case (tc.Mode == backends.ToolChoiceRequired || tc.Mode == backends.ToolChoiceFunction) && len(gen.Tools) == 0:
+		return badRequest(param, "%s %s needs tools", param, quote(string(tc.Mode)))
+	case tc.Mode == backends.ToolChoiceFunction && !hasTool(gen.Tools, tc.Name):
+		return badRequest(param, "%s names %s, which is not among the tools", param, quote(tc.Name))
+	}
+	return nil
+}
