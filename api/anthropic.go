@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"sort"
+	"strings"
 
 	"github.com/gin-gonic/gin"
 
@@ -395,6 +396,7 @@ func (s *Server) anthropicCountTokens(c *gin.Context) {
 
 // registerAnthropic adds the Messages routes.
 func (s *Server) registerAnthropic() {
+	s.errorShapeOn(func(p string) bool { return p == "/v1/messages" || strings.HasPrefix(p, "/v1/messages/") }, anthropicShape)
 	s.engine.POST("/v1/messages", s.anthropicMessages)
 	s.engine.POST("/v1/messages/count_tokens", s.anthropicCountTokens)
 }

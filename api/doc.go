@@ -20,8 +20,7 @@
 // the events. A dialect's files are named after it (openai*.go,
 // anthropic*.go, ollama*.go, responses*.go): none uses another dialect's
 // declarations, and the core uses theirs only where it wires them (the
-// routes, a refusal's shape by route; coreWiring in
-// layout_dialects_test.go, which checks both). That is the step before each
+// routes; coreWiring in layout_dialects_test.go, which checks both). That is the step before each
 // dialect becomes a package below api/, which TestLayout forbids to import
 // another.
 //
@@ -38,7 +37,9 @@
 // the final event's finish, Stop, usage and error (generationError; a
 // cancellation during shutdown is writeCut's). Give your errors your
 // dialect's shape through writeErrorAs, whose status codes come from the one
-// mapping. Add an end-to-end test with the dialect's real client in
+// mapping, and name your paths' shape with errorShapeOn as you register
+// your routes, so that refusals before your handler (access rules, unknown
+// routes, panics) speak it too. Add an end-to-end test with the dialect's real client in
 // cmd/modeld, and keep the layout tests (layout_test.go,
 // layout_dialects_test.go) green: files of at most 500 lines, functions of
 // at most 120, no use of another dialect's files.

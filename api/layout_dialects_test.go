@@ -87,13 +87,11 @@ func TestDialectFilesIndependent(t *testing.T) {
 }
 
 // coreWiring are the core files that still use dialects' declarations:
-// where the server registers their routes and gives refusals their shapes,
-// and what of the OpenAI dialect the core still reads. A split into
-// packages inverts each of them; an entry that uses none is stale.
-
+// where the server registers their routes, and what of the OpenAI dialect
+// the core still reads. A split into packages inverts each of them; an
+// entry that uses none is stale.
 var coreWiring = map[string]bool{
 	"server.go":   true, // the routes; Options.Responses is the Responses store's
-	"access.go":   true, // a refusal's shape by route (Anthropic's, Ollama's)
 	"sse.go":      true, // the OpenAI chunks' fast encoding
 	"tokenize.go": true, // /v1/tokenize reads a chat completions request
 }

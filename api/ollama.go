@@ -27,6 +27,7 @@ import (
 // pull, delete, copy) their store and puller, as RegisterModels does.
 func (s *Server) RegisterOllama(o ModelsOptions) {
 	h := &ollama{s: s, o: o}
+	s.errorShapeOn(func(p string) bool { return strings.HasPrefix(p, "/api/") }, ollamaShape)
 	s.engine.POST("/api/chat", h.chat)
 	s.engine.POST("/api/generate", h.generate)
 	s.engine.POST("/api/embed", h.embed)
