@@ -92,7 +92,6 @@ func TestDialectFilesIndependent(t *testing.T) {
 // entry that uses none is stale.
 var coreWiring = map[string]bool{
 	"server.go":   true, // the routes; Options.Responses is the Responses store's
-	"sse.go":      true, // the OpenAI chunks' fast encoding
 	"tokenize.go": true, // /v1/tokenize reads a chat completions request
 }
 
