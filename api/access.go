@@ -51,6 +51,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gin-gonic/gin"
 	"github.com/modeld/modeld/ui"
 )
 
@@ -208,21 +209,45 @@ func (s *Server) guard(next http.Handler) http.Handler {
 func (s *Server) refuse(w http.ResponseWriter, r *http.Request, e *Error) {
 	s.log.Info("request refused", "method", r.Method, "path", clip(r.URL.Path), "status", e.Status, "code", e.Code,
 		"remote", r.RemoteAddr, "host", clip(r.Host), "origin", clip(r.Header.Get("Origin")))
-	writeErrorTo(w, e, errorShape(r.URL.Path))
+	writeErrorTo(w, e, s.errorShape(r.URL.Path))
 }
 
-// errorShape is the error body of the dialect that owns path, the one place
-// that tells the dialects apart by path: Anthropic's on /v1/messages and
-// below it, Ollama's below /api/, OpenAI's everywhere else (Responses
+// pathShape is a dialect's error shape on the paths match accepts.
+type pathShape struct {
+	match func(path string) bool
+	shape func(*Error) any
+}
+
+// errorShapeOn gives refusals on the paths match accepts the dialect's
+// error shape; a dialect calls it as it registers its routes (Anthropic's
+// on /v1/messages and below it, Ollama's below /api/).
+func (s *Server) errorShapeOn(match func(path string) bool, shape func(*Error) any) {
+	s.shapes = append(s.shapes, pathShape{match, shape})
+}
+
+// errorShape is the error body of the dialect that owns path: the first
+// that errorShapeOn registered for it, OpenAI's everywhere else (Responses
 // included). The status is the same in every shape.
-func errorShape(p string) func(*Error) any {
-	switch {
-	case p == "/v1/messages" || strings.HasPrefix(p, "/v1/messages/"):
-		return anthropicShape
-	case strings.HasPrefix(p, "/api/"):
-		return ollamaShape
+func (s *Server) errorShape(p string) func(*Error) any {
+	for _, ps := range s.shapes {
+		if ps.match(p) {
+			return ps.shape
+		}
 	}
 	return openAIShape
+}
+
+// errorShapeKey is where shapeErrors keeps a request's error shape for
+// writeError.
+const errorShapeKey = "modeld.errorShape"
+
+// shapeErrors is the first middleware: it notes the error shape of the
+// request's path for writeError.
+func (s *Server) shapeErrors(c *gin.Context) {
+	if shape := s.errorShape(c.Request.URL.Path); shape != nil {
+		c.Set(errorShapeKey, shape)
+	}
+	c.Next()
 }
 
 // openAIShape is {"error": {"message", "type", "param", "code"}}.

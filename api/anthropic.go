@@ -4,8 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"slices"
 	"sort"
+	"strings"
 
 	"github.com/gin-gonic/gin"
 
@@ -41,6 +41,9 @@ type AnthropicRequest struct {
 	MCPServers   json.RawMessage `json:"mcp_servers"`
 	// KeepAlive is modeld's own: how long the model stays loaded after.
 	KeepAlive KeepAlive `json:"keep_alive"`
+	// Speculative is modeld's own: prompt-lookup decoding on or off for
+	// this request; absent keeps the model's setting.
+	Speculative *bool `json:"speculative"`
 
 	// ignored are the fields sent that modeld reads nothing from.
 	ignored []string
@@ -53,7 +56,7 @@ type AnthropicRequest struct {
 var anthropicFields = map[string]bool{
 	"model": true, "max_tokens": true, "system": true, "messages": true, "tools": true, "tool_choice": true,
 	"stop_sequences": true, "temperature": true, "top_p": true, "top_k": true, "thinking": true, "stream": true,
-	"output_config": true, "output_format": true, "mcp_servers": true, "keep_alive": true,
+	"output_config": true, "output_format": true, "mcp_servers": true, "keep_alive": true, "speculative": true,
 }
 
 func (r *AnthropicRequest) UnmarshalJSON(b []byte) error {
@@ -164,7 +167,7 @@ func (req *AnthropicRequest) plan(o anthropicPlanning) (*anthropicPlan, error) {
 			break
 		}
 	}
-	f := samplingFields{maxTemperature: 1, Temperature: req.Temperature, TopP: req.TopP, TopK: req.TopK, Stop: stops}
+	f := samplingFields{maxTemperature: 1, Temperature: req.Temperature, TopP: req.TopP, TopK: req.TopK, Stop: stops, Speculative: req.Speculative}
 	gen, err := f.request("max_tokens", maxTokens, contextCap)
 	if err != nil {
 		errs = append(errs, err)
@@ -235,17 +238,10 @@ func (req *AnthropicRequest) tooling(gen *backends.Request, call *chatCall) erro
 				bad(p+".type", "%s is Anthropic's built-in tool %s, which runs on Anthropic's servers; modeld does not run it: define a custom tool with an input_schema and run it in the client", p, quote(t.Type))
 				continue
 			}
-			switch {
-			case !validToolName(t.Name):
-				bad(p+".name", "%s.name %s must be 1 to 64 letters, digits, _ or -", p, quote(t.Name))
-			case slices.ContainsFunc(gen.Tools, func(o backends.Tool) bool { return o.Name == t.Name }):
-				bad(p+".name", "%s.name %s is defined twice", p, quote(t.Name))
-			}
-			var obj map[string]json.RawMessage
-			if !given(t.InputSchema) || json.Unmarshal(t.InputSchema, &obj) != nil {
-				bad(p+".input_schema", "%s.input_schema must be a JSON Schema object", p)
-			}
-			gen.Tools = append(gen.Tools, backends.Tool{Name: t.Name, Description: t.Description, Parameters: t.InputSchema, Strict: t.Strict})
+			tool := backends.Tool{Name: t.Name, Description: t.Description, Parameters: t.InputSchema, Strict: t.Strict}
+			defined := func(name string) bool { return hasTool(gen.Tools, name) }
+			errs = append(errs, checkToolDef(tool, defined, toolPaths{at: p, schema: "input_schema", required: true})...)
+			gen.Tools = append(gen.Tools, tool)
 		}
 	}
 	if given(req.ToolChoice) {
@@ -400,6 +396,7 @@ func (s *Server) anthropicCountTokens(c *gin.Context) {
 
 // registerAnthropic adds the Messages routes.
 func (s *Server) registerAnthropic() {
+	s.errorShapeOn(func(p string) bool { return p == "/v1/messages" || strings.HasPrefix(p, "/v1/messages/") }, anthropicShape)
 	s.engine.POST("/v1/messages", s.anthropicMessages)
 	s.engine.POST("/v1/messages/count_tokens", s.anthropicCountTokens)
 }

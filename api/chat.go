@@ -2,7 +2,6 @@ package api
 
 import (
 	"bytes"
-	"cmp"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -10,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
 	"strings"
 
 	"github.com/gin-gonic/gin"
@@ -150,125 +148,6 @@ func setDevice(c *gin.Context, inst any) {
 	c.Header(DeviceHeader, dev)
 }
 
-// request validates the shared sampling fields and returns the engine
-// request. maxParam names the field maxTokens came from; contextCap is the
-// largest context any model gets, which a completion budget must leave room in.
-func (f *samplingFields) request(maxParam string, maxTokens *int, contextCap int) (backends.Request, error) {
-	var errs []error
-	bad := func(param, format string, args ...any) { errs = append(errs, badRequest(param, format, args...)) }
-	r := backends.Request{Stop: f.Stop}
-	s := &r.Sampling
-	s.Temperature = 1 // OpenAI's default
-	if t := f.Temperature; t != nil {
-		top := cmp.Or(f.maxTemperature, 2)
-		if *t < 0 || *t > top {
-			bad("temperature", "temperature %g is outside [0, %g]", *t, top)
-		}
-		s.Temperature = float32(*t)
-	}
-	if p := f.TopP; p != nil {
-		if *p < 0 || *p > 1 {
-			bad("top_p", "top_p %g is outside [0, 1]", *p)
-		}
-		s.TopP = float32(*p)
-	}
-	if k := f.TopK; k != nil {
-		if *k < 0 {
-			bad("top_k", "top_k %d is negative", *k)
-		}
-		s.TopK = *k
-	}
-	if p := f.MinP; p != nil {
-		if *p < 0 || *p > 1 {
-			bad("min_p", "min_p %g is outside [0, 1]", *p)
-		}
-		s.MinP = float32(*p)
-	}
-	if p := f.RepeatPenalty; p != nil {
-		if *p < 0 {
-			bad("repeat_penalty", "repeat_penalty %g is negative", *p)
-		}
-		s.RepeatPenalty = float32(*p)
-	}
-	for _, pen := range []struct {
-		name string
-		p    *float64
-	}{{"presence_penalty", f.PresencePenalty}, {"frequency_penalty", f.FrequencyPenalty}} {
-		if pen.p != nil && (*pen.p < -2 || *pen.p > 2) {
-			bad(pen.name, "%s %g is outside [-2, 2]", pen.name, *pen.p)
-		}
-	}
-	if f.PresencePenalty != nil {
-		s.PresencePenalty = float32(*f.PresencePenalty)
-	}
-	if f.FrequencyPenalty != nil {
-		s.FrequencyPenalty = float32(*f.FrequencyPenalty)
-	}
-	s.Seed = f.Seed
-	if n := len(f.LogitBias); n > MaxLogitBias {
-		errs = append(errs, tooMany("logit_bias", n, MaxLogitBias, "entries"))
-	} else if n > 0 {
-		s.LogitBias = map[int32]float32{}
-		for k, v := range f.LogitBias {
-			id, err := strconv.ParseInt(k, 10, 32)
-			if err != nil || id < 0 {
-				bad("logit_bias", "logit_bias key %s is not a token id", quote(k))
-				continue
-			}
-			if v < -100 || v > 100 {
-				bad("logit_bias", "logit_bias for token %s is %g, outside [-100, 100]", k, v)
-			}
-			s.LogitBias[int32(id)] = float32(v)
-		}
-	}
-	if n := len(f.Stop); n > MaxStopSequences {
-		errs = append(errs, tooMany("stop", n, MaxStopSequences, "sequences"))
-	} else {
-		for i, st := range f.Stop {
-			switch {
-			case st == "":
-				bad("stop", "stop sequences must not be empty")
-			case len(st) > MaxStopBytes:
-				bad("stop", "stop[%d] has %d bytes, more than the %d allowed", i, len(st), MaxStopBytes)
-			}
-		}
-	}
-	if maxTokens != nil {
-		if *maxTokens < 1 {
-			bad(maxParam, "%s must be at least 1, got %d", maxParam, *maxTokens)
-		} else if err := checkMaxTokens(maxParam, *maxTokens, contextCap); err != nil {
-			errs = append(errs, err)
-		}
-		r.MaxTokens = *maxTokens
-	}
-	if f.N != nil {
-		if *f.N < 1 || *f.N > MaxChoices {
-			bad("n", "n %d is outside [1, %d]", *f.N, MaxChoices)
-		}
-		r.N = *f.N
-	}
-	switch lp := string(f.Logprobs); lp {
-	case "", "null", "false":
-	case "true":
-		r.Logprobs = true
-	default:
-		bad("logprobs", "logprobs must be true or false")
-	}
-	if k := f.TopLogprobs; k != nil {
-		if *k < 0 || *k > MaxTopLogprobs {
-			bad("top_logprobs", "top_logprobs %d is outside [0, %d]", *k, MaxTopLogprobs)
-		}
-		r.TopLogprobs = *k
-		if *k > 0 && !r.Logprobs {
-			bad("top_logprobs", "top_logprobs needs logprobs: true")
-		}
-	}
-	if f.StreamOptions != nil && !f.Stream {
-		bad("stream_options", "stream_options is only allowed with stream: true")
-	}
-	return r, joinBadRequests(errs)
-}
-
 // joinBadRequests merges several 400s into one that lists the problems (the
 // first maxListedProblems of them, then how many more there are). The
 // problems come in the request's field order; the first that names a
@@ -308,153 +187,6 @@ func joinBadRequests(errs []error) error {
 	return out
 }
 
-// chatPlan is a validated chat completion request.
-type chatPlan struct {
-	gen  backends.Request
-	msgs []backends.Message
-	// bytes is the text the messages give the chat template, which a
-	// rendered prompt holds at least; toolBytes the same of the tools
-	// (toolPromptBytes).
-	bytes, toolBytes int
-	// param is the request field that holds the conversation.
-	param string
-}
-
-// plan validates a chat request without a model: every field, every cap, and
-// the prompt's size against the largest context a model gets.
-func (req *ChatCompletionRequest) plan(env planEnv) (*chatPlan, error) {
-	contextCap := env.contextCap
-	maxTokens, maxParam := req.MaxCompletionTokens, "max_completion_tokens"
-	if maxTokens == nil {
-		maxTokens, maxParam = req.MaxTokens, "max_tokens"
-	}
-	gen, err := req.request(maxParam, maxTokens, contextCap)
-	var errs []error
-	if err != nil {
-		errs = append(errs, err)
-	}
-	switch n := len(req.Messages); {
-	case n == 0:
-		errs = append(errs, badRequest("messages", "messages must not be empty"))
-	case n > MaxChatMessages:
-		return nil, joinBadRequests(append(errs, tooMany("messages", n, MaxChatMessages, "messages")))
-	}
-	msgs := make([]backends.Message, 0, len(req.Messages))
-	for i, m := range req.Messages {
-		if !chatRoles[m.Role] {
-			errs = append(errs, badRequest(fmt.Sprintf("messages[%d].role", i), "messages[%d].role %s is not one of system, developer, user, assistant, tool", i, quote(m.Role)))
-		}
-		if len(m.Content.NonText) > 0 {
-			errs = append(errs, badRequest(fmt.Sprintf("messages[%d].content", i), "messages[%d] has content parts of type %s; only text is supported", i, clip(strings.Join(m.Content.NonText, ", "))))
-		}
-		bm, err := m.message(i)
-		if err != nil {
-			errs = append(errs, err)
-		}
-		msgs = append(msgs, bm)
-	}
-	if err := req.tooling(&gen, env); err != nil {
-		errs = append(errs, err)
-	}
-	if err := joinBadRequests(errs); err != nil {
-		return nil, err
-	}
-	// chat_template_kwargs reach the template too (documents, a system
-	// prompt of its own): their text counts with the messages'.
-	kw := templateVarBytes(req.ChatTemplateKwargs)
-	if err := checkBytes("chat_template_kwargs", "chat_template_kwargs has", kw, 0, contextCap); err != nil {
-		return nil, err
-	}
-	return newChatPlan(gen, msgs, contextCap, convFields{conversation: "messages", tools: req.toolsParam(), extraBytes: kw})
-}
-
-func (s *Server) chatCompletions(c *gin.Context) {
-	var req ChatCompletionRequest
-	if err := decodePromptJSON(c, &req, "messages", s.contextCap()); err != nil {
-		writeError(c, err)
-		return
-	}
-	plan, err := req.plan(s.planEnv())
-	if err != nil {
-		writeError(c, err)
-		return
-	}
-	run, err := s.startChat(c, chatCall{model: req.Model, keepAlive: req.KeepAlive, plan: plan, vars: backends.ThinkingVars(req.ChatTemplateKwargs, true), // thinking on unless the request says otherwise, as documented
-		single: req.ParallelToolCalls != nil && !*req.ParallelToolCalls})
-	if err != nil {
-		writeError(c, err)
-		return
-	}
-	defer run.Release()
-	s.writeGeneration(c, run.Events, req.Model, req.Stream, req.StreamOptions, true, &plan.gen)
-}
-
-// completionPlan is a validated completions request.
-type completionPlan struct {
-	gen    backends.Request
-	prompt string
-}
-
-// plan validates a completions request without a model.
-func (req *CompletionRequest) plan(env planEnv) (*completionPlan, error) {
-	contextCap := env.contextCap
-	var errs []error
-	if err := req.completionLogprobsParam(); err != nil {
-		errs = append(errs, err)
-	}
-	gen, err := req.request("max_tokens", req.MaxTokens, contextCap)
-	if err != nil {
-		errs = append(errs, err)
-	}
-	var prompt StringOrList
-	if len(req.Prompt) == 0 || json.Unmarshal(req.Prompt, &prompt) != nil {
-		errs = append(errs, badRequest("prompt", "prompt must be a string (or an array holding one string)"))
-	} else if len(prompt) != 1 {
-		errs = append(errs, badRequest("prompt", "prompt must hold exactly one string, got %d", len(prompt)))
-	} else if prompt[0] == "" {
-		errs = append(errs, badRequest("prompt", "prompt is empty"))
-	}
-	if req.Echo {
-		errs = append(errs, badRequest("echo", "echo is not supported"))
-	}
-	if req.Suffix != nil && *req.Suffix != "" {
-		errs = append(errs, badRequest("suffix", "suffix is not supported"))
-	}
-	if req.BestOf != nil && *req.BestOf != 1 {
-		errs = append(errs, badRequest("best_of", "only best_of=1 is supported"))
-	}
-	if err := responseFormat(req.ResponseFormat, &gen, openAINames, env.constraints); err != nil {
-		errs = append(errs, err)
-	}
-	if err := joinBadRequests(errs); err != nil {
-		return nil, err
-	}
-	if err := checkPromptBytes("prompt", len(prompt[0]), gen.MaxTokens, contextCap); err != nil {
-		return nil, err
-	}
-	return &completionPlan{gen: gen, prompt: prompt[0]}, nil
-}
-
-func (s *Server) completions(c *gin.Context) {
-	var req CompletionRequest
-	if err := decodePromptJSON(c, &req, "prompt", s.contextCap()); err != nil {
-		writeError(c, err)
-		return
-	}
-	plan, err := req.plan(s.planEnv())
-	if err != nil {
-		writeError(c, err)
-		return
-	}
-	run, err := s.startText(c, req.Model, req.KeepAlive, plan.gen, plan.prompt, "prompt")
-	if err != nil {
-		writeError(c, err)
-		return
-	}
-	defer run.Release()
-	s.writeGeneration(c, run.Events, req.Model, req.Stream, req.StreamOptions, false, &plan.gen)
-}
-
 // addToolDeltas appends a stream's tool-call deltas to the calls they build.
 func addToolDeltas(calls []wireToolCall, deltas []backends.ToolCallDelta) []wireToolCall {
 	for _, d := range deltas {
@@ -471,29 +203,8 @@ func addToolDeltas(calls []wireToolCall, deltas []backends.ToolCallDelta) []wire
 	return calls
 }
 
-// chunkToolCalls is the wire form of a stream's tool-call deltas.
-func chunkToolCalls(deltas []backends.ToolCallDelta) []ChunkToolCall {
-	out := make([]ChunkToolCall, len(deltas))
-	for i, d := range deltas {
-		out[i].Index, out[i].ID = d.Index, d.ID
-		if d.ID != "" {
-			out[i].Type = "function"
-		}
-		out[i].Function.Name, out[i].Function.Arguments = d.Name, d.Arguments
-	}
-	return out
-}
-
 func newID(prefix string) string {
 	var b [12]byte
 	_, _ = rand.Read(b[:])
 	return prefix + hex.EncodeToString(b[:])
-}
-
-func toUsage(u backends.Usage) Usage {
-	return Usage{
-		PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens,
-		TotalTokens:         u.PromptTokens + u.CompletionTokens,
-		PromptTokensDetails: &PromptTokensDetails{CachedTokens: u.CachedTokens},
-	}
 }

@@ -95,16 +95,8 @@ func compileTooling(gen *backends.Request, n fieldNames, env planEnv) error {
 			return err
 		}
 	}
-	if errs := checkTools(gen.Tools, false); len(errs) > 0 {
-		return joinBadRequests(errs)
-	}
-	switch tc := gen.ToolChoice; {
-	case tc.Mode == backends.ToolChoiceNone:
-		gen.Tools = nil
-	case (tc.Mode == backends.ToolChoiceRequired || tc.Mode == backends.ToolChoiceFunction) && len(gen.Tools) == 0:
-		return badRequest("tool_choice", "tool_choice %s needs tools", quote(string(tc.Mode)))
-	case tc.Mode == backends.ToolChoiceFunction && !hasTool(gen.Tools, tc.Name):
-		return badRequest("tool_choice", "tool_choice names %s, which is not among the tools", quote(tc.Name))
+	if err := meetToolChoice(gen, "tool_choice"); err != nil {
+		return err
 	}
 	if err := backends.CompileResponseFormat(env.constraints, &gen.ResponseFormat); err != nil {
 		return schemaRefusal(err, n)
@@ -294,4 +286,16 @@ func generationError(ev backends.Event) error {
 		return errGeneration
 	}
 	return nil
+}
+
+// chatPlan is a validated chat completion request.
+type chatPlan struct {
+	gen  backends.Request
+	msgs []backends.Message
+	// bytes is the text the messages give the chat template, which a
+	// rendered prompt holds at least; toolBytes the same of the tools
+	// (toolPromptBytes).
+	bytes, toolBytes int
+	// param is the request field that holds the conversation.
+	param string
 }

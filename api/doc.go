@@ -8,27 +8,39 @@
 // stop string matched: Event.Stop; fill-in-the-middle: backends.Infiller;
 // grammars: the backends.Constrainer cmd/modeld passes in Options).
 //
-// The chat core (chatcore.go, chat.go, limits.go) owns the planning of a
-// generation (newChatPlan: message and prompt bounds), tool and format
-// compilation (compileTooling, with the dialect's fieldNames), admission
+// The chat core (chatcore.go, chat.go, fields.go, tooldefs.go, limits.go)
+// owns the planning of a generation (newChatPlan: message and prompt
+// bounds), the fields every dialect shares and their checks (samplingFields,
+// keep_alive, speculative), the rule of a tool definition (checkToolDef,
+// with the dialect's paths), tool and format compilation (compileTooling,
+// with the dialect's fieldNames), admission
 // and start (startChat, startText, startTokens) and the collection of a
 // whole answer (collect, collectChoices). A dialect decodes its request,
 // translates it onto backends.Request and backends.Message, and encodes
-// the events.
+// the events. A dialect's files are named after it (openai*.go,
+// anthropic*.go, ollama*.go, responses*.go): none uses another dialect's
+// declarations, and the core uses theirs only where it wires them (the
+// routes; coreWiring in layout_dialects_test.go, which checks both). That is the step before each
+// dialect becomes a package below api/, which TestLayout forbids to import
+// another.
 //
 // How to add a dialect: decode the request into the internal model (a
 // backends.Request, the messages, a chatCall) and name your fields once —
 // the conversation's (convFields), the format's and the tools' (fieldNames)
 // — so that every refusal the core and the backend give speaks your words;
 // never rewrite another dialect's messages or call another dialect's
-// functions. Plan with newChatPlan and compileTooling before acquiring a
+// functions; what two dialects share moves into the core. Check each tool
+// definition with checkToolDef at your own paths. Plan with newChatPlan and compileTooling before acquiring a
 // model, so that bad input loads nothing; start with startChat (or
 // startText for a raw prompt) and release the run when done. Encode the
 // events as your wire wants them: text, reasoning and tool-call deltas, and
 // the final event's finish, Stop, usage and error (generationError; a
 // cancellation during shutdown is writeCut's). Give your errors your
 // dialect's shape through writeErrorAs, whose status codes come from the one
-// mapping. Add an end-to-end test with the dialect's real client in
-// cmd/modeld, and keep the layout test (layout_test.go) green: files of at
-// most 500 lines, functions of at most 120.
+// mapping, and name your paths' shape with errorShapeOn as you register
+// your routes, so that refusals before your handler (access rules, unknown
+// routes, panics) speak it too. Add an end-to-end test with the dialect's real client in
+// cmd/modeld, and keep the layout tests (layout_test.go,
+// layout_dialects_test.go) green: files of at most 500 lines, functions of
+// at most 120, no use of another dialect's files.
 package api

@@ -138,10 +138,15 @@ func statusError(err error) *Error {
 }
 
 // writeError sends err as an OpenAI error object, or in the shape of the
-// dialect whose path the request asked for (errorShape: an unknown route, a
+// dialect whose path the request asked for (shapeErrors: an unknown route, a
 // wrong method, a panic under /api/ or /v1/messages).
 func writeError(c *gin.Context, err error) {
-	writeErrorAs(c, err, errorShape(c.Request.URL.Path))
+	v, _ := c.Get(errorShapeKey)
+	shape, _ := v.(func(*Error) any)
+	if shape == nil {
+		shape = openAIShape
+	}
+	writeErrorAs(c, err, shape)
 }
 
 // writeErrorAs sends err in a dialect's error shape: shape builds the body

@@ -27,6 +27,7 @@ import (
 // pull, delete, copy) their store and puller, as RegisterModels does.
 func (s *Server) RegisterOllama(o ModelsOptions) {
 	h := &ollama{s: s, o: o}
+	s.errorShapeOn(func(p string) bool { return strings.HasPrefix(p, "/api/") }, ollamaShape)
 	s.engine.POST("/api/chat", h.chat)
 	s.engine.POST("/api/generate", h.generate)
 	s.engine.POST("/api/embed", h.embed)
@@ -141,6 +142,8 @@ func (o ollamaOptions) read(h *ollama) (ollamaSampling, error) {
 			into(k, &f.MinP, "a number")
 		case "seed":
 			into(k, &f.Seed, "an integer")
+		case "speculative": // modeld's own: prompt-lookup decoding
+			into(k, &f.Speculative, "a boolean")
 		case "stop":
 			into(k, &f.Stop, "a string or an array of strings")
 		case "repeat_penalty":

@@ -155,7 +155,10 @@ func ollamaTools(raw json.RawMessage, gen *backends.Request) error {
 			errs = append(errs, badRequest(fmt.Sprintf("tools[%d]", i), "tools[%d] must be {type: \"function\", function: {name, ...}}", i))
 			continue
 		}
-		gen.Tools = append(gen.Tools, backends.Tool{Name: t.Function.Name, Description: t.Function.Description, Parameters: t.Function.Parameters})
+		tool := backends.Tool{Name: t.Function.Name, Description: t.Function.Description, Parameters: t.Function.Parameters}
+		defined := func(name string) bool { return hasTool(gen.Tools, name) }
+		errs = append(errs, checkToolDef(tool, defined, toolPaths{at: fmt.Sprintf("tools[%d].function", i), schema: "parameters"})...)
+		gen.Tools = append(gen.Tools, tool)
 	}
 	return joinBadRequests(errs)
 }

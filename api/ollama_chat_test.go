@@ -123,6 +123,8 @@ func TestOllamaTools(t *testing.T) {
 		t.Errorf("call arguments %q", req.Messages[1].ToolCalls[0].Arguments)
 	}
 	ollamaErr(t, e.call(t, "POST", "/api/chat", `{"model":"org/chat","messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"bad name"}}]}`), 400, "tools[0]")
+	// Every tool is checked, each named at its own index.
+	ollamaErr(t, e.call(t, "POST", "/api/chat", `{"model":"org/chat","messages":[{"role":"user","content":"x"}],"tools":[{"type":"code"},{"type":"function","function":{"name":"bad name"}}]}`), 400, `tools[1].function.name "bad name" must be`)
 }
 
 // docs/api.md "Generate Embeddings" (one and several inputs) and the older

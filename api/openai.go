@@ -3,64 +3,14 @@ package api
 import (
 	"encoding/json"
 	"fmt"
-	"slices"
 	"strings"
-	"time"
 
 	"github.com/modeld/modeld/backends"
-	"github.com/modeld/modeld/internal/duration"
 )
 
 // Wire types of the OpenAI chat and completions APIs, as modeld accepts and
 // returns them. Fields modeld does not support are decoded so that a request
 // using them gets a clear 400 instead of being silently ignored.
-
-// StringOrList decodes a JSON string or an array of strings (stop, input).
-type StringOrList []string
-
-func (s *StringOrList) UnmarshalJSON(b []byte) error {
-	if string(b) == "null" {
-		*s = nil
-		return nil
-	}
-	var one string
-	if err := json.Unmarshal(b, &one); err == nil {
-		*s = []string{one}
-		return nil
-	}
-	var many []string
-	if err := json.Unmarshal(b, &many); err != nil {
-		return fmt.Errorf("want a string or an array of strings")
-	}
-	*s = many
-	return nil
-}
-
-// KeepAlive decodes keep_alive with the configuration's own duration parser
-// (internal/duration): a duration string ("5m", "0", "-1") or a number of
-// seconds (300, "300"). Anything else ("10 minutes", 1e3, true) is a 400
-// naming keep_alive.
-type KeepAlive struct{ D *time.Duration }
-
-func (k *KeepAlive) UnmarshalJSON(b []byte) error {
-	if string(b) == "null" {
-		return nil
-	}
-	text := string(b) // a JSON number, read as its digits
-	if len(b) > 0 && b[0] == '"' {
-		if err := json.Unmarshal(b, &text); err != nil {
-			return badRequest("keep_alive", "invalid keep_alive: %v; want %s", err, keepAliveForms)
-		}
-	} else if len(b) > 0 && b[0] != '-' && (b[0] < '0' || b[0] > '9') {
-		return badRequest("keep_alive", "invalid keep_alive %s: want %s", clip(string(b)), keepAliveForms)
-	}
-	d, err := duration.Parse(text)
-	if err != nil {
-		return badRequest("keep_alive", "invalid keep_alive %s: %v; want %s", quote(text), err, keepAliveForms)
-	}
-	k.D = &d
-	return nil
-}
 
 // MessageContent is a message's content: a string, or an array of parts of which
 // modeld reads the text parts.
@@ -138,41 +88,6 @@ type ChatMessage struct {
 	FunctionCall *wireFunction `json:"function_call,omitempty"`
 }
 
-// wireFunction is a function's name and arguments (JSON text).
-type wireFunction struct {
-	Name      string `json:"name"`
-	Arguments string `json:"arguments"`
-}
-
-type StreamOptions struct {
-	IncludeUsage bool `json:"include_usage"`
-}
-
-// samplingFields are shared by chat and completions requests.
-type samplingFields struct {
-	// maxTemperature is the dialect's upper bound of temperature (0: 2,
-	// OpenAI's; Anthropic's is 1).
-	maxTemperature   float64
-	Temperature      *float64           `json:"temperature"`
-	TopP             *float64           `json:"top_p"`
-	TopK             *int               `json:"top_k"`
-	MinP             *float64           `json:"min_p"`
-	RepeatPenalty    *float64           `json:"repeat_penalty"`
-	Seed             *int64             `json:"seed"`
-	Stop             StringOrList       `json:"stop"`
-	MaxTokens        *int               `json:"max_tokens"`
-	PresencePenalty  *float64           `json:"presence_penalty"`
-	FrequencyPenalty *float64           `json:"frequency_penalty"`
-	LogitBias        map[string]float64 `json:"logit_bias"`
-	N                *int               `json:"n"`
-	Stream           bool               `json:"stream"`
-	StreamOptions    *StreamOptions     `json:"stream_options"`
-	Logprobs         json.RawMessage    `json:"logprobs"`
-	TopLogprobs      *int               `json:"top_logprobs"`
-	User             string             `json:"user"`
-	KeepAlive        KeepAlive          `json:"keep_alive"`
-}
-
 type ChatCompletionRequest struct {
 	Model               string        `json:"model"`
 	Messages            []ChatMessage `json:"messages"`
@@ -189,27 +104,6 @@ type ChatCompletionRequest struct {
 	// ChatTemplateKwargs are extra variables for the model's chat template
 	// (as llama.cpp's server takes them), e.g. {"enable_thinking": false}.
 	ChatTemplateKwargs map[string]any `json:"chat_template_kwargs"`
-}
-
-// wireTool is a tool definition of the chat API.
-type wireTool struct {
-	Type     string `json:"type"`
-	Function *struct {
-		Name        string          `json:"name"`
-		Description string          `json:"description"`
-		Parameters  json.RawMessage `json:"parameters"`
-		Strict      bool            `json:"strict"`
-	} `json:"function"`
-}
-
-// wireToolCall is a tool call of an assistant message.
-type wireToolCall struct {
-	ID       string `json:"id"`
-	Type     string `json:"type"`
-	Function struct {
-		Name      string `json:"name"`
-		Arguments string `json:"arguments"`
-	} `json:"function"`
 }
 
 // message turns the i-th message into the internal model.
@@ -274,6 +168,7 @@ func (req *ChatCompletionRequest) tooling(gen *backends.Request, env planEnv) er
 	if given(req.ToolChoice) && given(req.FunctionCall) {
 		errs = append(errs, badRequest("function_call", "send tool_choice or the legacy function_call, not both"))
 	}
+	var at []string // the request's path of each of gen.Tools
 	if given(req.Tools) {
 		var tools []wireTool
 		if err := json.Unmarshal(req.Tools, &tools); err != nil {
@@ -286,6 +181,7 @@ func (req *ChatCompletionRequest) tooling(gen *backends.Request, env planEnv) er
 					errs = append(errs, badRequest(fmt.Sprintf("tools[%d]", i), "tools[%d] must be {type: \"function\", function: {name, ...}}", i))
 					continue
 				}
+				at = append(at, fmt.Sprintf("tools[%d].function", i))
 				gen.Tools = append(gen.Tools, backends.Tool{Name: t.Function.Name, Description: t.Function.Description,
 					Parameters: t.Function.Parameters, Strict: t.Function.Strict})
 			}
@@ -297,12 +193,13 @@ func (req *ChatCompletionRequest) tooling(gen *backends.Request, env planEnv) er
 		} else if len(fns) > MaxTools {
 			errs = append(errs, tooMany("functions", len(fns), MaxTools, "functions"))
 		} else {
-			for _, f := range fns {
+			for i, f := range fns {
+				at = append(at, fmt.Sprintf("functions[%d]", i))
 				gen.Tools = append(gen.Tools, backends.Tool{Name: f.Name, Description: f.Description, Parameters: f.Parameters})
 			}
 		}
 	}
-	errs = append(errs, checkTools(gen.Tools, given(req.Functions) && !given(req.Tools))...)
+	errs = append(errs, checkTools(gen.Tools, func(i int) string { return at[i] })...)
 	if given(req.FunctionCall) {
 		var mode string
 		var named struct {
@@ -339,13 +236,8 @@ func (req *ChatCompletionRequest) tooling(gen *backends.Request, env planEnv) er
 			errs = append(errs, badRequest("tool_choice", "tool_choice must be auto, none, required or {type: \"function\", function: {name}}"))
 		}
 	}
-	switch tc := gen.ToolChoice; {
-	case tc.Mode == backends.ToolChoiceNone:
-		gen.Tools = nil // not rendered, and no calls read from the output
-	case (tc.Mode == backends.ToolChoiceRequired || tc.Mode == backends.ToolChoiceFunction) && len(gen.Tools) == 0 && len(errs) == 0:
-		errs = append(errs, badRequest("tool_choice", "tool_choice %s needs tools", quote(string(tc.Mode))))
-	case tc.Mode == backends.ToolChoiceFunction && !slices.ContainsFunc(gen.Tools, func(t backends.Tool) bool { return t.Name == tc.Name }) && len(errs) == 0:
-		errs = append(errs, badRequest("tool_choice", "tool_choice names %s, which is not among the tools", quote(tc.Name)))
+	if err := meetToolChoice(gen, "tool_choice"); err != nil && len(errs) == 0 {
+		errs = append(errs, err)
 	}
 	if err := responseFormat(req.ResponseFormat, gen, req.names(), env.constraints); err != nil {
 		errs = append(errs, err)
@@ -372,46 +264,4 @@ type wireFunctionDef struct {
 	Name        string          `json:"name"`
 	Description string          `json:"description"`
 	Parameters  json.RawMessage `json:"parameters"`
-}
-
-// given reports whether a raw field was sent and is not null.
-func given(b json.RawMessage) bool { return len(b) > 0 && string(b) != "null" }
-
-// checkTools validates tool definitions: a name of letters, digits, _ and
-// - (at most 64), unique, and parameters absent or a JSON Schema object.
-// legacy names the fields after functions[i] instead of tools[i].function.
-func checkTools(tools []backends.Tool, legacy bool) []error {
-	var errs []error
-	seen := map[string]bool{}
-	for i, t := range tools {
-		param := fmt.Sprintf("tools[%d].function", i)
-		if legacy {
-			param = fmt.Sprintf("functions[%d]", i)
-		}
-		if !validToolName(t.Name) {
-			errs = append(errs, badRequest(param+".name", "%s.name %s must be 1 to 64 letters, digits, _ or -", param, quote(t.Name)))
-		} else if seen[t.Name] {
-			errs = append(errs, badRequest(param+".name", "%s.name %s is defined twice", param, quote(t.Name)))
-		}
-		seen[t.Name] = true
-		if given(t.Parameters) {
-			var obj map[string]json.RawMessage
-			if json.Unmarshal(t.Parameters, &obj) != nil {
-				errs = append(errs, badRequest(param+".parameters", "%s.parameters must be a JSON Schema object", param))
-			}
-		}
-	}
-	return errs
-}
-
-func validToolName(s string) bool {
-	if s == "" || len(s) > 64 {
-		return false
-	}
-	for _, c := range []byte(s) {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
-			return false
-		}
-	}
-	return true
 }

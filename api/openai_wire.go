@@ -18,17 +18,6 @@ type CompletionRequest struct {
 	ResponseFormat *wireResponseFormat `json:"response_format"`
 }
 
-type PromptTokensDetails struct {
-	CachedTokens int `json:"cached_tokens"`
-}
-
-type Usage struct {
-	PromptTokens        int                  `json:"prompt_tokens"`
-	CompletionTokens    int                  `json:"completion_tokens"`
-	TotalTokens         int                  `json:"total_tokens"`
-	PromptTokensDetails *PromptTokensDetails `json:"prompt_tokens_details,omitempty"`
-}
-
 type AssistantMessage struct {
 	Role    string  `json:"role"`
 	Content *string `json:"content"`

@@ -44,6 +44,9 @@ type ResponsesRequest struct {
 	// Seed is modeld's own, as on the chat API: the same seed, prompt and
 	// sampling give the same answer.
 	Seed *int64 `json:"seed"`
+	// Speculative is modeld's own, as on the chat API: prompt-lookup
+	// decoding on or off for this request; absent keeps the model's setting.
+	Speculative *bool `json:"speculative"`
 
 	// Fields whose use would change the answer in a way modeld cannot
 	// honour: refused when set, naming the field.
@@ -61,7 +64,7 @@ type ResponsesRequest struct {
 var responsesFields = map[string]bool{
 	"model": true, "input": true, "instructions": true, "tools": true, "tool_choice": true, "parallel_tool_calls": true,
 	"text": true, "max_output_tokens": true, "temperature": true, "top_p": true, "reasoning": true, "stream": true,
-	"store": true, "previous_response_id": true, "metadata": true, "user": true, "keep_alive": true, "seed": true,
+	"store": true, "previous_response_id": true, "metadata": true, "user": true, "keep_alive": true, "seed": true, "speculative": true,
 	"background": true, "conversation": true, "prompt": true, "top_logprobs": true, "max_tool_calls": true,
 }
 
@@ -134,7 +137,7 @@ func (req *ResponsesRequest) plan(prev *storedResponse, env planEnv) (*responseP
 			errs = append(errs, err)
 		}
 	}
-	sf := samplingFields{Temperature: req.Temperature, TopP: req.TopP, Seed: req.Seed}
+	sf := samplingFields{Temperature: req.Temperature, TopP: req.TopP, Seed: req.Seed, Speculative: req.Speculative}
 	gen, err := sf.request("max_output_tokens", req.MaxOutputTokens, contextCap)
 	add(err)
 	add(req.refusals())

@@ -138,17 +138,10 @@ func (ts *responseTools) add(t responseTool, namespace, param string) error {
 }
 
 func (ts *responseTools) put(t backends.Tool, o toolOrigin, param string) error {
-	if !validToolName(t.Name) {
-		return badRequest(param+".name", "%s.name %s must make a function name of 1 to 64 letters, digits, _ or - (namespaced: namespace__name)", param, quote(t.Name))
-	}
-	if _, dup := ts.origin[t.Name]; dup {
-		return badRequest(param+".name", "%s.name %s is defined twice", param, quote(t.Name))
-	}
-	if given(t.Parameters) {
-		var obj map[string]json.RawMessage
-		if json.Unmarshal(t.Parameters, &obj) != nil {
-			return badRequest(param+".parameters", "%s.parameters must be a JSON Schema object", param)
-		}
+	defined := func(name string) bool { _, dup := ts.origin[name]; return dup }
+	d := toolPaths{at: param, schema: "parameters", nameRule: "must make a function name of 1 to 64 letters, digits, _ or - (namespaced: namespace__name)"}
+	if errs := checkToolDef(t, defined, d); len(errs) > 0 {
+		return errs[0] // one problem per tool, the first
 	}
 	ts.origin[t.Name] = o
 	ts.tools = append(ts.tools, t)

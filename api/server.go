@@ -82,6 +82,8 @@ type Server struct {
 	started time.Time
 	// system collects sections that other parts add to GET /v1/system.
 	system map[string]func() any
+	// shapes are the dialects' error shapes by path (errorShapeOn).
+	shapes []pathShape
 }
 
 // New builds the router. Further route groups are added with the Register* methods
@@ -95,7 +97,7 @@ func New(opt Options) *Server {
 	s.opt.APIKey = ""
 	s.handler = s.guard(s.engine)
 	s.engine.HandleMethodNotAllowed = true
-	s.engine.Use(s.recoverer, s.logRequests)
+	s.engine.Use(s.shapeErrors, s.recoverer, s.logRequests)
 	s.engine.NoRoute(func(c *gin.Context) {
 		writeError(c, &Error{Status: http.StatusNotFound, Type: "invalid_request_error", Code: "not_found",
 			Message: "no route for " + c.Request.Method + " " + c.Request.URL.Path})

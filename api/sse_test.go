@@ -50,7 +50,7 @@ func sseCases() []any {
 // TestSSEDataEqualsMarshal: every event's data is json.Marshal's bytes,
 // whether appendChunk or encoding/json wrote it.
 func TestSSEDataEqualsMarshal(t *testing.T) {
-	w := &sseWriter{}
+	w := &sseWriter{fast: appendChunk}
 	fast := 0
 	for _, v := range sseCases() {
 		want, err := json.Marshal(v)
@@ -71,7 +71,7 @@ func TestSSEDataEqualsMarshal(t *testing.T) {
 
 // TestSSEUnencodable: a value encoding/json refuses becomes an error event.
 func TestSSEUnencodable(t *testing.T) {
-	got := (&sseWriter{}).appendData(nil, gin.H{"x": math.Inf(1)})
+	got := (&sseWriter{fast: appendChunk}).appendData(nil, gin.H{"x": math.Inf(1)})
 	var ev struct {
 		Error struct{ Message, Type string }
 	}
@@ -88,7 +88,7 @@ func TestSSEChunkAllocations(t *testing.T) {
 		SystemFingerprint: "fp", Choices: []ChunkChoice{{Delta: ChunkDelta{Content: &text}}}}
 	var tv any = Completion{ID: "cmpl-1", Object: "text_completion", Created: 1, Model: "m",
 		SystemFingerprint: "fp", Choices: []CompletionChoice{{Text: text}}}
-	w := &sseWriter{}
+	w := &sseWriter{fast: appendChunk}
 	for _, x := range []any{v, tv} {
 		w.buf = w.appendData(w.buf[:0], x)
 		if n := testing.AllocsPerRun(100, func() { w.buf = w.appendData(w.buf[:0], x) }); n != 0 {
@@ -104,6 +104,7 @@ func TestSSEWrites(t *testing.T) {
 	rec := httptest.NewRecorder()
 	c, _ := gin.CreateTestContext(rec)
 	w := newSSE(c)
+	w.fast = appendChunk
 	text := "hi"
 	w.send(Completion{ID: "a", Choices: []CompletionChoice{{Text: text}}})
 	w.send(gin.H{"k": "<v>"})

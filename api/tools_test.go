@@ -195,6 +195,8 @@ func TestToolValidation(t *testing.T) {
 		{`"tools":[` + weatherTool + `,` + weatherTool + `]`, "tools[1].function.name", "defined twice"},
 		{`"tools":[{"type":"function","function":{"name":"f","parameters":"object"}}]`, "tools[0].function.parameters", "JSON Schema object"},
 		{`"tools":[{"type":"retrieval"}]`, "tools[0]", "must be"},
+		// A refused tool keeps the next one's index.
+		{`"tools":[{"type":"retrieval"},{"type":"function","function":{"name":"get weather"}}]`, "tools[0]", `tools[1].function.name "get weather" must be`},
 		{`"tools":[` + weatherTool + `],"tool_choice":{"type":"function","function":{"name":"other"}}`, "tool_choice", "not among the tools"},
 		{`"tool_choice":"required"`, "tool_choice", "needs tools"},
 		{`"tools":[` + weatherTool + `],"tool_choice":"sometimes"`, "tool_choice", "not one of auto"},

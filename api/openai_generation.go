@@ -27,6 +27,7 @@ func (s *Server) writeGeneration(c *gin.Context, events <-chan backends.Event, n
 		return
 	}
 	w.sse, w.offsets = newSSE(c), make([]int, w.n)
+	w.sse.fast = appendChunk
 	if chat {
 		for i := 0; i < w.n; i++ {
 			empty := ""
