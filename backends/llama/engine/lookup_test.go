@@ -13,22 +13,6 @@ import (
 	"github.com/modeld/modeld/internal/testenv"
 )
 
-// storiesModel is the trained TinyStories model of the shared assets
-// (../shared/models/stories260K beside the repository, or under
-// $MODELD_SHARED); the test skips where it is absent, as in a user's clone.
-func storiesModel(t *testing.T) string {
-	t.Helper()
-	dir := os.Getenv("MODELD_SHARED")
-	if dir == "" {
-		dir = filepath.Join("..", "..", "..", "..", "shared")
-	}
-	p := filepath.Join(dir, "models", "stories260K", "stories260K.gguf")
-	if _, err := os.Stat(p); err != nil {
-		t.Skipf("the trained model is not here (%v): it comes with the project's shared assets (set MODELD_SHARED to their folder)", err)
-	}
-	return p
-}
-
 // rewritePrompt asks for a passage back: the output of a model that copies
 // (the trained one, and random ones that loop) is what prompt lookup drafts.
 const rewritePassage = "Once upon a time, there was a little girl named Lily. She loved to play outside in the sun. " +
@@ -85,7 +69,7 @@ func TestLookupGreedyIdentical(t *testing.T) {
 		{"qwen2", real("qwen2", "Qwen-Qwen2.5-7B-Instruct")},
 		{"llama-bpe", real("llama-bpe", "meta-llama-Llama-3.1-8B-Instruct")},
 		{"phi-3", real("phi-3", "microsoft-Phi-3.5-mini-instruct")},
-		{"stories260K", storiesModel},
+		{"stories260K", trainedModel},
 	}
 	for _, md := range models {
 		t.Run(md.name, func(t *testing.T) {

@@ -16,21 +16,31 @@ import (
 	"github.com/modeld/modeld/internal/ggufgen"
 )
 
-// trainedModel is ../shared/models/stories260K/stories260K.gguf, found from
-// the package directory upwards; a clone without it skips (DESIGN.md).
+// trainedModel is the trained model of the shared assets:
+// models/stories260K/stories260K.gguf under $MODELD_SHARED (the assets'
+// folder) or in a shared/ folder above the package directory;
+// a clone without it skips (DESIGN.md).
 func trainedModel(t *testing.T) string {
 	t.Helper()
+	const rel = "models/stories260K/stories260K.gguf"
+	if dir := os.Getenv("MODELD_SHARED"); dir != "" {
+		p := filepath.Join(dir, rel)
+		if _, err := os.Stat(p); err != nil {
+			t.Fatalf("MODELD_SHARED names %s, which lacks the trained model: %v", dir, err)
+		}
+		return p
+	}
 	dir, err := os.Getwd()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for ; dir != filepath.Dir(dir); dir = filepath.Dir(dir) {
-		p := filepath.Join(dir, "shared", "models", "stories260K", "stories260K.gguf")
+		p := filepath.Join(dir, "shared", rel)
 		if _, err := os.Stat(p); err == nil {
 			return p
 		}
 	}
-	t.Skip("the trained model shared/models/stories260K/stories260K.gguf is not beside this checkout")
+	t.Skip("the trained model shared/" + rel + " is not beside this checkout (set MODELD_SHARED to the shared assets' folder)")
 	return ""
 }
 
