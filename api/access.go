@@ -39,8 +39,6 @@ import (
 	"bufio"
 	"crypto/sha256"
 	"crypto/subtle"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"mime"
 	"net"
@@ -51,7 +49,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gin-gonic/gin"
 	"github.com/modeld/modeld/ui"
 )
 
@@ -210,59 +207,6 @@ func (s *Server) refuse(w http.ResponseWriter, r *http.Request, e *Error) {
 	s.log.Info("request refused", "method", r.Method, "path", clip(r.URL.Path), "status", e.Status, "code", e.Code,
 		"remote", r.RemoteAddr, "host", clip(r.Host), "origin", clip(r.Header.Get("Origin")))
 	writeErrorTo(w, e, s.errorShape(r.URL.Path))
-}
-
-// pathShape is a dialect's error shape on the paths match accepts.
-type pathShape struct {
-	match func(path string) bool
-	shape func(*Error) any
-}
-
-// errorShapeOn gives refusals on the paths match accepts the dialect's
-// error shape; a dialect calls it as it registers its routes (Anthropic's
-// on /v1/messages and below it, Ollama's below /api/).
-func (s *Server) errorShapeOn(match func(path string) bool, shape func(*Error) any) {
-	s.shapes = append(s.shapes, pathShape{match, shape})
-}
-
-// errorShape is the error body of the dialect that owns path: the first
-// that errorShapeOn registered for it, OpenAI's everywhere else (Responses
-// included). The status is the same in every shape.
-func (s *Server) errorShape(p string) func(*Error) any {
-	for _, ps := range s.shapes {
-		if ps.match(p) {
-			return ps.shape
-		}
-	}
-	return openAIShape
-}
-
-// errorShapeKey is where shapeErrors keeps a request's error shape for
-// writeError.
-const errorShapeKey = "modeld.errorShape"
-
-// shapeErrors is the first middleware: it notes the error shape of the
-// request's path for writeError.
-func (s *Server) shapeErrors(c *gin.Context) {
-	if shape := s.errorShape(c.Request.URL.Path); shape != nil {
-		c.Set(errorShapeKey, shape)
-	}
-	c.Next()
-}
-
-// openAIShape is {"error": {"message", "type", "param", "code"}}.
-func openAIShape(e *Error) any { return map[string]*Error{"error": e} }
-
-// writeErrorTo writes e in shape on a plain ResponseWriter.
-func writeErrorTo(w http.ResponseWriter, e *Error, shape func(*Error) any) {
-	b, err := json.Marshal(shape(e))
-	if err != nil { // the shapes hold strings and numbers only
-		b = []byte(`{"error":"internal error"}`)
-	}
-	w.Header().Set("Content-Type", "application/json; charset=utf-8")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(e.Status)
-	_, _ = w.Write(b)
 }
 
 func (a *access) hostAllowed(r *http.Request) bool {
@@ -431,27 +375,6 @@ func (a *access) bodyLimit(r *http.Request) int64 {
 		}
 	}
 	return a.limits.MaxControlBody
-}
-
-// tooLarge is the 413 for a body over limit bytes.
-func tooLarge(limit int64) *Error {
-	return &Error{Status: http.StatusRequestEntityTooLarge, Type: "invalid_request_error", Code: "request_too_large",
-		Message: fmt.Sprintf("the request body is larger than this route's limit of %d bytes", limit)}
-}
-
-// bodyReadError is the API error for a failed read of the request body: 413
-// over the size limit, 408 when the body stopped arriving, nil otherwise.
-func bodyReadError(err error) *Error {
-	var mb *http.MaxBytesError
-	if errors.As(err, &mb) {
-		return tooLarge(mb.Limit)
-	}
-	var ne net.Error
-	if errors.As(err, &ne) && ne.Timeout() {
-		return &Error{Status: http.StatusRequestTimeout, Type: "invalid_request_error", Code: "request_timeout",
-			Message: "the request body stopped arriving before it was complete"}
-	}
-	return nil
 }
 
 // stallWriter moves the connection's write deadline ahead as the response is

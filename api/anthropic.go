@@ -332,7 +332,7 @@ func (req *AnthropicRequest) format(gen *backends.Request) (param string, err er
 }
 
 // decode reads and translates a Messages request; the error is written.
-func (s *Server) anthropicDecode(c *gin.Context, count bool) (*AnthropicRequest, *anthropicPlan, bool) {
+func (s *anthropicAPI) anthropicDecode(c *gin.Context, count bool) (*AnthropicRequest, *anthropicPlan, bool) {
 	var req AnthropicRequest
 	if err := decodePromptJSON(c, &req, "messages", s.contextCap()); err != nil {
 		writeAnthropicError(c, err)
@@ -349,7 +349,7 @@ func (s *Server) anthropicDecode(c *gin.Context, count bool) (*AnthropicRequest,
 	return &req, plan, true
 }
 
-func (s *Server) anthropicMessages(c *gin.Context) {
+func (s *anthropicAPI) anthropicMessages(c *gin.Context) {
 	req, plan, ok := s.anthropicDecode(c, false)
 	if !ok {
 		return
@@ -370,7 +370,7 @@ func (s *Server) anthropicMessages(c *gin.Context) {
 // anthropicCountTokens answers count_tokens with the length of the prompt
 // the same request's generation sees (the /v1/tokenize path): usage's
 // input_tokens plus cache_read_input_tokens of that generation.
-func (s *Server) anthropicCountTokens(c *gin.Context) {
+func (s *anthropicAPI) anthropicCountTokens(c *gin.Context) {
 	req, plan, ok := s.anthropicDecode(c, true)
 	if !ok {
 		return
@@ -394,8 +394,12 @@ func (s *Server) anthropicCountTokens(c *gin.Context) {
 	c.JSON(http.StatusOK, gin.H{"input_tokens": len(ids)})
 }
 
+// anthropicAPI are the Messages handlers.
+type anthropicAPI struct{ *Core }
+
 // registerAnthropic adds the Messages routes.
-func (s *Server) registerAnthropic() {
+func registerAnthropic(c *Core) {
+	s := &anthropicAPI{c}
 	s.errorShapeOn(func(p string) bool { return p == "/v1/messages" || strings.HasPrefix(p, "/v1/messages/") }, anthropicShape)
 	s.engine.POST("/v1/messages", s.anthropicMessages)
 	s.engine.POST("/v1/messages/count_tokens", s.anthropicCountTokens)

@@ -127,7 +127,7 @@ func stopSequence(ev backends.Event) *string {
 }
 
 // anthropicMessage answers a generation as one message.
-func (s *Server) anthropicMessage(c *gin.Context, run *chatRun, model string, plan *anthropicPlan) {
+func (s *anthropicAPI) anthropicMessage(c *gin.Context, run *chatRun, model string, plan *anthropicPlan) {
 	res, err := collect(run.Events)
 	if errors.Is(err, errCut) {
 		if cut := shutdownCause(c.Request.Context()); cut != nil {
@@ -184,7 +184,7 @@ const (
 // anthropicStream answers a generation as Anthropic's event stream. A new
 // block starts whenever the kind of delta changes (reasoning, text, a tool
 // call's index); the open block stops before the next starts.
-func (s *Server) anthropicStream(c *gin.Context, run *chatRun, model string, plan *anthropicPlan) {
+func (s *anthropicAPI) anthropicStream(c *gin.Context, run *chatRun, model string, plan *anthropicPlan) {
 	streamAnthropic(c, run.Events, run.PromptTokens, model, anthropicPingEvery)
 }
 

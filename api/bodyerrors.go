@@ -2,7 +2,10 @@ package api
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"net"
+	"net/http"
 	"reflect"
 	"regexp"
 	"strings"
@@ -154,4 +157,25 @@ func jsonValueName(v string) string {
 		return "a number (" + strings.TrimSpace(strings.TrimPrefix(v, "number")) + ")"
 	}
 	return clip(v)
+}
+
+// tooLarge is the 413 for a body over limit bytes.
+func tooLarge(limit int64) *Error {
+	return &Error{Status: http.StatusRequestEntityTooLarge, Type: "invalid_request_error", Code: "request_too_large",
+		Message: fmt.Sprintf("the request body is larger than this route's limit of %d bytes", limit)}
+}
+
+// bodyReadError is the API error for a failed read of the request body: 413
+// over the size limit, 408 when the body stopped arriving, nil otherwise.
+func bodyReadError(err error) *Error {
+	var mb *http.MaxBytesError
+	if errors.As(err, &mb) {
+		return tooLarge(mb.Limit)
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return &Error{Status: http.StatusRequestTimeout, Type: "invalid_request_error", Code: "request_timeout",
+			Message: "the request body stopped arriving before it was complete"}
+	}
+	return nil
 }

@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -94,7 +95,7 @@ func unmarshalBody(body []byte, v any) error {
 }
 
 // resolveModel is the store model that name means (Options.ResolveModel).
-func (s *Server) resolveModel(name string) string {
+func (s *Core) resolveModel(name string) string {
 	if s.opt.ResolveModel == nil || name == "" {
 		return name
 	}
@@ -103,7 +104,7 @@ func (s *Server) resolveModel(name string) string {
 
 // acquire finds or loads model id (in its canonical form, so that "m" and
 // "m:latest" share one instance) and sets the device header from it.
-func (s *Server) acquire(c *gin.Context, id string, ka KeepAlive) (*cache.Handle, error) {
+func (s *Core) acquire(c *gin.Context, id string, ka KeepAlive) (*cache.Handle, error) {
 	id = s.resolveModel(id)
 	noteModel(c, id)
 	if s.opt.Cache == nil {
@@ -126,7 +127,7 @@ func (s *Server) acquire(c *gin.Context, id string, ka KeepAlive) (*cache.Handle
 
 // acquireChat finds or loads model id and checks that it serves chat; a
 // model the store says serves another task is refused before it is loaded.
-func (s *Server) acquireChat(c *gin.Context, id string, ka KeepAlive) (*cache.Handle, ChatModel, error) {
+func (s *Core) acquireChat(c *gin.Context, id string, ka KeepAlive) (*cache.Handle, ChatModel, error) {
 	h, m, err := s.acquireModel(c, id, ka, chatEndpoint)
 	if err != nil {
 		return nil, nil, err
@@ -207,4 +208,37 @@ func newID(prefix string) string {
 	var b [12]byte
 	_, _ = rand.Read(b[:])
 	return prefix + hex.EncodeToString(b[:])
+}
+
+// chatPromptIDs gives the prompt tokens a chat generation of msgs sees, the
+// one path of /v1/chat/completions and /v1/tokenize: a ChatTokenizer renders
+// and tokenizes in one step (message text as text); a plain Tokenizer
+// renders, then tokenizes with special parsing. rendered is false when the
+// model does neither (the backend renders messages itself). The template
+// sees the tools unless tool_choice is none.
+func chatPromptIDs(ctx context.Context, model backends.Model, gen *backends.Request, msgs []backends.Message) (ids []int32, rendered bool, err error) {
+	var tools []backends.Tool
+	if gen.ToolChoice.Mode != backends.ToolChoiceNone {
+		tools = gen.Tools
+	}
+	if ct, ok := model.(backends.ChatTokenizer); ok {
+		ids, err := ct.ChatPromptContext(ctx, msgs, tools, true)
+		return ids, true, err
+	}
+	tok, ok := model.(backends.Tokenizer)
+	if !ok {
+		return nil, false, nil
+	}
+	prompt, err := tok.ApplyChatTemplateContext(ctx, msgs, true)
+	if err != nil {
+		return nil, true, err
+	}
+	if err := checkPromptBytes("messages", len(prompt), gen.MaxTokens, model.Info().ContextSize); err != nil {
+		return nil, true, err
+	}
+	ids, err = tok.TokenizeContext(ctx, prompt, true, true)
+	if err != nil {
+		return nil, true, fmt.Errorf("tokenize the prompt: %w", err)
+	}
+	return ids, true, nil
 }

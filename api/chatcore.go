@@ -164,7 +164,7 @@ func (r *chatRun) Release() { r.handle.Release() }
 // loads), checks the prompt against its context, renders and tokenizes it as
 // /v1/tokenize does, and starts generating under the request's context: a
 // client that goes away stops the work.
-func (s *Server) startChat(c *gin.Context, call chatCall) (*chatRun, error) {
+func (s *Core) startChat(c *gin.Context, call chatCall) (*chatRun, error) {
 	h, model, err := s.acquireChat(c, call.model, call.keepAlive)
 	if err != nil {
 		return nil, err
@@ -202,7 +202,7 @@ func (s *Server) startChat(c *gin.Context, call chatCall) (*chatRun, error) {
 
 // startText is startChat for a raw prompt that the caller templated itself:
 // control-token text in it is those tokens, as llama.cpp's server has it.
-func (s *Server) startText(c *gin.Context, model string, ka KeepAlive, gen backends.Request, prompt string, param string) (*chatRun, error) {
+func (s *Core) startText(c *gin.Context, model string, ka KeepAlive, gen backends.Request, prompt string, param string) (*chatRun, error) {
 	h, m, err := s.acquireChat(c, model, ka)
 	if err != nil {
 		return nil, err
@@ -228,7 +228,7 @@ func (s *Server) startText(c *gin.Context, model string, ka KeepAlive, gen backe
 
 // startTokens starts gen on m, which h holds: the handle passes to the run,
 // or is released when the start fails. A context overflow names param.
-func (s *Server) startTokens(c *gin.Context, h *cache.Handle, m ChatModel, gen backends.Request, param string) (*chatRun, error) {
+func (s *Core) startTokens(c *gin.Context, h *cache.Handle, m ChatModel, gen backends.Request, param string) (*chatRun, error) {
 	events, err := m.Generate(c.Request.Context(), gen)
 	if err != nil {
 		h.Release()

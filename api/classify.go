@@ -130,7 +130,7 @@ func (r *ClassifyRequest) plan() (*classifyPlan, error) {
 	return p, joinBadRequests(errs)
 }
 
-func (s *Server) classify(c *gin.Context) {
+func (s *tasksAPI) classify(c *gin.Context) {
 	var req ClassifyRequest
 	if err := decodeJSON(c, &req); err != nil {
 		writeError(c, err)

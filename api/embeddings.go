@@ -74,7 +74,7 @@ func (r *EmbeddingRequest) embedOptions() ([]string, backends.EmbedOptions, erro
 	return texts, opts, joinBadRequests(errs)
 }
 
-func (s *Server) embeddings(c *gin.Context) {
+func (s *openaiAPI) embeddings(c *gin.Context) {
 	var req EmbeddingRequest
 	if err := decodeJSON(c, &req); err != nil {
 		writeError(c, err)
@@ -85,7 +85,7 @@ func (s *Server) embeddings(c *gin.Context) {
 		writeError(c, err)
 		return
 	}
-	h, e, ok := acquireAs[backends.Embedder](s, c, req.Model, req.KeepAlive, embedEndpoint)
+	h, e, ok := acquireAs[backends.Embedder](s.Core, c, req.Model, req.KeepAlive, embedEndpoint)
 	if !ok {
 		return
 	}

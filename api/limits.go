@@ -109,11 +109,11 @@ type planEnv struct {
 }
 
 // planEnv is the server's planEnv.
-func (s *Server) planEnv() planEnv {
+func (s *Core) planEnv() planEnv {
 	return planEnv{contextCap: s.contextCap(), constraints: s.opt.Constraints}
 }
 
-func (s *Server) contextCap() int {
+func (s *Core) contextCap() int {
 	if s.opt.ContextCap > 0 {
 		return s.opt.ContextCap
 	}

@@ -1,7 +1,6 @@
 package api
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,27 +17,7 @@ import (
 	"github.com/modeld/modeld/models/hub"
 )
 
-// ModelUnloader unloads a model before the store deletes it; *cache.Cache
-// implements it. With wait it waits for in-flight requests; without, it fails
-// with cache.ErrInUse while any hold or wait for the model, and with
-// cache.ErrNotLoaded when the model is not loaded.
-type ModelUnloader interface {
-	Unload(ctx context.Context, id string, wait bool) error
-}
-
-// ModelsOptions are the dependencies of the model routes.
-type ModelsOptions struct {
-	Store    *models.Store
-	Puller   *hub.Puller   // nil: POST /v1/models/pull is refused
-	Unloader ModelUnloader // nil: no model is ever loaded
-	// Aliases, when set, lists the alias patterns that name model id
-	// (--model-aliases), shown as each model's aliases; Resolve is
-	// Options.ResolveModel, so GET /v1/models/{alias} answers its model.
-	Aliases func(id string) []string
-	Resolve func(name string) string
-}
-
-// RegisterModels adds the model store routes:
+// registerModels adds the model store routes:
 //
 //	GET    /v1/models        OpenAI list, each entry with task(s), format, size_bytes, context_length
 //	                         (and context_window, the same number, for clients that read that name),
@@ -47,7 +26,7 @@ type ModelsOptions struct {
 //	GET    /v1/models/{id}   one model (ids may contain '/'; an alias answers its model)
 //	DELETE /v1/models/{id}   unload (?force=true waits for in-flight requests) then delete
 //	POST   /v1/models/pull   pull, streaming progress as NDJSON
-func (s *Server) RegisterModels(o ModelsOptions) {
+func registerModels(s *Core, o ModelsOptions) {
 	// A GGUF model's context_length is backends.EffectiveContext under the
 	// server's context cap (Options.ContextCap), as the daemon loads it.
 	h := &modelHandlers{o: o, contextCap: s.contextCap()}

@@ -23,9 +23,9 @@ import (
 // renders templates or compiles grammars. docs/API.md ("Ollama API") says
 // what is supported and what is refused.
 
-// RegisterOllama adds Ollama's routes. o gives the store routes (tags, show,
-// pull, delete, copy) their store and puller, as RegisterModels does.
-func (s *Server) RegisterOllama(o ModelsOptions) {
+// registerOllama adds Ollama's routes. o gives the store routes (tags, show,
+// pull, delete, copy) their store and puller.
+func registerOllama(s *Core, o ModelsOptions) {
 	h := &ollama{s: s, o: o}
 	s.errorShapeOn(func(p string) bool { return strings.HasPrefix(p, "/api/") }, ollamaShape)
 	s.engine.POST("/api/chat", h.chat)
@@ -43,7 +43,7 @@ func (s *Server) RegisterOllama(o ModelsOptions) {
 }
 
 type ollama struct {
-	s *Server
+	s *Core
 	o ModelsOptions
 }
 
@@ -177,7 +177,7 @@ func (o ollamaOptions) read(h *ollama) (ollamaSampling, error) {
 }
 
 // request is the internal request of the sampling options and format.
-func (o ollamaSampling) request(s *Server, format json.RawMessage) (backends.Request, error) {
+func (o ollamaSampling) request(s *Core, format json.RawMessage) (backends.Request, error) {
 	gen, err := o.fields.request("options.num_predict", o.maxTokens, s.contextCap())
 	if err != nil {
 		return gen, err

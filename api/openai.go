@@ -265,3 +265,16 @@ type wireFunctionDef struct {
 	Description string          `json:"description"`
 	Parameters  json.RawMessage `json:"parameters"`
 }
+
+// openaiAPI are the OpenAI chat, completions, tokenize and embeddings handlers.
+type openaiAPI struct{ *Core }
+
+// registerOpenAI adds the OpenAI routes (the model routes are the store's).
+func registerOpenAI(c *Core) {
+	s := &openaiAPI{c}
+	s.engine.POST("/v1/chat/completions", s.chatCompletions)
+	s.engine.POST("/v1/completions", s.completions)
+	s.engine.POST("/v1/tokenize", s.tokenize)
+	s.engine.POST("/v1/detokenize", s.detokenize)
+	s.engine.POST("/v1/embeddings", s.embeddings)
+}

@@ -60,7 +60,7 @@ func (req *ChatCompletionRequest) plan(env planEnv) (*chatPlan, error) {
 	return newChatPlan(gen, msgs, contextCap, convFields{conversation: "messages", tools: req.toolsParam(), extraBytes: kw})
 }
 
-func (s *Server) chatCompletions(c *gin.Context) {
+func (s *openaiAPI) chatCompletions(c *gin.Context) {
 	var req ChatCompletionRequest
 	if err := decodePromptJSON(c, &req, "messages", s.contextCap()); err != nil {
 		writeError(c, err)
@@ -127,7 +127,7 @@ func (req *CompletionRequest) plan(env planEnv) (*completionPlan, error) {
 	return &completionPlan{gen: gen, prompt: prompt[0]}, nil
 }
 
-func (s *Server) completions(c *gin.Context) {
+func (s *openaiAPI) completions(c *gin.Context) {
 	var req CompletionRequest
 	if err := decodePromptJSON(c, &req, "prompt", s.contextCap()); err != nil {
 		writeError(c, err)

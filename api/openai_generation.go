@@ -16,7 +16,7 @@ import (
 // choice's index, each choice gets its own finish chunk; the usage counts
 // the prompt once and the choices' completion tokens summed) and whether it
 // asked for logprobs.
-func (s *Server) writeGeneration(c *gin.Context, events <-chan backends.Event, name string, stream bool, so *StreamOptions, chat bool, gen *backends.Request) {
+func (s *openaiAPI) writeGeneration(c *gin.Context, events <-chan backends.Event, name string, stream bool, so *StreamOptions, chat bool, gen *backends.Request) {
 	w := &openAIWriter{c: c, created: time.Now().Unix(), id: newID("cmpl-"), name: name, fp: "modeld-" + s.opt.Version,
 		chat: chat, n: max(1, gen.N), logprobs: gen.Logprobs || gen.TopLogprobs > 0, top: gen.TopLogprobs}
 	if chat {

@@ -52,7 +52,7 @@ var (
 // or queued for), a model whose stored tasks do not include one that ep
 // serves. It passes when Options.Tasks is unset or cannot say: acquiring
 // then answers (a model not found, a wrong model found by its capabilities).
-func (s *Server) checkTask(id string, ep endpoint) error {
+func (s *Core) checkTask(id string, ep endpoint) error {
 	if s.opt.Tasks == nil || id == "" {
 		return nil
 	}
@@ -74,7 +74,7 @@ func (s *Server) checkTask(id string, ep endpoint) error {
 
 // acquireModel checks model id's task against ep, then finds or loads it and
 // returns the handle (to release) and the backend model it holds.
-func (s *Server) acquireModel(c *gin.Context, id string, ka KeepAlive, ep endpoint) (*cache.Handle, backends.Model, error) {
+func (s *Core) acquireModel(c *gin.Context, id string, ka KeepAlive, ep endpoint) (*cache.Handle, backends.Model, error) {
 	id = s.resolveModel(id)
 	noteModel(c, id)
 	if err := s.checkTask(id, ep); err != nil {
@@ -90,7 +90,7 @@ func (s *Server) acquireModel(c *gin.Context, id string, ka KeepAlive, ep endpoi
 // acquireAs acquires model id and checks that its model has the capability T
 // (ep names the endpoint's task in the refusal). When ok is false the error
 // has been written; otherwise the caller must release the handle.
-func acquireAs[T any](s *Server, c *gin.Context, id string, ka KeepAlive, ep endpoint) (h *cache.Handle, t T, ok bool) {
+func acquireAs[T any](s *Core, c *gin.Context, id string, ka KeepAlive, ep endpoint) (h *cache.Handle, t T, ok bool) {
 	h, m, err := s.acquireModel(c, id, ka, ep)
 	if err != nil {
 		writeError(c, err)

@@ -85,7 +85,7 @@ func (r *RerankRequest) validate() (string, []string, backends.RerankOptions, er
 	return query, docs, opts, joinBadRequests(errs)
 }
 
-func (s *Server) rerank(c *gin.Context) {
+func (s *tasksAPI) rerank(c *gin.Context) {
 	var req RerankRequest
 	if err := decodeJSON(c, &req); err != nil {
 		writeError(c, err)
@@ -96,7 +96,7 @@ func (s *Server) rerank(c *gin.Context) {
 		writeError(c, err)
 		return
 	}
-	h, rr, ok := acquireAs[backends.Reranker](s, c, req.Model, req.KeepAlive, rerankEndpoint)
+	h, rr, ok := acquireAs[backends.Reranker](s.Core, c, req.Model, req.KeepAlive, rerankEndpoint)
 	if !ok {
 		return
 	}

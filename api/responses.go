@@ -108,7 +108,7 @@ type responsePlan struct {
 
 // decodeResponsesRequest reads the body and logs at debug the fields it
 // ignores.
-func (s *Server) decodeResponsesRequest(c *gin.Context, req *ResponsesRequest) error {
+func (s *Core) decodeResponsesRequest(c *gin.Context, req *ResponsesRequest) error {
 	var raw map[string]json.RawMessage
 	if err := decodePromptJSON(c, &raw, "input", s.contextCap()); err != nil {
 		return err
@@ -279,8 +279,8 @@ func textFormat(f *responsesTextFormat, gen *backends.Request) error {
 
 // registerResponses adds the Responses routes, with the store their
 // previous_response_id reads.
-func (s *Server) registerResponses() {
-	h := &responsesAPI{s: s, store: newResponseStore(s.opt.Responses)}
+func registerResponses(s *Core, cfg ResponseStoreConfig) {
+	h := &responsesAPI{s: s, store: newResponseStore(cfg)}
 	s.engine.POST("/v1/responses", h.create)
 	s.engine.GET("/v1/responses/:id", h.get)
 	s.engine.DELETE("/v1/responses/:id", h.delete)
@@ -288,7 +288,7 @@ func (s *Server) registerResponses() {
 }
 
 type responsesAPI struct {
-	s     *Server
+	s     *Core
 	store *responseStore
 }
 

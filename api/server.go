@@ -74,16 +74,13 @@ type Options struct {
 
 // Server routes modeld's HTTP API.
 type Server struct {
+	*Core
 	opt     Options
-	log     *slog.Logger
-	engine  *gin.Engine
 	access  *access
 	handler http.Handler // guard(engine)
 	started time.Time
 	// system collects sections that other parts add to GET /v1/system.
 	system map[string]func() any
-	// shapes are the dialects' error shapes by path (errorShapeOn).
-	shapes []pathShape
 }
 
 // New builds the router. Further route groups are added with the Register* methods
@@ -93,11 +90,13 @@ func New(opt Options) *Server {
 	if opt.Log == nil {
 		opt.Log = slog.Default()
 	}
-	s := &Server{opt: opt, log: opt.Log, engine: gin.New(), started: time.Now(), system: map[string]func() any{}, access: newAccess(opt)}
+	core := newCore(coreOptions{Constraints: opt.Constraints, Version: opt.Version, ContextCap: opt.ContextCap, Cache: opt.Cache,
+		Tasks: opt.Tasks, ResolveModel: opt.ResolveModel, KeepBillingHeader: opt.KeepBillingHeader}, opt.Log, gin.New())
+	s := &Server{Core: core, opt: opt, started: time.Now(), system: map[string]func() any{}, access: newAccess(opt)}
 	s.opt.APIKey = ""
 	s.handler = s.guard(s.engine)
 	s.engine.HandleMethodNotAllowed = true
-	s.engine.Use(s.shapeErrors, s.recoverer, s.logRequests)
+	s.engine.Use(s.shapeErrors, s.recoverer, logRequests(s.log))
 	s.engine.NoRoute(func(c *gin.Context) {
 		writeError(c, &Error{Status: http.StatusNotFound, Type: "invalid_request_error", Code: "not_found",
 			Message: "no route for " + c.Request.Method + " " + c.Request.URL.Path})
@@ -114,22 +113,21 @@ func New(opt Options) *Server {
 		s.engine.HEAD(p, page)
 	}
 	s.engine.GET("/v1/system", s.systemInfo)
-	s.engine.POST("/v1/chat/completions", s.chatCompletions)
-	s.engine.POST("/v1/completions", s.completions)
-	s.engine.POST("/v1/tokenize", s.tokenize)
-	s.engine.POST("/v1/detokenize", s.detokenize)
-	s.engine.POST("/v1/embeddings", s.embeddings)
-	s.engine.POST("/v1/classify", s.classify)
-	s.engine.POST("/v1/rerank", s.rerank)
-	s.engine.POST("/v1/reranking", s.rerank)
-	s.engine.POST("/rerank", s.rerank)
-	s.engine.POST("/reranking", s.rerank)
-	s.engine.POST("/v1/summarize", s.summarize)
+	registerOpenAI(core)
+	registerTasks(core)
 	s.registerRuntime()
-	s.registerAnthropic()
-	s.registerResponses()
+	registerAnthropic(core)
+	registerResponses(core, opt.Responses)
 	return s
 }
+
+// RegisterModels adds the model store routes (GET /v1/models, GET and
+// DELETE /v1/models/{id}, POST /v1/models/pull; see the store routes).
+func (s *Server) RegisterModels(o ModelsOptions) { registerModels(s.Core, o) }
+
+// RegisterOllama adds Ollama's routes. o gives the store routes (tags, show,
+// pull, delete, copy) their store and puller, as RegisterModels does.
+func (s *Server) RegisterOllama(o ModelsOptions) { registerOllama(s.Core, o) }
 
 // Handler is the http.Handler to serve: the access rules, then the routes.
 func (s *Server) Handler() http.Handler { return s.handler }

@@ -128,7 +128,7 @@ func (r *SummarizeRequest) options() ([]string, backends.SummarizeOptions, error
 	return texts, o, joinBadRequests(errs)
 }
 
-func (s *Server) summarize(c *gin.Context) {
+func (s *tasksAPI) summarize(c *gin.Context) {
 	var req SummarizeRequest
 	if err := decodeJSON(c, &req); err != nil {
 		writeError(c, err)
@@ -139,7 +139,7 @@ func (s *Server) summarize(c *gin.Context) {
 		writeError(c, err)
 		return
 	}
-	h, sm, ok := acquireAs[backends.Summarizer](s, c, req.Model, req.KeepAlive, summarizeEndpoint)
+	h, sm, ok := acquireAs[backends.Summarizer](s.Core, c, req.Model, req.KeepAlive, summarizeEndpoint)
 	if !ok {
 		return
 	}
@@ -172,7 +172,7 @@ var errClientGone = errors.New("client disconnected")
 // summarizeStream sends each generated piece as it comes, then a last event with
 // the finish reason, the whole summary and usage, then [DONE]. An error before
 // the first event is an ordinary error response; after it, an error event.
-func (s *Server) summarizeStream(c *gin.Context, id string, sm backends.Summarizer, text string, opts backends.SummarizeOptions) {
+func (s *tasksAPI) summarizeStream(c *gin.Context, id string, sm backends.Summarizer, text string, opts backends.SummarizeOptions) {
 	ctx := c.Request.Context()
 	sse := newSSE(c)
 	opts.OnToken = func(ev backends.TokenEvent) error {

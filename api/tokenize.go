@@ -2,7 +2,6 @@ package api
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"unicode/utf8"
 
@@ -71,7 +70,7 @@ type DetokenizeResponse struct {
 // MaxDetokenizeTokens bounds the tokens of one /v1/detokenize request.
 const MaxDetokenizeTokens = 1 << 20
 
-func (s *Server) tokenize(c *gin.Context) {
+func (s *openaiAPI) tokenize(c *gin.Context) {
 	var req TokenizeRequest
 	if err := decodePromptJSON(c, &req, "content", s.contextCap()); err != nil {
 		writeError(c, err)
@@ -197,7 +196,7 @@ func (req *TokenizeRequest) what() (string, bool, error) {
 	return text, false, nil
 }
 
-func (s *Server) detokenize(c *gin.Context) {
+func (s *openaiAPI) detokenize(c *gin.Context) {
 	var req DetokenizeRequest
 	if err := decodeJSON(c, &req); err != nil {
 		writeError(c, err)
@@ -223,39 +222,6 @@ func (s *Server) detokenize(c *gin.Context) {
 	c.JSON(200, DetokenizeResponse{Model: req.Model, Content: text})
 }
 
-// chatPromptIDs gives the prompt tokens a chat generation of msgs sees, the
-// one path of /v1/chat/completions and /v1/tokenize: a ChatTokenizer renders
-// and tokenizes in one step (message text as text); a plain Tokenizer
-// renders, then tokenizes with special parsing. rendered is false when the
-// model does neither (the backend renders messages itself). The template
-// sees the tools unless tool_choice is none.
-func chatPromptIDs(ctx context.Context, model backends.Model, gen *backends.Request, msgs []backends.Message) (ids []int32, rendered bool, err error) {
-	var tools []backends.Tool
-	if gen.ToolChoice.Mode != backends.ToolChoiceNone {
-		tools = gen.Tools
-	}
-	if ct, ok := model.(backends.ChatTokenizer); ok {
-		ids, err := ct.ChatPromptContext(ctx, msgs, tools, true)
-		return ids, true, err
-	}
-	tok, ok := model.(backends.Tokenizer)
-	if !ok {
-		return nil, false, nil
-	}
-	prompt, err := tok.ApplyChatTemplateContext(ctx, msgs, true)
-	if err != nil {
-		return nil, true, err
-	}
-	if err := checkPromptBytes("messages", len(prompt), gen.MaxTokens, model.Info().ContextSize); err != nil {
-		return nil, true, err
-	}
-	ids, err = tok.TokenizeContext(ctx, prompt, true, true)
-	if err != nil {
-		return nil, true, fmt.Errorf("tokenize the prompt: %w", err)
-	}
-	return ids, true, nil
-}
-
 func boolOr(p *bool, def bool) bool {
 	if p == nil {
 		return def
@@ -266,7 +232,7 @@ func boolOr(p *bool, def bool) bool {
 // acquireTokenizer acquires model id and finds its Tokenizer capability.
 // When ok is false the error has been written; otherwise the caller must
 // release the handle.
-func (s *Server) acquireTokenizer(c *gin.Context, id string, ka KeepAlive) (h *cache.Handle, model backends.Model, tok backends.Tokenizer, ok bool) {
+func (s *openaiAPI) acquireTokenizer(c *gin.Context, id string, ka KeepAlive) (h *cache.Handle, model backends.Model, tok backends.Tokenizer, ok bool) {
 	h, err := s.acquire(c, id, ka)
 	if err != nil {
 		writeError(c, err)
