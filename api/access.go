@@ -49,6 +49,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/modeld/modeld/api/core"
 	"github.com/modeld/modeld/ui"
 )
 
@@ -143,16 +144,16 @@ func (s *Server) guard(next http.Handler) http.Handler {
 	a := s.access
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !a.hostAllowed(r) {
-			s.refuse(w, r, &Error{Status: http.StatusForbidden, Type: "invalid_request_error", Code: "host_not_allowed",
-				Message: fmt.Sprintf("host %q is not allowed: modeld answers to loopback names and addresses and to the hosts set with --allowed-hosts", clip(r.Host))})
+			s.refuse(w, r, &core.Error{Status: http.StatusForbidden, Type: "invalid_request_error", Code: "host_not_allowed",
+				Message: fmt.Sprintf("host %q is not allowed: modeld answers to loopback names and addresses and to the hosts set with --allowed-hosts", core.Clip(r.Host))})
 			return
 		}
 		w.Header().Add("Vary", "Origin") // answers differ by origin: no cache may share them
 		origins, hasOrigin := r.Header["Origin"]
 		if hasOrigin {
 			if len(origins) != 1 || !(a.originAllowed(origins[0]) || sameOrigin(origins[0], r.Host)) {
-				s.refuse(w, r, &Error{Status: http.StatusForbidden, Type: "invalid_request_error", Code: "origin_not_allowed",
-					Message: fmt.Sprintf("origin %q is not allowed: modeld serves loopback pages, browser extensions and the origins set with --origins", clip(strings.Join(origins, ", ")))})
+				s.refuse(w, r, &core.Error{Status: http.StatusForbidden, Type: "invalid_request_error", Code: "origin_not_allowed",
+					Message: fmt.Sprintf("origin %q is not allowed: modeld serves loopback pages, browser extensions and the origins set with --origins", core.Clip(strings.Join(origins, ", ")))})
 				return
 			}
 			h := w.Header()
@@ -175,13 +176,13 @@ func (s *Server) guard(next http.Handler) http.Handler {
 			return
 		}
 		if hasOrigin && mayHaveBody(r) && !jsonContent(r.Header.Values("Content-Type")) {
-			s.refuse(w, r, &Error{Status: http.StatusUnsupportedMediaType, Type: "invalid_request_error", Code: "unsupported_media_type",
+			s.refuse(w, r, &core.Error{Status: http.StatusUnsupportedMediaType, Type: "invalid_request_error", Code: "unsupported_media_type",
 				Message: "a request with an Origin header must send its body as application/json"})
 			return
 		}
 		limit := a.bodyLimit(r)
 		if r.ContentLength > limit {
-			s.refuse(w, r, tooLarge(limit))
+			s.refuse(w, r, core.TooLarge(limit))
 			return
 		}
 		rc := http.NewResponseController(w)
@@ -203,10 +204,10 @@ func (s *Server) guard(next http.Handler) http.Handler {
 
 // refuse answers a request that the access rules turned away, before any
 // work, in the error shape of the dialect whose route it asked for.
-func (s *Server) refuse(w http.ResponseWriter, r *http.Request, e *Error) {
-	s.log.Info("request refused", "method", r.Method, "path", clip(r.URL.Path), "status", e.Status, "code", e.Code,
-		"remote", r.RemoteAddr, "host", clip(r.Host), "origin", clip(r.Header.Get("Origin")))
-	writeErrorTo(w, e, s.errorShape(r.URL.Path))
+func (s *Server) refuse(w http.ResponseWriter, r *http.Request, e *core.Error) {
+	s.Log.Info("request refused", "method", r.Method, "path", core.Clip(r.URL.Path), "status", e.Status, "code", e.Code,
+		"remote", r.RemoteAddr, "host", core.Clip(r.Host), "origin", core.Clip(r.Header.Get("Origin")))
+	core.WriteErrorTo(w, e, s.ErrorShape(r.URL.Path))
 }
 
 func (a *access) hostAllowed(r *http.Request) bool {
@@ -320,7 +321,7 @@ func pageFile(r *http.Request) bool {
 }
 
 // checkKey returns nil when no key is set or the request carries it.
-func (a *access) checkKey(r *http.Request) *Error {
+func (a *access) checkKey(r *http.Request) *core.Error {
 	if a.keyHash == nil {
 		return nil
 	}
@@ -342,10 +343,10 @@ func (a *access) checkKey(r *http.Request) *Error {
 	case match == 1:
 		return nil
 	case len(sent) == 0:
-		return &Error{Status: http.StatusUnauthorized, Type: "invalid_request_error", Code: "missing_api_key",
+		return &core.Error{Status: http.StatusUnauthorized, Type: "invalid_request_error", Code: "missing_api_key",
 			Message: "this modeld requires an API key: send Authorization: Bearer KEY or x-api-key: KEY"}
 	}
-	return &Error{Status: http.StatusUnauthorized, Type: "invalid_request_error", Code: "invalid_api_key",
+	return &core.Error{Status: http.StatusUnauthorized, Type: "invalid_request_error", Code: "invalid_api_key",
 		Message: "the API key sent is not this modeld's key"}
 }
 

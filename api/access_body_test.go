@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"github.com/modeld/modeld/api/core"
 )
 
 func TestAPIKeyOnEveryRoute(t *testing.T) {
@@ -173,10 +174,10 @@ func TestSlowBodyCutLongStreamNot(t *testing.T) {
 	more := make(chan struct{})
 	type result struct{ ctxErr, writeErr error }
 	res := make(chan result, 1)
-	s.engine.POST("/test/stream", func(c *gin.Context) {
+	s.Engine.POST("/test/stream", func(c *gin.Context) {
 		var v map[string]any
-		if err := decodeJSON(c, &v); err != nil {
-			writeError(c, err)
+		if err := core.DecodeJSON(c, &v); err != nil {
+			core.WriteError(c, err)
 			return
 		}
 		c.Status(200)
@@ -254,7 +255,7 @@ func TestStalledReaderCut(t *testing.T) {
 		wrote            int64
 	}
 	res := make(chan result, 1)
-	s.engine.POST("/test/flood", func(c *gin.Context) {
+	s.Engine.POST("/test/flood", func(c *gin.Context) {
 		chunk := bytes.Repeat([]byte("x"), 1<<20)
 		var wrote int64
 		var err error
@@ -295,7 +296,7 @@ func FuzzAccessHeaders(f *testing.F) {
 	}
 	s := New(Options{Constraints: testConstraints, Version: "test", Log: slog.New(slog.DiscardHandler), AllowedHosts: []string{"modeld.lan"}, Origins: []string{"https://app.example"}})
 	var mu sync.Mutex
-	s.engine.POST("/echo", func(c *gin.Context) { c.Status(200) })
+	s.Engine.POST("/echo", func(c *gin.Context) { c.Status(200) })
 	f.Fuzz(func(t *testing.T, host, origin, ctype string) {
 		r := httptest.NewRequest("POST", "http://localhost/echo", strings.NewReader("{}"))
 		r.Host = host
@@ -343,7 +344,7 @@ func FuzzAccessHeaders(f *testing.F) {
 }
 
 // An unknown route or a wrong method under a dialect's paths is answered in
-// that dialect's error shape, as the refusals are (errorShape).
+// that dialect's error shape, as the refusals are (ErrorShape).
 func TestUnknownRouteInDialectShape(t *testing.T) {
 	s, _ := guardedServer(t, Options{})
 	for _, tc := range []struct {

@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/modeld/modeld/api/core"
 	"github.com/modeld/modeld/backends"
 	"github.com/modeld/modeld/cache"
 	"github.com/modeld/modeld/models"
@@ -67,8 +68,8 @@ func guardedServer(t *testing.T, opt Options) (*Server, *spy) {
 		opt.Log = slog.New(slog.DiscardHandler)
 	}
 	s := New(opt)
-	s.RegisterModels(ModelsOptions{Store: sp.store, Puller: pl, Unloader: sp.unloader})
-	s.RegisterOllama(ModelsOptions{Store: sp.store, Puller: pl, Unloader: sp.unloader})
+	s.RegisterModels(core.ModelsOptions{Store: sp.store, Puller: pl, Unloader: sp.unloader})
+	s.RegisterOllama(core.ModelsOptions{Store: sp.store, Puller: pl, Unloader: sp.unloader})
 
 	req := routeReq{"POST", "/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"hi"}]}`}.build("localhost", map[string]string{"Content-Type": "application/json", "Authorization": "Bearer " + opt.APIKey})
 	if w := serve(s, req); w.Code != 200 {
@@ -156,7 +157,7 @@ func serve(s *Server, req *http.Request) *httptest.ResponseRecorder {
 func everyRoute(t *testing.T, s *Server) []routeReq {
 	t.Helper()
 	var out []routeReq
-	for _, r := range s.engine.Routes() {
+	for _, r := range s.Engine.Routes() {
 		segs := strings.Split(r.Path, "/")
 		for i, seg := range segs {
 			switch {

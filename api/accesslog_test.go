@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/modeld/modeld/api/accesslog"
+	"github.com/modeld/modeld/api/core"
 	"github.com/modeld/modeld/backends"
 	"github.com/modeld/modeld/cache"
 )
@@ -121,7 +123,7 @@ func TestAccessLog(t *testing.T) {
 	if w := post(t, s, "/v1/embeddings", `{"model":"embed","input":["x","y"]}`); w.Code != 200 {
 		t.Fatalf("embeddings: %d %s", w.Code, w.Body)
 	}
-	s.RegisterOllama(ModelsOptions{})
+	s.RegisterOllama(core.ModelsOptions{})
 	if w := post(t, s, "/api/embed", `{"model":"embed","input":["x","y"]}`); w.Code != 200 {
 		t.Fatalf("ollama embed: %d %s", w.Code, w.Body)
 	}
@@ -178,7 +180,7 @@ func TestAccessLog(t *testing.T) {
 	}
 }
 
-// reasonWriter reads the message of each dialect's error shape.
+// ReasonWriter reads the message of each dialect's error shape.
 func TestAccessReason(t *testing.T) {
 	for body, want := range map[string]string{
 		`{"error":{"message":"bad thing","type":"invalid_request_error"}}`: "bad thing",
@@ -186,8 +188,8 @@ func TestAccessReason(t *testing.T) {
 		`{"error":"ollama says"}`: "ollama says",
 		`plain text`:              "plain text",
 	} {
-		w := &reasonWriter{body: []byte(body)}
-		if got := w.reason(); got != want {
+		w := &accesslog.ReasonWriter{Body: []byte(body)}
+		if got := w.Reason(); got != want {
 			t.Errorf("reason of %s = %q, want %q", body, got, want)
 		}
 	}

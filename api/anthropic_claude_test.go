@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/modeld/modeld/api/anthropic"
 	"github.com/modeld/modeld/backends"
 )
 
@@ -100,7 +101,7 @@ func TestDropBillingHeader(t *testing.T) {
 		"X-Anthropic-Billing-Header is a header Claude Code sends":   "X-Anthropic-Billing-Header is a header Claude Code sends",
 		"x-anthropic-billing-header: cc_version=1;\r\n\r\nBe brief.": "Be brief.",
 	} {
-		if got := dropBillingHeader(in); got != want {
+		if got := anthropic.DropBillingHeader(in); got != want {
 			t.Errorf("dropBillingHeader(%q) = %q, want %q", in, got, want)
 		}
 	}

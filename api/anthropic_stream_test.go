@@ -11,6 +11,8 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/modeld/modeld/api/anthropic"
+	"github.com/modeld/modeld/api/core"
 	"github.com/modeld/modeld/backends"
 	"github.com/modeld/modeld/cache"
 	"github.com/modeld/modeld/models"
@@ -76,7 +78,7 @@ func TestAnthropicStream(t *testing.T) {
 	if tool["id"] != "toolu_1" || tool["name"] != "get_weather" || anthropicJSON(t, tool["input"]) != "{}" {
 		t.Errorf("tool_use start %v", tool)
 	}
-	if sig := evs[5].data["delta"].(map[string]any)["signature"]; sig != thinkingSignature("The user wants the weather.") {
+	if sig := evs[5].data["delta"].(map[string]any)["signature"]; sig != anthropic.ThinkingSignature("The user wants the weather.") {
 		t.Errorf("signature %v", sig)
 	}
 	md := evs[15].data
@@ -90,9 +92,9 @@ func TestAnthropicStream(t *testing.T) {
 	// The same reply whole: the same blocks, the thinking block signed.
 	w = postAnthropic(t, s, "/v1/messages", `{"model":"claude-test","max_tokens":64,"messages":[{"role":"user","content":"Weather in Paris?"}],
 		"tools":[{"name":"get_weather","input_schema":{"type":"object"}}]}`)
-	resp := anthropicBody[AnthropicResponse](t, w)
+	resp := anthropicBody[anthropic.AnthropicResponse](t, w)
 	if len(resp.Content) != 3 || resp.Content[0].Type != "thinking" || *resp.Content[0].Thinking != "The user wants the weather." ||
-		*resp.Content[0].Signature != thinkingSignature("The user wants the weather.") || *resp.Content[1].Text != "Let me check." ||
+		*resp.Content[0].Signature != anthropic.ThinkingSignature("The user wants the weather.") || *resp.Content[1].Text != "Let me check." ||
 		string(resp.Content[2].Input) != `{"location":"Paris"}` || resp.Content[2].ID != "toolu_1" {
 		t.Errorf("message %s", w.Body)
 	}
@@ -134,7 +136,7 @@ func TestAnthropicCountTokens(t *testing.T) {
 		t.Fatalf("status %d: %s", w.Code, w.Body)
 	}
 	count := anthropicBody[map[string]int](t, w)
-	resp := anthropicBody[AnthropicResponse](t, postAnthropic(t, s, "/v1/messages", `{"model":"claude-test","max_tokens":4,`+conv+`}`))
+	resp := anthropicBody[anthropic.AnthropicResponse](t, postAnthropic(t, s, "/v1/messages", `{"model":"claude-test","max_tokens":4,`+conv+`}`))
 	want := len(`<system>You are a scientist<user>Hello, Claude<assistant>[f{"a":1}]<tool>42`)
 	if len(count) != 1 || count["input_tokens"] != want || resp.Usage.InputTokens+resp.Usage.CacheReadInputTokens != want {
 		t.Errorf("count_tokens %v, usage %+v, want %d", count, resp.Usage, want)
@@ -163,7 +165,7 @@ func TestAnthropicStopSequence(t *testing.T) {
 	m := &anthropicFake{script: append(script, final)}
 	s := anthropicServer(t, m)
 	body := `{"model":"claude-test","max_tokens":50,"stop_sequences":["END","STOP"],"messages":[{"role":"user","content":"count"}]}`
-	resp := anthropicBody[AnthropicResponse](t, postAnthropic(t, s, "/v1/messages", body))
+	resp := anthropicBody[anthropic.AnthropicResponse](t, postAnthropic(t, s, "/v1/messages", body))
 	if *resp.StopReason != "stop_sequence" || resp.StopSequence == nil || *resp.StopSequence != "STOP" || *resp.Content[0].Text != "1, 2, 3, " {
 		t.Errorf("message %+v", resp)
 	}
@@ -172,7 +174,7 @@ func TestAnthropicStopSequence(t *testing.T) {
 		t.Errorf("message_delta %v", d)
 	}
 	m.script = []backends.Event{{Token: 'o', Text: "o"}, {Token: 'k', Text: "k"}, adone(backends.FinishStop, 3)}
-	resp = anthropicBody[AnthropicResponse](t, postAnthropic(t, s, "/v1/messages", body))
+	resp = anthropicBody[anthropic.AnthropicResponse](t, postAnthropic(t, s, "/v1/messages", body))
 	if *resp.StopReason != "end_turn" || resp.StopSequence != nil {
 		t.Errorf("message %+v", resp)
 	}
@@ -189,17 +191,17 @@ func TestAnthropicErrorTypes(t *testing.T) {
 		typ    string
 	}{
 		{&cache.BusyError{ID: "m", Reason: "queue full", RetryAfter: 2 * time.Second}, 503, "overloaded_error"},
-		{&Error{Status: 401, Message: "key"}, 401, "authentication_error"},
-		{&Error{Status: 403, Message: "origin"}, 403, "permission_error"},
-		{&Error{Status: 413, Message: "big"}, 413, "request_too_large"},
-		{&Error{Status: 429, Message: "slow down"}, 429, "rate_limit_error"},
+		{&core.Error{Status: 401, Message: "key"}, 401, "authentication_error"},
+		{&core.Error{Status: 403, Message: "origin"}, 403, "permission_error"},
+		{&core.Error{Status: 413, Message: "big"}, 413, "request_too_large"},
+		{&core.Error{Status: 429, Message: "slow down"}, 429, "rate_limit_error"},
 		{fmt.Errorf("%w: m", models.ErrNotFound), 404, "not_found_error"},
 		{fmt.Errorf("boom"), 500, "api_error"},
 	} {
 		w := httptest.NewRecorder()
 		c, _ := gin.CreateTestContext(w)
 		c.Request = httptest.NewRequest("POST", "/v1/messages", nil)
-		writeAnthropicError(c, tc.err)
+		anthropic.WriteAnthropicError(c, tc.err)
 		e := anthropicBody[anthropicError](t, w)
 		if w.Code != tc.status || e.Type != "error" || e.Error.Type != tc.typ || e.Error.Message == "" {
 			t.Errorf("%v: %d %s; want %d %s", tc.err, w.Code, w.Body, tc.status, tc.typ)
@@ -208,7 +210,7 @@ func TestAnthropicErrorTypes(t *testing.T) {
 			t.Errorf("busy: Retry-After %q", w.Header().Get("Retry-After"))
 		}
 	}
-	if st := http.StatusServiceUnavailable; anthropicErrorType(&Error{Status: st}) != "api_error" {
+	if st := http.StatusServiceUnavailable; anthropic.AnthropicErrorType(&core.Error{Status: st}) != "api_error" {
 		t.Error("a 503 without Retry-After is not overloaded")
 	}
 }
@@ -253,7 +255,7 @@ func TestAnthropicStreamPings(t *testing.T) {
 	events := make(chan backends.Event)
 	engine := gin.New()
 	engine.GET("/stream", func(c *gin.Context) {
-		streamAnthropic(c, events, 5, "m", time.Millisecond)
+		anthropic.StreamAnthropic(c, events, 5, "m", time.Millisecond)
 	})
 	srv := httptest.NewServer(engine)
 	defer srv.Close()
@@ -324,7 +326,7 @@ func TestAnthropicStructuredOutput(t *testing.T) {
 // they are an object; other text travels whole under "arguments".
 func TestAnthropicToolInput(t *testing.T) {
 	for args, want := range map[string]string{`{"a": 1}`: `{"a": 1}`, "": `{}`, `[1]`: `{"arguments":"[1]"}`, `{"a":`: `{"arguments":"{\"a\":"}`} {
-		if got := string(toolInput(args)); got != want {
+		if got := string(anthropic.ToolInput(args)); got != want {
 			t.Errorf("toolInput(%q) = %s, want %s", args, got, want)
 		}
 	}
@@ -346,10 +348,10 @@ func FuzzAnthropicRequest(f *testing.F) {
 		f.Add(true, []byte(s))
 	}
 	f.Fuzz(func(t *testing.T, count bool, body []byte) {
-		var req AnthropicRequest
-		err := unmarshalBody(body, &req)
+		var req anthropic.AnthropicRequest
+		err := core.UnmarshalBody(body, &req)
 		if err == nil {
-			_, err = req.plan(anthropicPlanning{contextCap: backends.DefaultContextCap, constraints: testConstraints, count: count})
+			_, err = req.Plan(anthropic.AnthropicPlanning{ContextCap: backends.DefaultContextCap, Constraints: testConstraints, Count: count})
 		}
 		if err != nil {
 			checkRequestError(t, "messages", err)

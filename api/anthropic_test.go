@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/modeld/modeld/api/anthropic"
 	"github.com/modeld/modeld/backends"
 	"github.com/modeld/modeld/cache"
 	"github.com/modeld/modeld/models"
@@ -283,7 +284,7 @@ func TestAnthropicToolRoundTrip(t *testing.T) {
 	if w.Code != 200 {
 		t.Fatalf("status %d: %s", w.Code, w.Body)
 	}
-	resp := anthropicBody[AnthropicResponse](t, w)
+	resp := anthropicBody[anthropic.AnthropicResponse](t, w)
 	if *resp.StopReason != "tool_use" || len(resp.Content) != 1 || resp.Content[0].Type != "tool_use" || resp.Content[0].ID != "toolu_abc" ||
 		resp.Content[0].Name != "get_weather" || string(resp.Content[0].Input) != `{"location":"San Francisco, CA","unit":"celsius"}` {
 		t.Errorf("answer %s", w.Body)

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/modeld/modeld/api/openai"
 	"github.com/modeld/modeld/backends"
 	"github.com/modeld/modeld/cache"
 )
@@ -108,7 +109,7 @@ func TestFakeBackendEndToEnd(t *testing.T) {
 	if w.Code != 200 {
 		t.Fatalf("status %d: %s", w.Code, w.Body)
 	}
-	var cc ChatCompletion
+	var cc openai.ChatCompletion
 	if err := json.Unmarshal(w.Body.Bytes(), &cc); err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +132,7 @@ func TestFakeBackendEndToEnd(t *testing.T) {
 		if ev == "[DONE]" {
 			continue
 		}
-		var ch ChatCompletionChunk
+		var ch openai.ChatCompletionChunk
 		if err := json.Unmarshal([]byte(ev), &ch); err != nil {
 			t.Fatalf("event %s: %v", ev, err)
 		}

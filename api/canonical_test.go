@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"testing"
 
+	"github.com/modeld/modeld/api/core"
 	"github.com/modeld/modeld/backends"
 	"github.com/modeld/modeld/cache"
 )
@@ -52,7 +53,7 @@ func TestDeleteLatestUnloadsTheModel(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = c.Close(context.Background()) })
 	s := New(Options{Constraints: testConstraints, Version: "test", Libs: backendsLibs(t), Cache: c, Log: slog.New(slog.DiscardHandler)})
-	s.RegisterModels(ModelsOptions{Store: st, Unloader: c})
+	s.RegisterModels(core.ModelsOptions{Store: st, Unloader: c})
 
 	h, err := c.Acquire(context.Background(), "org/embed", cache.AcquireOptions{})
 	if err != nil {

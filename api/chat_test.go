@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modeld/modeld/api/core"
+	"github.com/modeld/modeld/api/openai"
 	"github.com/modeld/modeld/backends"
 	"github.com/modeld/modeld/cache"
 )
@@ -134,7 +136,7 @@ func TestChatCompletion(t *testing.T) {
 	if w.Code != 200 {
 		t.Fatalf("status %d: %s", w.Code, w.Body)
 	}
-	var resp ChatCompletion
+	var resp openai.ChatCompletion
 	if err := json.Unmarshal(w.Body.Bytes(), &resp); err != nil {
 		t.Fatal(err)
 	}
@@ -148,8 +150,8 @@ func TestChatCompletion(t *testing.T) {
 	if u := resp.Usage; u.PromptTokens != prompt || u.CompletionTokens != 2 || u.TotalTokens != prompt+2 || u.PromptTokensDetails.CachedTokens != 2 {
 		t.Fatalf("usage = %+v", u)
 	}
-	if w.Header().Get(DeviceHeader) != "cpu" {
-		t.Fatalf("device header = %q", w.Header().Get(DeviceHeader))
+	if w.Header().Get(core.DeviceHeader) != "cpu" {
+		t.Fatalf("device header = %q", w.Header().Get(core.DeviceHeader))
 	}
 	req := <-m.gotReq
 	if req.Sampling.Temperature != 0 || req.MaxTokens != 5 || len(req.Stop) != 1 || req.Sampling.LogitBias[7] != -100 {
@@ -188,9 +190,9 @@ func TestChatCompletionStream(t *testing.T) {
 	}
 	var text strings.Builder
 	var finish string
-	var usage *Usage
+	var usage *core.Usage
 	for i, e := range events[:len(events)-1] {
-		var ch ChatCompletionChunk
+		var ch openai.ChatCompletionChunk
 		if err := json.Unmarshal([]byte(e), &ch); err != nil {
 			t.Fatal(err)
 		}
@@ -223,7 +225,7 @@ func TestCompletionEndpoint(t *testing.T) {
 	m := &fakeChat{pieces: []string{" world"}, finish: backends.FinishStop}
 	s := chatServer(t, map[string]cache.Instance{"m": m})
 	w := post(t, s, "/v1/completions", `{"model":"m","prompt":"hello"}`)
-	var resp Completion
+	var resp openai.Completion
 	if err := json.Unmarshal(w.Body.Bytes(), &resp); err != nil || w.Code != 200 {
 		t.Fatalf("status %d: %s", w.Code, w.Body)
 	}

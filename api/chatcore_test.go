@@ -3,6 +3,7 @@ package api
 import (
 	"testing"
 
+	"github.com/modeld/modeld/api/core"
 	"github.com/modeld/modeld/backends"
 )
 
@@ -14,11 +15,11 @@ func TestNewChatPlanCountsTextOnce(t *testing.T) {
 		{Role: "user", Content: "hello", Parts: []backends.ContentPart{{Type: backends.PartText, Text: "hello"}}},
 		{Role: "assistant", ToolCalls: []backends.ToolCall{{ID: "c1", Name: "f", Arguments: "{}"}}},
 	}
-	p, err := newChatPlan(backends.Request{}, msgs, 4096, convFields{conversation: "messages"})
+	p, err := core.NewChatPlan(backends.Request{}, msgs, 4096, core.ConvFields{Conversation: "messages"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := len("user") + len("hello") + len("assistant") + len("c1") + len("f") + len("{}"); p.bytes != want {
-		t.Errorf("bytes = %d, want %d", p.bytes, want)
+	if want := len("user") + len("hello") + len("assistant") + len("c1") + len("f") + len("{}"); p.Bytes != want {
+		t.Errorf("bytes = %d, want %d", p.Bytes, want)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/modeld/modeld/api/tasks"
 	"github.com/modeld/modeld/backends"
 )
 
@@ -60,13 +61,13 @@ func (f *fakeZeroShot) ClassifyZeroShot(_ context.Context, texts, labels []strin
 func TestClassify(t *testing.T) {
 	cl := &fakeClassify{fakeBase: fakeBase{backends.TaskClassify}}
 	s, _ := pipelineServer(t, map[string]backends.Model{"m": cl})
-	var got ClassificationList
+	var got tasks.ClassificationList
 	decodeBody(t, pipePost(t, s, "/v1/classify", `{"model":"m","input":["a","b"]}`), &got)
 	if got.Object != "list" || got.Model != "m" || len(got.Data) != 2 || got.Usage.PromptTokens != 4 || got.Usage.TotalTokens != 4 {
 		t.Fatalf("response = %+v", got)
 	}
 	for i, d := range got.Data {
-		if d.Object != "classification" || d.Index != i || len(d.Labels) != 1 || d.Labels[0] != (LabelScore{Label: "pos", Score: 0.7}) {
+		if d.Object != "classification" || d.Index != i || len(d.Labels) != 1 || d.Labels[0] != (tasks.LabelScore{Label: "pos", Score: 0.7}) {
 			t.Errorf("data[%d] = %+v", i, d)
 		}
 	}
@@ -93,13 +94,13 @@ func TestClassify(t *testing.T) {
 func TestZeroShot(t *testing.T) {
 	z := &fakeZeroShot{fakeBase: fakeBase{backends.TaskZeroShot}}
 	s, _ := pipelineServer(t, map[string]backends.Model{"z": z})
-	var got ClassificationList
+	var got tasks.ClassificationList
 	decodeBody(t, pipePost(t, s, "/v1/classify", `{"model":"z","input":"a","candidate_labels":["x","y","w"],"hypothesis_template":"About {}.","multi_label":true}`), &got)
 	if len(got.Data) != 1 || got.Usage.PromptTokens != 3 {
 		t.Fatalf("response = %+v", got)
 	}
 	// Zero-shot returns every label by default, as transformers.js does.
-	want := []LabelScore{{"w", 0.5}, {"y", 0.25}, {"x", 0.125}}
+	want := []tasks.LabelScore{{Label: "w", Score: 0.5}, {Label: "y", Score: 0.25}, {Label: "x", Score: 0.125}}
 	if fmt.Sprint(got.Data[0].Labels) != fmt.Sprint(want) {
 		t.Errorf("labels = %+v, want %+v", got.Data[0].Labels, want)
 	}

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modeld/modeld/api/core"
+	"github.com/modeld/modeld/api/responses"
 	"github.com/modeld/modeld/backends"
 	"github.com/modeld/modeld/cache"
 )
@@ -86,12 +88,12 @@ func TestSeveralProblemsParam(t *testing.T) {
 // TestJoinBadRequestsOfBackendErrors: joining 400s of other types (a
 // backend's BadRequestError first) neither panics nor loses the param.
 func TestJoinBadRequestsOfBackendErrors(t *testing.T) {
-	err := joinBadRequests([]error{&backends.BadRequestError{Param: "tools", Message: "tools[0] is bad"}, badRequest("n", "n is bad")})
-	var e *Error
+	err := core.JoinBadRequests([]error{&backends.BadRequestError{Param: "tools", Message: "tools[0] is bad"}, core.BadRequest("n", "n is bad")})
+	var e *core.Error
 	if !errors.As(err, &e) || e.Param == nil || *e.Param != "tools" || !strings.Contains(e.Message, "tools[0] is bad; n is bad") {
 		t.Fatalf("joined: %#v", err)
 	}
-	err = joinBadRequests([]error{errors.New("plain"), badRequest("n", "n is bad")})
+	err = core.JoinBadRequests([]error{errors.New("plain"), core.BadRequest("n", "n is bad")})
 	if !errors.As(err, &e) || e.Param == nil || *e.Param != "n" {
 		t.Fatalf("joined with a plain error: %#v", err)
 	}
@@ -119,15 +121,15 @@ func TestAnthropicRanges(t *testing.T) {
 // TestGenerationErrorNeverWrapsNil: a final event that says it failed
 // without an error is still an error, and it wraps nothing nil.
 func TestGenerationErrorNeverWrapsNil(t *testing.T) {
-	if err := generationError(backends.Event{Done: true, Finish: backends.FinishStop}); err != nil {
+	if err := core.GenerationError(backends.Event{Done: true, Finish: backends.FinishStop}); err != nil {
 		t.Fatalf("a stop is %v", err)
 	}
-	err := generationError(backends.Event{Done: true, Finish: backends.FinishError})
+	err := core.GenerationError(backends.Event{Done: true, Finish: backends.FinishError})
 	if err == nil || strings.Contains(err.Error(), "%!") || errors.Unwrap(err) == nil && strings.Contains(err.Error(), "nil") {
 		t.Fatalf("a failure without Err: %v", err)
 	}
 	cause := errors.New("decode failed")
-	if err := generationError(backends.Event{Done: true, Finish: backends.FinishError, Err: cause}); !errors.Is(err, cause) {
+	if err := core.GenerationError(backends.Event{Done: true, Finish: backends.FinishError, Err: cause}); !errors.Is(err, cause) {
 		t.Fatalf("a failure with Err: %v", err)
 	}
 }
@@ -140,7 +142,7 @@ func TestResponsesReasoningTokens(t *testing.T) {
 		return []backends.Event{{Token: 1}, {Token: 2}, {Token: 3, Reasoning: "let me think"}, {Token: 4, Text: "hi"},
 			{Token: -1, Done: true, Finish: backends.FinishStop, Usage: backends.Usage{CompletionTokens: 5, ReasoningTokens: 3}}}
 	}
-	s, _ := respServer(t, reply, ResponseStoreConfig{})
+	s, _ := respServer(t, reply, responses.ResponseStoreConfig{})
 	r := decodeObject(t, post(t, s, "/v1/responses", `{"model":"m","input":"hi"}`))
 	if got := get(r, "usage", "output_tokens_details", "reasoning_tokens"); got != 3.0 {
 		t.Fatalf("reasoning_tokens %v, want 3: %v", got, r["usage"])

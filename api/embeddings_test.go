@@ -11,6 +11,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/modeld/modeld/api/core"
+	"github.com/modeld/modeld/api/openai"
 	"github.com/modeld/modeld/backends"
 )
 
@@ -55,9 +57,9 @@ func TestEmbeddingsOpenAIShape(t *testing.T) {
 	e := &fakeEmbed{fakeBase: fakeBase{backends.TaskEmbed}, dim: 3, truncated: 1}
 	s, _ := pipelineServer(t, map[string]backends.Model{"m": e})
 	w := pipePost(t, s, "/v1/embeddings", `{"model":"m","input":["a","b"],"user":"u1"}`)
-	var got EmbeddingList
+	var got openai.EmbeddingList
 	decodeBody(t, w, &got)
-	if got.Object != "list" || got.Model != "m" || len(got.Data) != 2 || got.Usage != (TaskUsage{PromptTokens: 6, TotalTokens: 6}) {
+	if got.Object != "list" || got.Model != "m" || len(got.Data) != 2 || got.Usage != (core.TaskUsage{PromptTokens: 6, TotalTokens: 6}) {
 		t.Fatalf("response = %+v", got)
 	}
 	for i, d := range got.Data {
@@ -66,7 +68,7 @@ func TestEmbeddingsOpenAIShape(t *testing.T) {
 			t.Errorf("data[%d] = %+v", i, d)
 		}
 	}
-	if w.Header().Get(TruncatedHeader) != "1" || w.Header().Get(DeviceHeader) != "cpu" {
+	if w.Header().Get(core.TruncatedHeader) != "1" || w.Header().Get(core.DeviceHeader) != "cpu" {
 		t.Errorf("headers = %v", w.Header())
 	}
 	// OpenAI's vectors are unit length: normalize is on unless asked otherwise.
@@ -82,7 +84,7 @@ func TestEmbeddingsOptions(t *testing.T) {
 	e := &fakeEmbed{fakeBase: fakeBase{backends.TaskEmbed}, dim: 4}
 	s, _ := pipelineServer(t, map[string]backends.Model{"m": e})
 	w := pipePost(t, s, "/v1/embeddings", `{"model":"m","input":"a","pooling":"cls","normalize":false,"dimensions":2,"encoding_format":"float"}`)
-	var got EmbeddingList
+	var got openai.EmbeddingList
 	decodeBody(t, w, &got)
 	if e.gotOpts.Pooling != backends.PoolingCLS || *e.gotOpts.Normalize || e.gotOpts.Dimensions != 2 {
 		t.Errorf("options = %+v", e.gotOpts)
@@ -158,11 +160,11 @@ func TestAppendEmbeddingsMatchesEncodingJSON(t *testing.T) {
 	}
 	vecs := [][]float32{vals, vals[:3], {}}
 	for _, b64 := range []bool{false, true} {
-		want := EmbeddingList{Object: "list", Model: `org/model "q"<&>`, Usage: TaskUsage{PromptTokens: 7, TotalTokens: 7}}
+		want := openai.EmbeddingList{Object: "list", Model: `org/model "q"<&>`, Usage: core.TaskUsage{PromptTokens: 7, TotalTokens: 7}}
 		for i, v := range vecs {
-			e := Embedding{Object: "embedding", Index: i, Embedding: v}
+			e := openai.Embedding{Object: "embedding", Index: i, Embedding: v}
 			if b64 {
-				e.Embedding = base64.StdEncoding.EncodeToString(floatBytes(v))
+				e.Embedding = base64.StdEncoding.EncodeToString(openai.FloatBytes(v))
 			}
 			want.Data = append(want.Data, e)
 		}
@@ -170,7 +172,7 @@ func TestAppendEmbeddingsMatchesEncodingJSON(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, ok := appendEmbeddings(new([]byte), want.Model, vecs, b64, want.Usage)
+		got, ok := openai.AppendEmbeddings(new([]byte), want.Model, vecs, b64, want.Usage)
 		if !ok {
 			t.Fatalf("base64=%v: finite values refused", b64)
 		}
@@ -179,7 +181,7 @@ func TestAppendEmbeddingsMatchesEncodingJSON(t *testing.T) {
 		}
 	}
 	for _, bad := range []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1))} {
-		if _, ok := appendEmbeddings(new([]byte), "m", [][]float32{{1, bad}}, false, TaskUsage{}); ok {
+		if _, ok := openai.AppendEmbeddings(new([]byte), "m", [][]float32{{1, bad}}, false, core.TaskUsage{}); ok {
 			t.Errorf("%v accepted", bad)
 		}
 	}

@@ -14,6 +14,9 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/modeld/modeld/api/core"
+	"github.com/modeld/modeld/api/openai"
+	"github.com/modeld/modeld/api/tasks"
 	"github.com/modeld/modeld/backends"
 	"github.com/modeld/modeld/models"
 	"github.com/modeld/modeld/models/hub"
@@ -26,56 +29,56 @@ var fuzzRoutes = []struct {
 	decode func(body []byte) error
 }{
 	{"chat", func(b []byte) error {
-		var r ChatCompletionRequest
-		if err := unmarshalBody(b, &r); err != nil {
+		var r openai.ChatCompletionRequest
+		if err := core.UnmarshalBody(b, &r); err != nil {
 			return err
 		}
-		_, err := r.plan(planEnv{contextCap: backends.DefaultContextCap})
+		_, err := r.Plan(core.PlanEnv{ContextCap: backends.DefaultContextCap})
 		return err
 	}},
 	{"completions", func(b []byte) error {
-		var r CompletionRequest
-		if err := unmarshalBody(b, &r); err != nil {
+		var r openai.CompletionRequest
+		if err := core.UnmarshalBody(b, &r); err != nil {
 			return err
 		}
-		_, err := r.plan(planEnv{contextCap: backends.DefaultContextCap})
+		_, err := r.Plan(core.PlanEnv{ContextCap: backends.DefaultContextCap})
 		return err
 	}},
 	{"embeddings", func(b []byte) error {
-		var r EmbeddingRequest
-		if err := unmarshalBody(b, &r); err != nil {
+		var r openai.EmbeddingRequest
+		if err := core.UnmarshalBody(b, &r); err != nil {
 			return err
 		}
-		_, _, err := r.embedOptions()
+		_, _, err := r.EmbedOptions()
 		return err
 	}},
 	{"classify", func(b []byte) error {
-		var r ClassifyRequest
-		if err := unmarshalBody(b, &r); err != nil {
+		var r tasks.ClassifyRequest
+		if err := core.UnmarshalBody(b, &r); err != nil {
 			return err
 		}
-		_, err := r.plan()
+		_, err := r.Plan()
 		return err
 	}},
 	{"rerank", func(b []byte) error {
-		var r RerankRequest
-		if err := unmarshalBody(b, &r); err != nil {
+		var r tasks.RerankRequest
+		if err := core.UnmarshalBody(b, &r); err != nil {
 			return err
 		}
-		_, _, _, err := r.validate()
+		_, _, _, err := r.Validate()
 		return err
 	}},
 	{"summarize", func(b []byte) error {
-		var r SummarizeRequest
-		if err := unmarshalBody(b, &r); err != nil {
+		var r tasks.SummarizeRequest
+		if err := core.UnmarshalBody(b, &r); err != nil {
 			return err
 		}
-		_, _, err := r.options()
+		_, _, err := r.Options()
 		return err
 	}},
 	{"unload", func(b []byte) error {
 		var r UnloadRequest
-		return unmarshalBody(b, &r)
+		return core.UnmarshalBody(b, &r)
 	}},
 }
 
@@ -84,15 +87,15 @@ var fuzzRoutes = []struct {
 // encodes to one JSON object.
 func checkRequestError(t *testing.T, what string, err error) {
 	t.Helper()
-	var ae *Error
+	var ae *core.Error
 	if !errors.As(err, &ae) {
 		t.Fatalf("%s: error %T %v is not an *api.Error", what, err, err)
 	}
 	if ae.Status < 400 || ae.Status > 499 || ae.Message == "" || ae.Type == "" {
 		t.Fatalf("%s: refusal %+v", what, ae)
 	}
-	e := toAPIError(err)
-	if len(e.Message) > maxErrorMessage+8 {
+	e := core.ToAPIError(err)
+	if len(e.Message) > core.MaxErrorMessage+8 {
 		t.Fatalf("%s: message of %d bytes", what, len(e.Message))
 	}
 	if _, err := json.Marshal(gin.H{"error": e}); err != nil {
@@ -146,7 +149,7 @@ func FuzzModelRoutes(f *testing.F) {
 		f.Fatal(err)
 	}
 	s := New(Options{Constraints: testConstraints, Version: "test", Libs: backends.Libs{Root: f.TempDir()}})
-	s.RegisterModels(ModelsOptions{Store: store, Puller: puller})
+	s.RegisterModels(core.ModelsOptions{Store: store, Puller: puller})
 	for _, seed := range []struct {
 		op   uint8
 		body string
@@ -178,14 +181,14 @@ func FuzzModelRoutes(f *testing.F) {
 		w := httptest.NewRecorder()
 		s.Handler().ServeHTTP(w, req)
 		if w.Code >= 500 {
-			t.Fatalf("op %d %q: status %d: %s", op%3, clip(string(data)), w.Code, clip(w.Body.String()))
+			t.Fatalf("op %d %q: status %d: %s", op%3, core.Clip(string(data)), w.Code, core.Clip(w.Body.String()))
 		}
 		if w.Code >= 400 {
 			var e errorBody
 			if err := json.Unmarshal(w.Body.Bytes(), &e); err != nil || e.Error.Message == "" {
-				t.Fatalf("op %d: %d is not an OpenAI error: %s", op%3, w.Code, clip(w.Body.String()))
+				t.Fatalf("op %d: %d is not an OpenAI error: %s", op%3, w.Code, core.Clip(w.Body.String()))
 			}
-			if w.Body.Len() > 2*maxErrorMessage+512 {
+			if w.Body.Len() > 2*core.MaxErrorMessage+512 {
 				t.Fatalf("op %d: error body of %d bytes", op%3, w.Body.Len())
 			}
 		}
@@ -197,12 +200,12 @@ func FuzzModelRoutes(f *testing.F) {
 func parseSSE(t *testing.T, stream string) []string {
 	t.Helper()
 	if !strings.HasSuffix(stream, "\n\n") {
-		t.Fatalf("stream does not end an event: %q", clip(stream))
+		t.Fatalf("stream does not end an event: %q", core.Clip(stream))
 	}
 	var out []string
 	for _, ev := range strings.Split(strings.TrimSuffix(stream, "\n\n"), "\n\n") {
 		if strings.ContainsAny(ev, "\r\n") || !strings.HasPrefix(ev, "data: ") {
-			t.Fatalf("event %q is not one data line", clip(ev))
+			t.Fatalf("event %q is not one data line", core.Clip(ev))
 		}
 		out = append(out, strings.TrimPrefix(ev, "data: "))
 	}
@@ -219,19 +222,19 @@ func FuzzSSEWriter(f *testing.F) {
 	f.Fuzz(func(t *testing.T, content, errMsg string) {
 		w := httptest.NewRecorder()
 		c, _ := gin.CreateTestContext(w)
-		sse := newSSE(c)
+		sse := core.NewSSE(c)
 		pieces := []string{content, "", content + content}
 		for _, p := range pieces {
-			sse.send(ChatCompletionChunk{Object: "chat.completion.chunk", Choices: []ChunkChoice{{Delta: ChunkDelta{Content: &p}}}})
+			sse.Send(openai.ChatCompletionChunk{Object: "chat.completion.chunk", Choices: []openai.ChunkChoice{{Delta: openai.ChunkDelta{Content: &p}}}})
 		}
-		sse.send(gin.H{"error": toAPIError(errors.New(errMsg))})
-		sse.done()
+		sse.Send(gin.H{"error": core.ToAPIError(errors.New(errMsg))})
+		sse.Done()
 		events := parseSSE(t, w.Body.String())
 		if len(events) != len(pieces)+2 || events[len(events)-1] != "[DONE]" {
-			t.Fatalf("%d events, last %q", len(events), clip(events[len(events)-1]))
+			t.Fatalf("%d events, last %q", len(events), core.Clip(events[len(events)-1]))
 		}
 		for i, p := range pieces {
-			var ch ChatCompletionChunk
+			var ch openai.ChatCompletionChunk
 			if err := json.Unmarshal([]byte(events[i]), &ch); err != nil {
 				t.Fatalf("event %d does not parse: %v", i, err)
 			}
@@ -242,9 +245,9 @@ func FuzzSSEWriter(f *testing.F) {
 		}
 		var e errorBody
 		if err := json.Unmarshal([]byte(events[len(pieces)]), &e); err != nil || !utf8.ValidString(e.Error.Message) {
-			t.Fatalf("error event %q: %v", clip(events[len(pieces)]), err)
+			t.Fatalf("error event %q: %v", core.Clip(events[len(pieces)]), err)
 		}
-		if len(errMsg) <= maxErrorMessage && e.Error.Message != viaJSON(errMsg) {
+		if len(errMsg) <= core.MaxErrorMessage && e.Error.Message != viaJSON(errMsg) {
 			t.Fatalf("error event message %q, want %q", e.Error.Message, errMsg)
 		}
 	})
@@ -271,9 +274,9 @@ func FuzzNDJSONWriter(f *testing.F) {
 			{Status: models.StatusSuccess},
 		}
 		rec := httptest.NewRecorder()
-		nd := newNDJSONWriter(rec)
+		nd := core.NewNDJSONWriter(rec)
 		for _, ev := range events {
-			if err := nd.send(ev); err != nil {
+			if err := nd.Send(ev); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/modeld/modeld/api/core"
 	"github.com/modeld/modeld/cache"
 )
 
@@ -100,17 +101,17 @@ func TestRequestCaps(t *testing.T) {
 		wantInMsg string
 	}{
 		{"messages", "messages",
-			side{"/v1/chat/completions", jsonOf(map[string]any{"model": "chat", "messages": repeatList(MaxChatMessages, user)})},
-			side{"/v1/chat/completions", jsonOf(map[string]any{"model": "chat", "messages": repeatList(MaxChatMessages+1, user)})}, "4097 messages"},
+			side{"/v1/chat/completions", jsonOf(map[string]any{"model": "chat", "messages": repeatList(core.MaxChatMessages, user)})},
+			side{"/v1/chat/completions", jsonOf(map[string]any{"model": "chat", "messages": repeatList(core.MaxChatMessages+1, user)})}, "4097 messages"},
 		{"stop count", "stop",
-			side{"/v1/chat/completions", chatBody(map[string]any{"stop": numberedTexts(MaxStopSequences)})},
-			side{"/v1/chat/completions", chatBody(map[string]any{"stop": numberedTexts(MaxStopSequences + 1)})}, "17 sequences"},
+			side{"/v1/chat/completions", chatBody(map[string]any{"stop": numberedTexts(core.MaxStopSequences)})},
+			side{"/v1/chat/completions", chatBody(map[string]any{"stop": numberedTexts(core.MaxStopSequences + 1)})}, "17 sequences"},
 		{"stop length", "stop",
-			side{"/v1/chat/completions", chatBody(map[string]any{"stop": strings.Repeat("s", MaxStopBytes)})},
-			side{"/v1/chat/completions", chatBody(map[string]any{"stop": strings.Repeat("s", MaxStopBytes+1)})}, "257 bytes"},
+			side{"/v1/chat/completions", chatBody(map[string]any{"stop": strings.Repeat("s", core.MaxStopBytes)})},
+			side{"/v1/chat/completions", chatBody(map[string]any{"stop": strings.Repeat("s", core.MaxStopBytes+1)})}, "257 bytes"},
 		{"logit_bias", "logit_bias",
-			side{"/v1/chat/completions", chatBody(map[string]any{"logit_bias": logitBias(MaxLogitBias)})},
-			side{"/v1/chat/completions", chatBody(map[string]any{"logit_bias": logitBias(MaxLogitBias + 1)})}, "1025 entries"},
+			side{"/v1/chat/completions", chatBody(map[string]any{"logit_bias": logitBias(core.MaxLogitBias)})},
+			side{"/v1/chat/completions", chatBody(map[string]any{"logit_bias": logitBias(core.MaxLogitBias + 1)})}, "1025 entries"},
 		{"max_tokens", "max_tokens",
 			side{"/v1/chat/completions", chatBody(map[string]any{"max_tokens": ctxCap - 1})},
 			side{"/v1/chat/completions", chatBody(map[string]any{"max_tokens": ctxCap})}, "context of 4096 tokens"},
@@ -118,40 +119,40 @@ func TestRequestCaps(t *testing.T) {
 			side{"/v1/chat/completions", chatBody(map[string]any{"max_completion_tokens": ctxCap - 1})},
 			side{"/v1/chat/completions", chatBody(map[string]any{"max_completion_tokens": ctxCap})}, "context of 4096 tokens"},
 		{"prompt bytes", "prompt",
-			side{"/v1/completions", jsonOf(map[string]any{"model": "chat", "prompt": longPrompt((ctxCap - 1) * MaxBytesPerToken), "max_tokens": 1})},
-			side{"/v1/completions", jsonOf(map[string]any{"model": "chat", "prompt": longPrompt((ctxCap-1)*MaxBytesPerToken + 1), "max_tokens": 1})}, "context of 4096 tokens"},
+			side{"/v1/completions", jsonOf(map[string]any{"model": "chat", "prompt": longPrompt((ctxCap - 1) * core.MaxBytesPerToken), "max_tokens": 1})},
+			side{"/v1/completions", jsonOf(map[string]any{"model": "chat", "prompt": longPrompt((ctxCap-1)*core.MaxBytesPerToken + 1), "max_tokens": 1})}, "context of 4096 tokens"},
 		{"message bytes", "messages",
 			side{"/v1/chat/completions", jsonOf(map[string]any{"model": "chat", "max_tokens": 1,
-				"messages": []any{map[string]string{"role": "user", "content": longPrompt((ctxCap-1)*MaxBytesPerToken - 6)}}})},
+				"messages": []any{map[string]string{"role": "user", "content": longPrompt((ctxCap-1)*core.MaxBytesPerToken - 6)}}})},
 			side{"/v1/chat/completions", jsonOf(map[string]any{"model": "chat", "max_tokens": 1,
-				"messages": []any{map[string]string{"role": "user", "content": longPrompt((ctxCap-1)*MaxBytesPerToken - 3)}}})}, "context of 4096 tokens"},
+				"messages": []any{map[string]string{"role": "user", "content": longPrompt((ctxCap-1)*core.MaxBytesPerToken - 3)}}})}, "context of 4096 tokens"},
 		{"embedding inputs", "input",
-			side{"/v1/embeddings", jsonOf(map[string]any{"model": "embed", "input": numberedTexts(MaxEmbeddingInputs)})},
-			side{"/v1/embeddings", jsonOf(map[string]any{"model": "embed", "input": numberedTexts(MaxEmbeddingInputs + 1)})}, "2049 texts"},
+			side{"/v1/embeddings", jsonOf(map[string]any{"model": "embed", "input": numberedTexts(core.MaxEmbeddingInputs)})},
+			side{"/v1/embeddings", jsonOf(map[string]any{"model": "embed", "input": numberedTexts(core.MaxEmbeddingInputs + 1)})}, "2049 texts"},
 		{"classify inputs", "input",
-			side{"/v1/classify", jsonOf(map[string]any{"model": "classify", "input": numberedTexts(MaxClassifyInputs)})},
-			side{"/v1/classify", jsonOf(map[string]any{"model": "classify", "input": numberedTexts(MaxClassifyInputs + 1)})}, "2049 texts"},
+			side{"/v1/classify", jsonOf(map[string]any{"model": "classify", "input": numberedTexts(core.MaxClassifyInputs)})},
+			side{"/v1/classify", jsonOf(map[string]any{"model": "classify", "input": numberedTexts(core.MaxClassifyInputs + 1)})}, "2049 texts"},
 		{"candidate labels", "candidate_labels",
-			side{"/v1/classify", jsonOf(map[string]any{"model": "zeroshot", "input": "x", "candidate_labels": numberedTexts(MaxCandidateLabels)})},
-			side{"/v1/classify", jsonOf(map[string]any{"model": "zeroshot", "input": "x", "candidate_labels": numberedTexts(MaxCandidateLabels + 1)})}, "1025 labels"},
+			side{"/v1/classify", jsonOf(map[string]any{"model": "zeroshot", "input": "x", "candidate_labels": numberedTexts(core.MaxCandidateLabels)})},
+			side{"/v1/classify", jsonOf(map[string]any{"model": "zeroshot", "input": "x", "candidate_labels": numberedTexts(core.MaxCandidateLabels + 1)})}, "1025 labels"},
 		{"texts × labels", "candidate_labels",
-			side{"/v1/classify", jsonOf(map[string]any{"model": "zeroshot", "input": numberedTexts(4), "candidate_labels": numberedTexts(MaxZeroShotPairs / 4)})},
-			side{"/v1/classify", jsonOf(map[string]any{"model": "zeroshot", "input": numberedTexts(5), "candidate_labels": numberedTexts(MaxZeroShotPairs/5 + 1)})}, "pairs"},
+			side{"/v1/classify", jsonOf(map[string]any{"model": "zeroshot", "input": numberedTexts(4), "candidate_labels": numberedTexts(core.MaxZeroShotPairs / 4)})},
+			side{"/v1/classify", jsonOf(map[string]any{"model": "zeroshot", "input": numberedTexts(5), "candidate_labels": numberedTexts(core.MaxZeroShotPairs/5 + 1)})}, "pairs"},
 		{"rerank documents", "documents",
-			side{"/v1/rerank", jsonOf(map[string]any{"model": "rerank", "query": "q", "documents": numberedTexts(MaxRerankDocuments)})},
-			side{"/v1/rerank", jsonOf(map[string]any{"model": "rerank", "query": "q", "documents": numberedTexts(MaxRerankDocuments + 1)})}, "1025 documents"},
+			side{"/v1/rerank", jsonOf(map[string]any{"model": "rerank", "query": "q", "documents": numberedTexts(core.MaxRerankDocuments)})},
+			side{"/v1/rerank", jsonOf(map[string]any{"model": "rerank", "query": "q", "documents": numberedTexts(core.MaxRerankDocuments + 1)})}, "1025 documents"},
 		{"summarize inputs", "input",
-			side{"/v1/summarize", jsonOf(map[string]any{"model": "summarize", "input": numberedTexts(MaxSummarizeInputs)})},
-			side{"/v1/summarize", jsonOf(map[string]any{"model": "summarize", "input": numberedTexts(MaxSummarizeInputs + 1)})}, "65 texts"},
+			side{"/v1/summarize", jsonOf(map[string]any{"model": "summarize", "input": numberedTexts(core.MaxSummarizeInputs)})},
+			side{"/v1/summarize", jsonOf(map[string]any{"model": "summarize", "input": numberedTexts(core.MaxSummarizeInputs + 1)})}, "65 texts"},
 		{"num_beams", "num_beams",
-			side{"/v1/summarize", jsonOf(map[string]any{"model": "summarize", "input": numberedTexts(MaxSummarizeInputs), "num_beams": MaxNumBeams})},
-			side{"/v1/summarize", jsonOf(map[string]any{"model": "summarize", "input": "x", "num_beams": MaxNumBeams + 1})}, "num_beams 17"},
+			side{"/v1/summarize", jsonOf(map[string]any{"model": "summarize", "input": numberedTexts(core.MaxSummarizeInputs), "num_beams": core.MaxNumBeams})},
+			side{"/v1/summarize", jsonOf(map[string]any{"model": "summarize", "input": "x", "num_beams": core.MaxNumBeams + 1})}, "num_beams 17"},
 		{"max_new_tokens", "max_new_tokens",
-			side{"/v1/summarize", jsonOf(map[string]any{"model": "summarize", "input": "x", "max_new_tokens": MaxNewTokens})},
-			side{"/v1/summarize", jsonOf(map[string]any{"model": "summarize", "input": "x", "max_new_tokens": MaxNewTokens + 1})}, "16385"},
+			side{"/v1/summarize", jsonOf(map[string]any{"model": "summarize", "input": "x", "max_new_tokens": core.MaxNewTokens})},
+			side{"/v1/summarize", jsonOf(map[string]any{"model": "summarize", "input": "x", "max_new_tokens": core.MaxNewTokens + 1})}, "16385"},
 		{"min_new_tokens", "min_new_tokens",
-			side{"/v1/summarize", jsonOf(map[string]any{"model": "summarize", "input": "x", "min_new_tokens": MaxNewTokens})},
-			side{"/v1/summarize", jsonOf(map[string]any{"model": "summarize", "input": "x", "min_new_tokens": MaxNewTokens + 1})}, "16385"},
+			side{"/v1/summarize", jsonOf(map[string]any{"model": "summarize", "input": "x", "min_new_tokens": core.MaxNewTokens})},
+			side{"/v1/summarize", jsonOf(map[string]any{"model": "summarize", "input": "x", "min_new_tokens": core.MaxNewTokens + 1})}, "16385"},
 	}
 	for _, tc := range cases {
 		// Over the cap first: nothing is loaded for it.
@@ -165,7 +166,7 @@ func TestRequestCaps(t *testing.T) {
 			t.Errorf("%s: error body of %d bytes", tc.name, w.Body.Len())
 		}
 		if w := post(t, s, tc.at.path, tc.at.body); w.Code != http.StatusOK {
-			t.Errorf("%s at the cap: %d %s", tc.name, w.Code, clip(w.Body.String()))
+			t.Errorf("%s at the cap: %d %s", tc.name, w.Code, core.Clip(w.Body.String()))
 		}
 	}
 }
@@ -212,7 +213,7 @@ func TestHugePromptRefusedBeforeLoad(t *testing.T) {
 func TestPromptBoundOfTheLoadedModel(t *testing.T) {
 	chat := &fakeChat{template: true, finish: "stop", ctxSize: 64, tokenizeStarted: make(chan struct{})}
 	s, _ := limitServer(t, map[string]cache.Instance{"chat": chat}, Options{})
-	prompt := strings.Repeat("a", 64*MaxBytesPerToken)
+	prompt := strings.Repeat("a", 64*core.MaxBytesPerToken)
 	w := post(t, s, "/v1/completions", `{"model":"chat","prompt":"`+prompt+`"}`)
 	wantError(t, w, http.StatusBadRequest, "prompt", "context of 64 tokens")
 	select {
@@ -283,41 +284,41 @@ func TestErrorsStaySmall(t *testing.T) {
 	for _, tc := range cases {
 		w := post(t, s, tc.path, tc.body)
 		if w.Code < 400 || w.Code >= 500 {
-			t.Errorf("%s %s…: status %d, want 4xx", tc.path, clip(tc.body), w.Code)
+			t.Errorf("%s %s…: status %d, want 4xx", tc.path, core.Clip(tc.body), w.Code)
 		}
 		decodeError(t, w)
 		if n := w.Body.Len(); n > 4096 {
-			t.Errorf("%s %s…: error body of %d bytes: %s", tc.path, clip(tc.body), n, clip(w.Body.String()))
+			t.Errorf("%s %s…: error body of %d bytes: %s", tc.path, core.Clip(tc.body), n, core.Clip(w.Body.String()))
 		}
 	}
 }
 
-// TestClipAndJoin: clip cuts on a character boundary, clipMessage keeps both
+// TestClipAndJoin: clip cuts on a character boundary, ClipMessage keeps both
 // ends, and a request with many problems lists a few and counts the rest.
 func TestClipAndJoin(t *testing.T) {
 	s := strings.Repeat("é", 100) // 2 bytes each
-	c := clip(s)
-	if !strings.HasSuffix(c, "…") || len(c) > maxQuoted+len("…") || !strings.HasPrefix(s, strings.TrimSuffix(c, "…")) {
+	c := core.Clip(s)
+	if !strings.HasSuffix(c, "…") || len(c) > core.MaxQuoted+len("…") || !strings.HasPrefix(s, strings.TrimSuffix(c, "…")) {
 		t.Errorf("clip = %q", c)
 	}
-	if clip("short") != "short" {
+	if core.Clip("short") != "short" {
 		t.Error("clip changed a short string")
 	}
-	m := clipMessage("start " + strings.Repeat("x", 10000) + " end")
-	if len(m) > maxErrorMessage+8 || !strings.HasPrefix(m, "start ") || !strings.HasSuffix(m, " end") {
-		t.Errorf("clipMessage kept %d bytes: %q…", len(m), clip(m))
+	m := core.ClipMessage("start " + strings.Repeat("x", 10000) + " end")
+	if len(m) > core.MaxErrorMessage+8 || !strings.HasPrefix(m, "start ") || !strings.HasSuffix(m, " end") {
+		t.Errorf("clipMessage kept %d bytes: %q…", len(m), core.Clip(m))
 	}
 	var errs []error
 	for i := range 100 {
-		errs = append(errs, badRequest("x", "problem %d", i))
+		errs = append(errs, core.BadRequest("x", "problem %d", i))
 	}
-	err := joinBadRequests(errs)
-	var ae *Error
+	err := core.JoinBadRequests(errs)
+	var ae *core.Error
 	if !errors.As(err, &ae) || !strings.Contains(ae.Message, "and 92 more problems") || strings.Contains(ae.Message, "problem 8;") {
 		t.Errorf("joined: %v", err)
 	}
 	// Every error the API writes goes through the bound.
-	if e := toAPIError(errors.New(strings.Repeat("y", 1<<20))); len(e.Message) > maxErrorMessage+8 {
+	if e := core.ToAPIError(errors.New(strings.Repeat("y", 1<<20))); len(e.Message) > core.MaxErrorMessage+8 {
 		t.Errorf("toAPIError kept %d bytes", len(e.Message))
 	}
 }

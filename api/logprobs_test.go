@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/modeld/modeld/api/core"
+	"github.com/modeld/modeld/api/openai"
 	"github.com/modeld/modeld/backends"
 	"github.com/modeld/modeld/cache"
 )
@@ -93,7 +95,7 @@ func TestChatLogprobsChoices(t *testing.T) {
 				} `json:"content"`
 			} `json:"logprobs"`
 		} `json:"choices"`
-		Usage Usage `json:"usage"`
+		Usage core.Usage `json:"usage"`
 	}
 	if err := json.Unmarshal(w.Body.Bytes(), &resp); err != nil {
 		t.Fatal(err)
@@ -155,7 +157,7 @@ func TestChatLogprobsChoicesStream(t *testing.T) {
 	roles := make([]int, 3)
 	lps := make([][]string, 3)
 	finish := make([]string, 3)
-	var usage *Usage
+	var usage *core.Usage
 	for _, l := range lines[:len(lines)-1] {
 		var ch struct {
 			Choices []struct {
@@ -174,7 +176,7 @@ func TestChatLogprobsChoicesStream(t *testing.T) {
 				} `json:"logprobs"`
 				FinishReason *string `json:"finish_reason"`
 			} `json:"choices"`
-			Usage *Usage `json:"usage"`
+			Usage *core.Usage `json:"usage"`
 		}
 		if err := json.Unmarshal([]byte(l), &ch); err != nil {
 			t.Fatalf("%v: %s", err, l)
@@ -239,9 +241,9 @@ func TestCompletionsLogprobs(t *testing.T) {
 	}
 	var resp struct {
 		Choices []struct {
-			Index    int                 `json:"index"`
-			Text     string              `json:"text"`
-			Logprobs *CompletionLogprobs `json:"logprobs"`
+			Index    int                      `json:"index"`
+			Text     string                   `json:"text"`
+			Logprobs *core.CompletionLogprobs `json:"logprobs"`
 		} `json:"choices"`
 	}
 	if err := json.Unmarshal(w.Body.Bytes(), &resp); err != nil {
@@ -265,10 +267,10 @@ func TestCompletionsLogprobs(t *testing.T) {
 		if l == "[DONE]" {
 			continue
 		}
-		var ch Completion
+		var ch openai.Completion
 		var raw struct {
 			Choices []struct {
-				Logprobs *CompletionLogprobs `json:"logprobs"`
+				Logprobs *core.CompletionLogprobs `json:"logprobs"`
 			} `json:"choices"`
 		}
 		if json.Unmarshal([]byte(l), &ch) != nil || json.Unmarshal([]byte(l), &raw) != nil {

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/modeld/modeld/api/core"
+	"github.com/modeld/modeld/api/store"
 	"github.com/modeld/modeld/models"
 )
 
@@ -24,10 +26,10 @@ func TestModelsListDiskUsage(t *testing.T) {
 	if _, err := st.Import(context.Background(), src, models.ImportOptions{Name: "org/twin"}, nil); err != nil {
 		t.Fatal(err)
 	}
-	s.RegisterModels(ModelsOptions{Store: st})
+	s.RegisterModels(core.ModelsOptions{Store: st})
 	w := do(t, s, "GET", "/v1/models", nil)
 	var list struct {
-		Data      []ModelObject `json:"data"`
+		Data      []store.ModelObject `json:"data"`
 		DiskUsage struct {
 			Blobs, Manifests, Total int64
 		} `json:"disk_usage"`
@@ -35,7 +37,7 @@ func TestModelsListDiskUsage(t *testing.T) {
 	if err := json.Unmarshal(w.Body.Bytes(), &list); err != nil || w.Code != 200 {
 		t.Fatalf("GET /v1/models = %d %s", w.Code, w.Body)
 	}
-	byID := map[string]ModelObject{}
+	byID := map[string]store.ModelObject{}
 	for _, m := range list.Data {
 		if m.UniqueBytes == nil || m.SharedBytes == nil {
 			t.Fatalf("%s has no disk use: %s", m.ID, w.Body)

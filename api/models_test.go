@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modeld/modeld/api/core"
+	"github.com/modeld/modeld/api/store"
 	"github.com/modeld/modeld/cache"
 	"github.com/modeld/modeld/internal/ggufgen"
 	"github.com/modeld/modeld/models"
@@ -85,14 +87,14 @@ func (f *fakeUnloader) Unload(_ context.Context, id string, wait bool) error {
 func TestModelsListAndGet(t *testing.T) {
 	s := newTestServer(t)
 	st := storeWithModels(t)
-	s.RegisterModels(ModelsOptions{Store: st})
+	s.RegisterModels(core.ModelsOptions{Store: st})
 	w := do(t, s, "GET", "/v1/models", nil)
 	if w.Code != 200 {
 		t.Fatalf("GET /v1/models = %d %s", w.Code, w.Body)
 	}
 	var list struct {
-		Object string        `json:"object"`
-		Data   []ModelObject `json:"data"`
+		Object string              `json:"object"`
+		Data   []store.ModelObject `json:"data"`
 	}
 	if err := json.Unmarshal(w.Body.Bytes(), &list); err != nil {
 		t.Fatal(err)
@@ -110,7 +112,7 @@ func TestModelsListAndGet(t *testing.T) {
 	}
 
 	w = do(t, s, "GET", "/v1/models/org/chat", nil)
-	var one ModelObject
+	var one store.ModelObject
 	if err := json.Unmarshal(w.Body.Bytes(), &one); err != nil || w.Code != 200 {
 		t.Fatalf("GET /v1/models/org/chat = %d %s", w.Code, w.Body)
 	}
@@ -131,7 +133,7 @@ func TestModelsDelete(t *testing.T) {
 	s := newTestServer(t)
 	st := storeWithModels(t)
 	un := &fakeUnloader{err: fmt.Errorf("unload %q: %w: 2 requests in flight, 0 queued", "org/chat", cache.ErrInUse)}
-	s.RegisterModels(ModelsOptions{Store: st, Unloader: un})
+	s.RegisterModels(core.ModelsOptions{Store: st, Unloader: un})
 
 	w := do(t, s, "DELETE", "/v1/models/org/chat", nil)
 	e := decodeError(t, w)
@@ -208,7 +210,7 @@ func TestModelsPullStreamsNDJSON(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := newTestServer(t)
-	s.RegisterModels(ModelsOptions{Store: st, Puller: pl})
+	s.RegisterModels(core.ModelsOptions{Store: st, Puller: pl})
 	srv := httptest.NewServer(s.Handler())
 	defer srv.Close()
 

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/modeld/modeld/api/ollama"
 	"github.com/modeld/modeld/backends"
 )
 
@@ -36,8 +37,8 @@ func TestOllamaChat(t *testing.T) {
 
 	w = e.call(t, "POST", "/api/chat", `{"model": "org/chat", "messages": [{"role": "user", "content": "Hello!"}], "stream": false, "think": false, "options": {"seed": 101, "temperature": 0}}`)
 	var one struct {
-		Message OllamaMessage `json:"message"`
-		Done    bool          `json:"done"`
+		Message ollama.OllamaMessage `json:"message"`
+		Done    bool                 `json:"done"`
 	}
 	if err := json.Unmarshal(w.Body.Bytes(), &one); err != nil || w.Code != 200 || !one.Done || one.Message.Content != "Scattering." || one.Message.Thinking != "Rayleigh" {
 		t.Fatalf("non-streamed: %d %s", w.Code, w.Body)
@@ -81,8 +82,8 @@ func TestOllamaTools(t *testing.T) {
 	body := `{"model": "org/chat", "messages": [{"role": "user", "content": "What is the weather today in Paris?"}], "stream": false, "tools": ` + tools + `}`
 	w := e.call(t, "POST", "/api/chat", body)
 	var one struct {
-		Message    OllamaMessage `json:"message"`
-		DoneReason string        `json:"done_reason"`
+		Message    ollama.OllamaMessage `json:"message"`
+		DoneReason string               `json:"done_reason"`
 	}
 	if err := json.Unmarshal(w.Body.Bytes(), &one); err != nil || w.Code != 200 || one.DoneReason != "stop" || len(one.Message.ToolCalls) != 1 {
 		t.Fatalf("%d %s", w.Code, w.Body)

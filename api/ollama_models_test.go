@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/modeld/modeld/api/core"
+	"github.com/modeld/modeld/api/ollama"
 	"github.com/modeld/modeld/backends"
 	"github.com/modeld/modeld/cache"
 	"github.com/modeld/modeld/internal/ggufgen"
@@ -22,14 +24,14 @@ import (
 func TestOllamaModelRoutes(t *testing.T) {
 	e := ollamaServer(t, "")
 	var tags struct {
-		Models []OllamaModel `json:"models"`
+		Models []ollama.OllamaModel `json:"models"`
 	}
-	tagsOf := func() map[string]OllamaModel {
+	tagsOf := func() map[string]ollama.OllamaModel {
 		w := e.call(t, "GET", "/api/tags", "")
 		if err := json.Unmarshal(w.Body.Bytes(), &tags); err != nil || w.Code != 200 {
 			t.Fatalf("tags: %d %s", w.Code, w.Body)
 		}
-		out := map[string]OllamaModel{}
+		out := map[string]ollama.OllamaModel{}
 		for _, m := range tags.Models {
 			out[m.Name] = m
 		}
@@ -44,9 +46,9 @@ func TestOllamaModelRoutes(t *testing.T) {
 
 	w := e.call(t, "POST", "/api/show", `{"model": "org/chat"}`)
 	var show struct {
-		Details      OllamaDetails  `json:"details"`
-		ModelInfo    map[string]any `json:"model_info"`
-		Capabilities []string       `json:"capabilities"`
+		Details      ollama.OllamaDetails `json:"details"`
+		ModelInfo    map[string]any       `json:"model_info"`
+		Capabilities []string             `json:"capabilities"`
 	}
 	if err := json.Unmarshal(w.Body.Bytes(), &show); err != nil || w.Code != 200 || show.Details.Format != "gguf" ||
 		show.ModelInfo["general.architecture"] != "llama" || len(show.Capabilities) == 0 || show.Capabilities[0] != "completion" {
@@ -61,7 +63,7 @@ func TestOllamaModelRoutes(t *testing.T) {
 	}
 	w = e.call(t, "GET", "/api/ps", "")
 	var ps struct {
-		Models []OllamaModel `json:"models"`
+		Models []ollama.OllamaModel `json:"models"`
 	}
 	if err := json.Unmarshal(w.Body.Bytes(), &ps); err != nil || w.Code != 200 || len(ps.Models) != 1 || ps.Models[0].Name != "org/chat:latest" ||
 		ps.Models[0].ExpiresAt == nil || ps.Models[0].SizeVRAM == nil || ps.Models[0].Digest != chat.Digest || ps.Models[0].Details.Family != "llama" {
@@ -180,7 +182,7 @@ func TestOllamaCancelAndKeepAliveZero(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = c.Close(context.Background()) })
 	s := New(Options{Constraints: testConstraints, Version: "test", Libs: backendsLibs(t), Cache: c})
-	s.RegisterOllama(ModelsOptions{})
+	s.RegisterOllama(core.ModelsOptions{})
 	srv := httptest.NewServer(s.Handler())
 	defer srv.Close()
 	resp, err := srv.Client().Post(srv.URL+"/api/chat", "application/json", strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`))
@@ -215,7 +217,7 @@ func TestOllamaWrongTask(t *testing.T) {
 		return out, nil
 	}
 	checked := New(Options{Constraints: testConstraints, Version: "test", Libs: backendsLibs(t), Cache: env.cache, Tasks: tasks})
-	checked.RegisterOllama(ModelsOptions{Store: st, Unloader: env.cache})
+	checked.RegisterOllama(core.ModelsOptions{Store: st, Unloader: env.cache})
 	cases := []struct{ path, body, want string }{
 		{"/api/chat", `{"model":"org/embed","messages":[{"role":"user","content":"hi"}],"stream":false}`,
 			`"org/embed" does not support chat; it serves embeddings: use POST /api/embed`},
@@ -266,10 +268,10 @@ func TestOllamaShow(t *testing.T) {
 		t.Fatal(err)
 	}
 	type shown struct {
-		Template     string         `json:"template"`
-		Details      OllamaDetails  `json:"details"`
-		ModelInfo    map[string]any `json:"model_info"`
-		Capabilities []string       `json:"capabilities"`
+		Template     string               `json:"template"`
+		Details      ollama.OllamaDetails `json:"details"`
+		ModelInfo    map[string]any       `json:"model_info"`
+		Capabilities []string             `json:"capabilities"`
 	}
 	show := func(name string) shown {
 		t.Helper()

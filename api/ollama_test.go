@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modeld/modeld/api/core"
 	"github.com/modeld/modeld/backends"
 	"github.com/modeld/modeld/cache"
 	"github.com/modeld/modeld/models"
@@ -169,7 +170,7 @@ func ollamaServer(t *testing.T, hubURL string) *ollamaEnv {
 		}
 	}
 	env.s = New(Options{Constraints: testConstraints, Version: "test", Libs: backendsLibs(t), Cache: c})
-	env.s.RegisterOllama(ModelsOptions{Store: st, Puller: pl, Unloader: c})
+	env.s.RegisterOllama(core.ModelsOptions{Store: st, Puller: pl, Unloader: c})
 	return env
 }
 
@@ -238,8 +239,8 @@ func checkFinal(t *testing.T, m map[string]any, reason string, prompt, eval int)
 func TestOllamaGenerateDocExamples(t *testing.T) {
 	e := ollamaServer(t, "")
 	w := e.call(t, "POST", "/api/generate", `{"model": "org/chat:latest", "prompt": "Why is the sky blue?"}`)
-	if w.Code != 200 || w.Header().Get("Content-Type") != "application/x-ndjson" || w.Header().Get(DeviceHeader) == "" {
-		t.Fatalf("status %d, type %q, device %q: %s", w.Code, w.Header().Get("Content-Type"), w.Header().Get(DeviceHeader), w.Body)
+	if w.Code != 200 || w.Header().Get("Content-Type") != "application/x-ndjson" || w.Header().Get(core.DeviceHeader) == "" {
+		t.Fatalf("status %d, type %q, device %q: %s", w.Code, w.Header().Get("Content-Type"), w.Header().Get(core.DeviceHeader), w.Body)
 	}
 	lines := ndjson(t, w.Body.String())
 	var text strings.Builder
@@ -354,7 +355,7 @@ func TestOllamaBusy(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = c.Close(context.Background()) })
 	s := New(Options{Constraints: testConstraints, Version: "test", Libs: backendsLibs(t), Cache: c})
-	s.RegisterOllama(ModelsOptions{})
+	s.RegisterOllama(core.ModelsOptions{})
 	w := post(t, s, "/api/chat", `{"model":"m","messages":[{"role":"user","content":"hi"}]}`)
 	ollamaErr(t, w, 503, "")
 	if w.Header().Get("Retry-After") == "" {

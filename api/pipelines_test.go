@@ -12,6 +12,9 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/modeld/modeld/api/core"
+	"github.com/modeld/modeld/api/openai"
+	"github.com/modeld/modeld/api/tasks"
 	"github.com/modeld/modeld/backends"
 	"github.com/modeld/modeld/cache"
 )
@@ -202,8 +205,8 @@ func TestPipelinesSetDeviceAndKeepAlive(t *testing.T) {
 	}
 	for path, body := range reqs {
 		w := pipePost(t, s, path, body)
-		if w.Code != 200 || w.Header().Get(DeviceHeader) != "cuda:0" || w.Header().Get(TruncatedHeader) == "" {
-			t.Errorf("%s: %d, device %q, truncated %q: %s", path, w.Code, w.Header().Get(DeviceHeader), w.Header().Get(TruncatedHeader), w.Body)
+		if w.Code != 200 || w.Header().Get(core.DeviceHeader) != "cuda:0" || w.Header().Get(core.TruncatedHeader) == "" {
+			t.Errorf("%s: %d, device %q, truncated %q: %s", path, w.Code, w.Header().Get(core.DeviceHeader), w.Header().Get(core.TruncatedHeader), w.Body)
 		}
 	}
 	snap := c.Snapshot()
@@ -235,14 +238,14 @@ func TestParseTexts(t *testing.T) {
 		{`[[1,2],[3]]`, nil, "token ids"},
 		{`{"text":"a"}`, nil, "must be a string or an array of strings"},
 	} {
-		got, err := parseTexts("input", json.RawMessage(c.raw), 8)
+		got, err := core.ParseTexts("input", json.RawMessage(c.raw), 8)
 		if c.msg == "" {
 			if err != nil || strings.Join(got, "|") != strings.Join(c.want, "|") {
 				t.Errorf("%s: %q, %v", c.raw, got, err)
 			}
 			continue
 		}
-		var ae *Error
+		var ae *core.Error
 		if !errors.As(err, &ae) || ae.Status != 400 || !strings.Contains(ae.Message, c.msg) || ae.Param == nil || *ae.Param != "input" {
 			t.Errorf("%s: err %v, want a 400 on input saying %q", c.raw, err, c.msg)
 		}
@@ -254,7 +257,7 @@ func TestParseTexts(t *testing.T) {
 // stored tasks with wrong_model_type naming what the model serves, before
 // the model is loaded or queued for; a request of the right kind loads it.
 func TestWrongKindRefusedBeforeLoad(t *testing.T) {
-	tasks := map[string][]string{
+	served := map[string][]string{
 		"chat":     {backends.TaskChat},
 		"embed":    {backends.TaskEmbed},
 		"classify": {backends.TaskClassify, backends.TaskZeroShot},
@@ -267,7 +270,7 @@ func TestWrongKindRefusedBeforeLoad(t *testing.T) {
 		return slices.Clone(loads)
 	}
 	resolve := func(_ context.Context, id string) (cache.Spec, error) {
-		ts, ok := tasks[id]
+		ts, ok := served[id]
 		if !ok {
 			return cache.Spec{}, fmt.Errorf("model %s: %w", id, errNotFound)
 		}
@@ -294,7 +297,7 @@ func TestWrongKindRefusedBeforeLoad(t *testing.T) {
 	var asked []string
 	s := New(Options{Constraints: testConstraints, Version: "test", Libs: backendsLibs(t), Cache: c, Log: log, Tasks: func(id string) ([]string, error) {
 		asked = append(asked, id)
-		if ts, ok := tasks[id]; ok {
+		if ts, ok := served[id]; ok {
 			return ts, nil
 		}
 		return nil, errNotFound
@@ -319,8 +322,8 @@ func TestWrongKindRefusedBeforeLoad(t *testing.T) {
 		t.Errorf("Tasks was asked %v; want canonical ids (chat:latest is chat)", asked)
 	}
 	// The right kind loads and answers; so does zero-shot on a classifier.
-	decodeBody(t, pipePost(t, s, "/v1/embeddings", `{"model":"embed","input":"x"}`), &EmbeddingList{})
-	decodeBody(t, pipePost(t, s, "/v1/classify", `{"model":"classify","input":"x"}`), &ClassificationList{})
+	decodeBody(t, pipePost(t, s, "/v1/embeddings", `{"model":"embed","input":"x"}`), &openai.EmbeddingList{})
+	decodeBody(t, pipePost(t, s, "/v1/classify", `{"model":"classify","input":"x"}`), &tasks.ClassificationList{})
 	if l := loaded(); !slices.Equal(l, []string{"embed", "classify"}) {
 		t.Errorf("loads = %v, want embed and classify", l)
 	}

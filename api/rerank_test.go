@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/modeld/modeld/api/core"
+	"github.com/modeld/modeld/api/tasks"
 	"github.com/modeld/modeld/backends"
 )
 
@@ -38,9 +40,9 @@ func (f *fakeRerank) Rerank(_ context.Context, query string, docs []string, opts
 func TestRerankShape(t *testing.T) {
 	rr := &fakeRerank{fakeBase: fakeBase{backends.TaskRerank}}
 	s, _ := pipelineServer(t, map[string]backends.Model{"r": rr})
-	var got RerankResponse
+	var got tasks.RerankResponse
 	decodeBody(t, pipePost(t, s, "/v1/rerank", `{"model":"r","query":"q","documents":["aa","a",{"text":"aaa"}],"top_n":2}`), &got)
-	if got.Object != "list" || got.Model != "r" || got.Usage != (TaskUsage{PromptTokens: 12, TotalTokens: 12}) || len(got.Results) != 2 {
+	if got.Object != "list" || got.Model != "r" || got.Usage != (core.TaskUsage{PromptTokens: 12, TotalTokens: 12}) || len(got.Results) != 2 {
 		t.Fatalf("response = %+v", got)
 	}
 	if r := got.Results[0]; r.Index != 2 || r.RelevanceScore != 0.3 || r.Document == nil || r.Document.Text != "aaa" {
@@ -55,7 +57,7 @@ func TestRerankShape(t *testing.T) {
 	// llama.cpp's server aliases answer the same; return_documents false drops the text.
 	for _, path := range []string{"/v1/reranking", "/rerank", "/reranking"} {
 		w := pipePost(t, s, path, `{"model":"r","query":"q","documents":["aa","a"],"return_documents":false}`)
-		got = RerankResponse{}
+		got = tasks.RerankResponse{}
 		decodeBody(t, w, &got)
 		if len(got.Results) != 2 || got.Results[0].Index != 0 || got.Results[0].Document != nil || rr.gotOpts.TopN != 0 {
 			t.Errorf("%s: %s", path, w.Body)

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/modeld/modeld/api/responses"
 	"github.com/modeld/modeld/backends"
 )
 
@@ -49,7 +50,7 @@ func toolNames(tools []backends.Tool) []string {
 // as a freeform function carrying its grammar, tool_search as a function,
 // and no web_search.
 func TestResponsesCodexToolArrays(t *testing.T) {
-	s, m := respServer(t, echoReply, ResponseStoreConfig{})
+	s, m := respServer(t, echoReply, responses.ResponseStoreConfig{})
 	w := post(t, s, "/v1/responses", codexFixture(t, "codex-unknown-model.json", nil))
 	if w.Code != 200 {
 		t.Fatalf("unknown-model fixture: %d %s", w.Code, w.Body)
@@ -90,7 +91,7 @@ func TestResponsesCodexToolArrays(t *testing.T) {
 // TestResponsesReasoningAbsentIsNone: with no reasoning field the template
 // is told not to think.
 func TestResponsesReasoningAbsentIsNone(t *testing.T) {
-	s, m := respServer(t, echoReply, ResponseStoreConfig{})
+	s, m := respServer(t, echoReply, responses.ResponseStoreConfig{})
 	if w := post(t, s, "/v1/responses", `{"model":"m","input":"hi"}`); w.Code != 200 {
 		t.Fatalf("%d %s", w.Code, w.Body)
 	}
@@ -104,7 +105,7 @@ func TestResponsesReasoningAbsentIsNone(t *testing.T) {
 // TestResponsesDroppedTools: hosted and unknown tool types are dropped, not
 // refused; the request goes on with the other tools.
 func TestResponsesDroppedTools(t *testing.T) {
-	s, m := respServer(t, echoReply, ResponseStoreConfig{})
+	s, m := respServer(t, echoReply, responses.ResponseStoreConfig{})
 	w := post(t, s, "/v1/responses", `{"model":"m","input":"x","tools":[{"type":"web_search","external_web_access":false},
 		{"type":"file_search","vector_store_ids":["vs_1"]},{"type":"code_interpreter","container":{"type":"auto"}},
 		{"type":"tool_search","execution":"server"},{"type":"hologram","name":"h"},{"type":"function","name":"f"}]}`)
@@ -124,7 +125,7 @@ func TestResponsesDroppedTools(t *testing.T) {
 // TestResponsesToolChoiceShapes: the tool_choice forms Codex and the SDKs
 // send.
 func TestResponsesToolChoiceShapes(t *testing.T) {
-	s, m := respServer(t, echoReply, ResponseStoreConfig{})
+	s, m := respServer(t, echoReply, responses.ResponseStoreConfig{})
 	for _, c := range []struct {
 		choice string
 		want   backends.ToolChoice
@@ -173,7 +174,7 @@ func TestResponsesNamespacedCallsRoundTrip(t *testing.T) {
 			{Token: -1, Done: true, Finish: backends.FinishToolCalls, Usage: backends.Usage{CompletionTokens: 2}},
 		}
 	}
-	s, m := respServer(t, reply, ResponseStoreConfig{})
+	s, m := respServer(t, reply, responses.ResponseStoreConfig{})
 	r := decodeObject(t, post(t, s, "/v1/responses", codexFixture(t, "codex-unknown-model.json", nil)))
 	item := get(r, "output", 0).(map[string]any)
 	if item["type"] != "function_call" || item["name"] != "close_agent" || item["namespace"] != "multi_agent_v1" || item["arguments"] != `{"target":"a1"}` {
@@ -209,7 +210,7 @@ const patchText = "=== BEGIN\n=== NEW a \"b\".txt\n+tab\there\\ and é\n=== END\
 // arguments arrive in pieces; the stream ends with the object returned
 // whole; the next turn takes custom_tool_call and custom_tool_call_output.
 func TestResponsesCustomToolCall(t *testing.T) {
-	args := freeformArguments(patchText)
+	args := responses.FreeformArguments(patchText)
 	for _, cut := range []int{1, 3, 7} {
 		reply := func(backends.Request) []backends.Event {
 			evs := []backends.Event{{Token: 1, ToolCalls: []backends.ToolCallDelta{{Index: 0, ID: "call_p", Name: "apply_patch"}}}}
@@ -218,7 +219,7 @@ func TestResponsesCustomToolCall(t *testing.T) {
 			}
 			return append(evs, backends.Event{Token: -1, Done: true, Finish: backends.FinishToolCalls, Usage: backends.Usage{CompletionTokens: 9}})
 		}
-		s, m := respServer(t, reply, ResponseStoreConfig{})
+		s, m := respServer(t, reply, responses.ResponseStoreConfig{})
 		r := decodeObject(t, post(t, s, "/v1/responses", codexFixture(t, "codex-catalog-model.json", nil)))
 		item := get(r, "output", 0).(map[string]any)
 		if item["type"] != "custom_tool_call" || item["name"] != "apply_patch" || item["input"] != patchText || item["call_id"] != "call_p" || item["status"] != "completed" {
@@ -289,7 +290,7 @@ func TestResponsesToolSearch(t *testing.T) {
 			{Token: -1, Done: true, Finish: backends.FinishToolCalls, Usage: backends.Usage{CompletionTokens: 2}},
 		}
 	}
-	s, m := respServer(t, reply, ResponseStoreConfig{})
+	s, m := respServer(t, reply, responses.ResponseStoreConfig{})
 	r := decodeObject(t, post(t, s, "/v1/responses", codexFixture(t, "codex-catalog-model.json", nil)))
 	item := get(r, "output", 0).(map[string]any)
 	if item["type"] != "tool_search_call" || item["execution"] != "client" || item["call_id"] != "call_s" ||
@@ -344,11 +345,11 @@ func TestFreeformInputPrefix(t *testing.T) {
 		{`{"input":"done" }`, "done"},
 		{"{\"input\":\"\xc3", ""},
 	} {
-		if got := partialInput(c.args); got != c.want {
+		if got := responses.PartialInput(c.args); got != c.want {
 			t.Errorf("partialInput(%q) = %q, want %q", c.args, got, c.want)
 		}
 	}
-	if got := freeformInput(`not json`); got != "not json" {
+	if got := responses.FreeformInput(`not json`); got != "not json" {
 		t.Errorf("freeformInput of text that is not the arguments' shape: %q", got)
 	}
 }
@@ -356,7 +357,7 @@ func TestFreeformInputPrefix(t *testing.T) {
 // TestResponsesSeed: seed, modeld's own as on the chat API, reaches the
 // sampler.
 func TestResponsesSeed(t *testing.T) {
-	s, m := respServer(t, echoReply, ResponseStoreConfig{})
+	s, m := respServer(t, echoReply, responses.ResponseStoreConfig{})
 	if w := post(t, s, "/v1/responses", `{"model":"m","input":"hi","seed":7,"temperature":1}`); w.Code != 200 {
 		t.Fatalf("%d %s", w.Code, w.Body)
 	}

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/modeld/modeld/api/core"
+	"github.com/modeld/modeld/api/responses"
 	"github.com/modeld/modeld/backends"
 )
 
@@ -21,7 +23,7 @@ import (
 // reasoning_text deltas; its tokens are usage's reasoning_tokens.
 // reasoning.effort sets the template's enable_thinking.
 func TestResponsesReasoning(t *testing.T) {
-	s, m := respServer(t, reasoningReply, ResponseStoreConfig{})
+	s, m := respServer(t, reasoningReply, responses.ResponseStoreConfig{})
 	w := post(t, s, "/v1/responses", `{"model":"m","input":"prime?","reasoning":{"effort":"high","summary":"auto"}}`)
 	if w.Code != 200 {
 		t.Fatalf("status %d: %s", w.Code, w.Body)
@@ -69,7 +71,7 @@ func TestResponsesReasoning(t *testing.T) {
 func TestResponsesIncomplete(t *testing.T) {
 	s, _ := respServer(t, func(backends.Request) []backends.Event {
 		return []backends.Event{{Token: 1, Text: "Once"}, {Token: -1, Done: true, Finish: backends.FinishLength, Usage: backends.Usage{CompletionTokens: 1}}}
-	}, ResponseStoreConfig{})
+	}, responses.ResponseStoreConfig{})
 	r := decodeObject(t, post(t, s, "/v1/responses", `{"model":"m","input":"story","max_output_tokens":1}`))
 	if r["status"] != "incomplete" || get(r, "incomplete_details", "reason") != "max_output_tokens" || get(r, "output", 0, "status") != "incomplete" {
 		t.Fatalf("response: %v", r)
@@ -87,7 +89,7 @@ func TestResponsesIncomplete(t *testing.T) {
 func TestResponsesGenerationError(t *testing.T) {
 	s, _ := respServer(t, func(backends.Request) []backends.Event {
 		return []backends.Event{{Token: 1, Text: "par"}, {Token: -1, Done: true, Finish: backends.FinishError, Err: errors.New("runner died")}}
-	}, ResponseStoreConfig{})
+	}, responses.ResponseStoreConfig{})
 	w := post(t, s, "/v1/responses", `{"model":"m","input":"x"}`)
 	if e := decodeError(t, w); w.Code != 500 || !strings.Contains(e.Error.Message, "runner died") {
 		t.Fatalf("status %d: %s", w.Code, w.Body)
@@ -106,7 +108,7 @@ func TestResponsesGenerationError(t *testing.T) {
 // echoed in the response; a schema the grammar cannot enforce is a 400 on
 // text.format.
 func TestResponsesStructuredOutput(t *testing.T) {
-	s, m := respServer(t, echoReply, ResponseStoreConfig{})
+	s, m := respServer(t, echoReply, responses.ResponseStoreConfig{})
 	schema := `{"type":"object","properties":{"name":{"type":"string"},"date":{"type":"string"}},"required":["name","date"],"additionalProperties":false}`
 	w := post(t, s, "/v1/responses", `{"model":"m","input":"Alice and Bob are going to a science fair on Friday.",`+
 		`"text":{"format":{"type":"json_schema","name":"calendar_event","schema":`+schema+`,"strict":true}}}`)
@@ -140,7 +142,7 @@ func TestResponsesStructuredOutput(t *testing.T) {
 // hosted tool choices, custom tool formats it cannot read); the fields agent
 // CLIs send that do not change the answer are accepted.
 func TestResponsesRefusals(t *testing.T) {
-	s, _ := respServer(t, echoReply, ResponseStoreConfig{})
+	s, _ := respServer(t, echoReply, responses.ResponseStoreConfig{})
 	cases := []struct{ body, param, says string }{
 		{`{"model":"m","input":"x","tool_choice":{"type":"web_search_preview"}}`, "tool_choice", "web_search_preview"},
 		{`{"model":"m","input":"x","tools":[{"type":"web_search"}],"tool_choice":{"type":"web_search"}}`, "tool_choice", "web_search"},
@@ -186,7 +188,7 @@ func TestResponsesRefusals(t *testing.T) {
 // TestResponsesClientGone: a client that leaves a stream stops the
 // generation (the model sees the request's context end).
 func TestResponsesClientGone(t *testing.T) {
-	s, m := respServer(t, nil, ResponseStoreConfig{})
+	s, m := respServer(t, nil, responses.ResponseStoreConfig{})
 	cancelled := make(chan struct{})
 	m.generate = func(ctx context.Context, _ backends.Request) <-chan backends.Event {
 		out := make(chan backends.Event)
@@ -234,25 +236,25 @@ func FuzzResponsesRequest(f *testing.F) {
 		f.Add([]byte(s), false)
 		f.Add([]byte(s), true)
 	}
-	prev := &storedResponse{id: "resp_1", history: []backends.Message{{Role: "user", Content: "a"}, {Role: "assistant", ToolCalls: []backends.ToolCall{{ID: "c", Name: "f"}}}}}
+	prev := &responses.StoredResponse{ID: "resp_1", History: []backends.Message{{Role: "user", Content: "a"}, {Role: "assistant", ToolCalls: []backends.ToolCall{{ID: "c", Name: "f"}}}}}
 	f.Fuzz(func(t *testing.T, body []byte, continued bool) {
-		var req ResponsesRequest
-		if err := unmarshalBody(body, &req); err != nil {
+		var req responses.ResponsesRequest
+		if err := core.UnmarshalBody(body, &req); err != nil {
 			return
 		}
 		p := prev
 		if !continued {
 			p = nil
 		}
-		plan, err := req.plan(p, planEnv{contextCap: 4096, constraints: testConstraints})
+		plan, err := req.Plan(p, core.PlanEnv{ContextCap: 4096, Constraints: testConstraints})
 		if err != nil {
-			e, ok := err.(*Error)
+			e, ok := err.(*core.Error)
 			if !ok || e.Status != 400 || e.Message == "" {
 				t.Fatalf("%s: %#v", body, err)
 			}
 			return
 		}
-		if plan.chat == nil || len(plan.chat.msgs) == 0 {
+		if plan.Chat == nil || len(plan.Chat.Msgs) == 0 {
 			t.Fatalf("%s: a plan without messages", body)
 		}
 	})
@@ -271,7 +273,7 @@ func TestResponsesMixedOutput(t *testing.T) {
 			{Token: 4, ToolCalls: []backends.ToolCallDelta{{Index: 1, Arguments: `{}`}}},
 			{Token: -1, Done: true, Finish: backends.FinishToolCalls, Usage: backends.Usage{CompletionTokens: 4}},
 		}
-	}, ResponseStoreConfig{})
+	}, responses.ResponseStoreConfig{})
 	body := `{"model":"m","input":"x","tools":[{"type":"function","name":"a"},{"type":"function","name":"b"}]}`
 	whole := decodeObject(t, post(t, s, "/v1/responses", body))
 	shape := func(r any) []string {

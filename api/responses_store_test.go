@@ -9,69 +9,70 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/modeld/modeld/api/responses"
 	"github.com/modeld/modeld/backends"
 )
 
-func storedOne(s *responseStore, id, text string) {
-	s.put(&Response{ID: id, Object: "response", Output: []any{messageItem{Type: "message", Content: []outputText{{Type: "output_text", Text: text}}}}},
-		&responsePlan{history: []backends.Message{{Role: "user", Content: text}}})
+func storedOne(s *responses.ResponseStore, id, text string) {
+	s.Put(&responses.Response{ID: id, Object: "response", Output: []any{responses.MessageItem{Type: "message", Content: []responses.OutputText{{Type: "output_text", Text: text}}}}},
+		&responses.ResponsePlan{History: []backends.Message{{Role: "user", Content: text}}})
 }
 
 // TestResponseStoreBounds: the store holds at most MaxEntries responses
 // and MaxBytes of them, dropping the oldest first; a response larger than
 // the store is not kept; MaxBytes < 0 keeps nothing; delete removes one.
 func TestResponseStoreBounds(t *testing.T) {
-	s := newResponseStore(ResponseStoreConfig{MaxEntries: 3, MaxBytes: 1 << 20})
+	s := responses.NewResponseStore(responses.ResponseStoreConfig{MaxEntries: 3, MaxBytes: 1 << 20})
 	for i := range 5 {
 		storedOne(s, fmt.Sprintf("r%d", i), "x")
 	}
-	if n, _ := s.len(); n != 3 {
+	if n, _ := s.Len(); n != 3 {
 		t.Fatalf("%d entries, want 3", n)
 	}
 	for i, want := range []bool{false, false, true, true, true} {
-		if _, ok := s.get(fmt.Sprintf("r%d", i)); ok != want {
+		if _, ok := s.Get(fmt.Sprintf("r%d", i)); ok != want {
 			t.Errorf("r%d stored %v, want %v", i, ok, want)
 		}
 	}
-	if !s.delete("r3") || s.delete("r3") {
+	if !s.Delete("r3") || s.Delete("r3") {
 		t.Error("delete r3: want true once, then false")
 	}
-	if _, ok := s.get("r3"); ok {
+	if _, ok := s.Get("r3"); ok {
 		t.Error("r3 is still there after delete")
 	}
-	n, b := s.len()
+	n, b := s.Len()
 	if n != 2 || b <= 0 {
 		t.Fatalf("after delete: %d entries, %d bytes", n, b)
 	}
 
 	// Bytes: room for two and a half entries of one size.
-	probe := newResponseStore(ResponseStoreConfig{})
+	probe := responses.NewResponseStore(responses.ResponseStoreConfig{})
 	big := strings.Repeat("y", 1000)
 	storedOne(probe, "b0", big)
-	_, size := probe.len()
-	one := newResponseStore(ResponseStoreConfig{MaxEntries: 100, MaxBytes: size * 5 / 2})
+	_, size := probe.Len()
+	one := responses.NewResponseStore(responses.ResponseStoreConfig{MaxEntries: 100, MaxBytes: size * 5 / 2})
 	for i := range 4 {
 		storedOne(one, fmt.Sprintf("b%d", i), big)
 	}
-	if n, b := one.len(); n != 2 || b > size*5/2 {
+	if n, b := one.Len(); n != 2 || b > size*5/2 {
 		t.Fatalf("byte bound %d: %d entries, %d bytes", size*5/2, n, b)
 	}
-	if _, ok := one.get("b3"); !ok {
+	if _, ok := one.Get("b3"); !ok {
 		t.Error("the newest response was dropped instead of the oldest")
 	}
-	if _, ok := one.get("b1"); ok {
+	if _, ok := one.Get("b1"); ok {
 		t.Error("b1 was kept over the bound")
 	}
 	storedOne(one, "huge", strings.Repeat("z", int(size)*3))
-	if _, ok := one.get("huge"); ok {
+	if _, ok := one.Get("huge"); ok {
 		t.Error("a response larger than the store was stored")
 	}
-	if _, ok := one.get("b3"); !ok {
+	if _, ok := one.Get("b3"); !ok {
 		t.Error("a response too large to store evicted b3")
 	}
-	off := newResponseStore(ResponseStoreConfig{MaxBytes: -1})
+	off := responses.NewResponseStore(responses.ResponseStoreConfig{MaxBytes: -1})
 	storedOne(off, "r", "x")
-	if n, _ := off.len(); n != 0 {
+	if n, _ := off.Len(); n != 0 {
 		t.Error("MaxBytes < 0 stored a response")
 	}
 }
@@ -80,22 +81,22 @@ func TestResponseStoreBounds(t *testing.T) {
 // passed (on the bubble's clock), and the bytes it held are released.
 func TestResponseStoreExpiry(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := newResponseStore(ResponseStoreConfig{Lifetime: time.Minute})
+		s := responses.NewResponseStore(responses.ResponseStoreConfig{Lifetime: time.Minute})
 		storedOne(s, "old", "x")
 		time.Sleep(40 * time.Second)
 		storedOne(s, "new", "x")
 		time.Sleep(30 * time.Second) // old is 70s old, new 30s
-		if _, ok := s.get("old"); ok {
+		if _, ok := s.Get("old"); ok {
 			t.Error("old outlived its lifetime")
 		}
-		if _, ok := s.get("new"); !ok {
+		if _, ok := s.Get("new"); !ok {
 			t.Error("new expired early")
 		}
 		time.Sleep(30 * time.Second)
-		if _, ok := s.get("new"); ok {
+		if _, ok := s.Get("new"); ok {
 			t.Error("new outlived its lifetime")
 		}
-		if n, b := s.len(); n != 0 || b != 0 {
+		if n, b := s.Len(); n != 0 || b != 0 {
 			t.Fatalf("after expiry: %d entries, %d bytes", n, b)
 		}
 	})
@@ -112,7 +113,7 @@ func TestResponsesPreviousResponseID(t *testing.T) {
 }
 
 func testResponsesPreviousResponseID(t *testing.T) {
-	s, m := respServer(t, echoReply, ResponseStoreConfig{Lifetime: time.Hour})
+	s, m := respServer(t, echoReply, responses.ResponseStoreConfig{Lifetime: time.Hour})
 	w := post(t, s, "/v1/responses", `{"model":"m","instructions":"Be a pirate.","input":"tell me a joke"}`)
 	if w.Code != 200 {
 		t.Fatalf("status %d: %s", w.Code, w.Body)
@@ -187,7 +188,7 @@ func testResponsesPreviousResponseID(t *testing.T) {
 // with its function_call_output through previous_response_id reaches the
 // model as the assistant's call and the tool's result, named after it.
 func TestResponsesFunctionCallRoundTrip(t *testing.T) {
-	s, m := respServer(t, callReply, ResponseStoreConfig{})
+	s, m := respServer(t, callReply, responses.ResponseStoreConfig{})
 	tools := `[{"type":"function","name":"get_weather","parameters":{"type":"object","properties":{"city":{"type":"string"}}}}]`
 	r := decodeObject(t, post(t, s, "/v1/responses", `{"model":"m","input":"weather in Paris?","tools":`+tools+`}`))
 	callID := get(r, "output", 0, "call_id").(string)

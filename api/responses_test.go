@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/modeld/modeld/api/core"
+	"github.com/modeld/modeld/api/responses"
 	"github.com/modeld/modeld/backends"
 	"github.com/modeld/modeld/cache"
 )
@@ -88,7 +90,7 @@ func callReply(backends.Request) []backends.Event {
 	}
 }
 
-func respServer(t *testing.T, reply func(backends.Request) []backends.Event, cfg ResponseStoreConfig) (*Server, *respModel) {
+func respServer(t *testing.T, reply func(backends.Request) []backends.Event, cfg responses.ResponseStoreConfig) (*Server, *respModel) {
 	t.Helper()
 	m := &respModel{reply: reply}
 	resolve := func(_ context.Context, id string) (cache.Spec, error) { return cache.Spec{ID: id, Task: "chat"}, nil }
@@ -135,7 +137,7 @@ func get(v any, path ...any) any {
 // annotations, usage with input and output details, and the request's
 // fields echoed with their defaults. instructions is a system turn first.
 func TestResponsesCreateWire(t *testing.T) {
-	s, m := respServer(t, echoReply, ResponseStoreConfig{})
+	s, m := respServer(t, echoReply, responses.ResponseStoreConfig{})
 	w := post(t, s, "/v1/responses", `{"model":"m","input":"Tell me a three sentence bedtime story about a unicorn."}`)
 	if w.Code != 200 {
 		t.Fatalf("status %d: %s", w.Code, w.Body)
@@ -165,8 +167,8 @@ func TestResponsesCreateWire(t *testing.T) {
 			t.Errorf("%s = %v (present %v), want %v", k, got, ok, v)
 		}
 	}
-	if w.Header().Get(DeviceHeader) != "cpu" {
-		t.Errorf("device header %q", w.Header().Get(DeviceHeader))
+	if w.Header().Get(core.DeviceHeader) != "cpu" {
+		t.Errorf("device header %q", w.Header().Get(core.DeviceHeader))
 	}
 	if !reflect.DeepEqual(r["tools"], []any{}) || !reflect.DeepEqual(r["metadata"], map[string]any{}) || get(r, "text", "format", "type") != "text" {
 		t.Errorf("tools, metadata, text: %s", w.Body)
@@ -195,7 +197,7 @@ func TestResponsesCreateWire(t *testing.T) {
 // after its call, a reasoning item kept out of the prompt) reaches the
 // model as the one internal conversation.
 func TestResponsesInputItems(t *testing.T) {
-	s, m := respServer(t, echoReply, ResponseStoreConfig{})
+	s, m := respServer(t, echoReply, responses.ResponseStoreConfig{})
 	body := `{"model":"m","input":[
 		{"role":"developer","content":"Be brief."},
 		{"role":"user","content":"What is the weather like in Paris today?"},
@@ -238,7 +240,7 @@ func TestResponsesInputItems(t *testing.T) {
 // acquired); the call is a function_call output item with call_id, name
 // and arguments, status completed.
 func TestResponsesFunctionCall(t *testing.T) {
-	s, m := respServer(t, callReply, ResponseStoreConfig{})
+	s, m := respServer(t, callReply, responses.ResponseStoreConfig{})
 	body := `{"model":"m","input":"What is the weather like in Paris today?","tools":[{"type":"function","name":"get_weather",
 		"description":"Get current temperature for a given location.","parameters":{"type":"object","properties":{"city":{"type":"string"}},
 		"required":["city"],"additionalProperties":false},"strict":true}],"tool_choice":{"type":"function","name":"get_weather"},"parallel_tool_calls":false}`
@@ -313,7 +315,7 @@ func eventNames(evs []sseEvent) []string {
 // sequence, numbered from 0, and its final response.completed carries the
 // same output and usage as the answer returned whole.
 func TestResponsesStreamText(t *testing.T) {
-	s, _ := respServer(t, echoReply, ResponseStoreConfig{})
+	s, _ := respServer(t, echoReply, responses.ResponseStoreConfig{})
 	w := post(t, s, "/v1/responses", `{"model":"m","input":"hi","stream":true}`)
 	if w.Code != 200 || !strings.HasPrefix(w.Header().Get("Content-Type"), "text/event-stream") {
 		t.Fatalf("status %d %s: %s", w.Code, w.Header().Get("Content-Type"), w.Body)
@@ -350,7 +352,7 @@ func TestResponsesStreamText(t *testing.T) {
 // with the call's name and call_id, arguments deltas, arguments done with
 // the whole arguments, output_item.done, then response.completed.
 func TestResponsesStreamFunctionCall(t *testing.T) {
-	s, _ := respServer(t, callReply, ResponseStoreConfig{})
+	s, _ := respServer(t, callReply, responses.ResponseStoreConfig{})
 	w := post(t, s, "/v1/responses", `{"model":"m","input":"weather?","stream":true,"tools":[{"type":"function","name":"get_weather","parameters":{"type":"object"}}]}`)
 	evs := readResponseEvents(t, w.Body.String())
 	want := []string{"response.created", "response.in_progress", "response.output_item.added",

@@ -8,6 +8,14 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/modeld/modeld/api/accesslog"
+	"github.com/modeld/modeld/api/anthropic"
+	"github.com/modeld/modeld/api/core"
+	"github.com/modeld/modeld/api/ollama"
+	"github.com/modeld/modeld/api/openai"
+	"github.com/modeld/modeld/api/responses"
+	"github.com/modeld/modeld/api/store"
+	"github.com/modeld/modeld/api/tasks"
 	"github.com/modeld/modeld/backends"
 	"github.com/modeld/modeld/cache"
 	"github.com/modeld/modeld/probe"
@@ -64,7 +72,7 @@ type Options struct {
 	Collectors []prometheus.Collector
 	// Responses bounds the store that previous_response_id reads
 	// (responses_store.go); zero fields take its defaults.
-	Responses ResponseStoreConfig
+	Responses responses.ResponseStoreConfig
 	// KeepBillingHeader keeps the x-anthropic-billing-header line that
 	// Claude Code puts first in its system prompt; by default the Messages
 	// dialect drops it, so that a new session reuses the cached prompt of
@@ -74,7 +82,7 @@ type Options struct {
 
 // Server routes modeld's HTTP API.
 type Server struct {
-	*Core
+	*core.Core
 	opt     Options
 	access  *access
 	handler http.Handler // guard(engine)
@@ -90,44 +98,44 @@ func New(opt Options) *Server {
 	if opt.Log == nil {
 		opt.Log = slog.Default()
 	}
-	core := newCore(coreOptions{Constraints: opt.Constraints, Version: opt.Version, ContextCap: opt.ContextCap, Cache: opt.Cache,
+	c := core.New(core.Options{Constraints: opt.Constraints, Version: opt.Version, ContextCap: opt.ContextCap, Cache: opt.Cache,
 		Tasks: opt.Tasks, ResolveModel: opt.ResolveModel, KeepBillingHeader: opt.KeepBillingHeader}, opt.Log, gin.New())
-	s := &Server{Core: core, opt: opt, started: time.Now(), system: map[string]func() any{}, access: newAccess(opt)}
+	s := &Server{Core: c, opt: opt, started: time.Now(), system: map[string]func() any{}, access: newAccess(opt)}
 	s.opt.APIKey = ""
-	s.handler = s.guard(s.engine)
-	s.engine.HandleMethodNotAllowed = true
-	s.engine.Use(s.shapeErrors, s.recoverer, logRequests(s.log))
-	s.engine.NoRoute(func(c *gin.Context) {
-		writeError(c, &Error{Status: http.StatusNotFound, Type: "invalid_request_error", Code: "not_found",
+	s.handler = s.guard(s.Engine)
+	s.Engine.HandleMethodNotAllowed = true
+	s.Engine.Use(s.ShapeErrors, s.recoverer, accesslog.Middleware(s.Log))
+	s.Engine.NoRoute(func(c *gin.Context) {
+		core.WriteError(c, &core.Error{Status: http.StatusNotFound, Type: "invalid_request_error", Code: "not_found",
 			Message: "no route for " + c.Request.Method + " " + c.Request.URL.Path})
 	})
-	s.engine.NoMethod(func(c *gin.Context) {
-		writeError(c, &Error{Status: http.StatusMethodNotAllowed, Type: "invalid_request_error", Code: "method_not_allowed",
+	s.Engine.NoMethod(func(c *gin.Context) {
+		core.WriteError(c, &core.Error{Status: http.StatusMethodNotAllowed, Type: "invalid_request_error", Code: "method_not_allowed",
 			Message: c.Request.Method + " is not allowed on " + c.Request.URL.Path})
 	})
-	s.engine.GET("/health", s.health)
-	s.engine.HEAD("/health", s.health)
+	s.Engine.GET("/health", s.health)
+	s.Engine.HEAD("/health", s.health)
 	page := gin.WrapH(ui.Handler()) // the Local Models page: static files, a client of this API
 	for _, p := range []string{"/", ui.Prefix + "*file"} {
-		s.engine.GET(p, page)
-		s.engine.HEAD(p, page)
+		s.Engine.GET(p, page)
+		s.Engine.HEAD(p, page)
 	}
-	s.engine.GET("/v1/system", s.systemInfo)
-	registerOpenAI(core)
-	registerTasks(core)
+	s.Engine.GET("/v1/system", s.systemInfo)
+	openai.Register(c)
+	tasks.Register(c)
 	s.registerRuntime()
-	registerAnthropic(core)
-	registerResponses(core, opt.Responses)
+	anthropic.Register(c)
+	responses.Register(c, opt.Responses)
 	return s
 }
 
 // RegisterModels adds the model store routes (GET /v1/models, GET and
 // DELETE /v1/models/{id}, POST /v1/models/pull; see the store routes).
-func (s *Server) RegisterModels(o ModelsOptions) { registerModels(s.Core, o) }
+func (s *Server) RegisterModels(o core.ModelsOptions) { store.Register(s.Core, o) }
 
 // RegisterOllama adds Ollama's routes. o gives the store routes (tags, show,
 // pull, delete, copy) their store and puller, as RegisterModels does.
-func (s *Server) RegisterOllama(o ModelsOptions) { registerOllama(s.Core, o) }
+func (s *Server) RegisterOllama(o core.ModelsOptions) { ollama.Register(s.Core, o) }
 
 // Handler is the http.Handler to serve: the access rules, then the routes.
 func (s *Server) Handler() http.Handler { return s.handler }
@@ -156,9 +164,9 @@ func (s *Server) systemInfo(c *gin.Context) {
 func (s *Server) recoverer(c *gin.Context) {
 	defer func() {
 		if r := recover(); r != nil {
-			s.log.Error("handler panic", "method", c.Request.Method, "path", c.Request.URL.Path, "panic", r)
+			s.Log.Error("handler panic", "method", c.Request.Method, "path", c.Request.URL.Path, "panic", r)
 			if !c.Writer.Written() {
-				writeError(c, &Error{Status: http.StatusInternalServerError, Type: "server_error", Message: "internal error"})
+				core.WriteError(c, &core.Error{Status: http.StatusInternalServerError, Type: "server_error", Message: "internal error"})
 			}
 			c.Abort()
 		}

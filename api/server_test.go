@@ -12,6 +12,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/modeld/modeld/api/core"
 	"github.com/modeld/modeld/cache"
 )
 
@@ -122,12 +123,12 @@ func TestErrorMapping(t *testing.T) {
 	}{
 		{fmt.Errorf("acquire: %w", busyErr{}), 503, "2"},
 		{fmt.Errorf("lookup: %w", notFound{}), 404, ""},
-		{badRequest("messages", "messages must not be empty"), 400, ""},
+		{core.BadRequest("messages", "messages must not be empty"), 400, ""},
 		{errors.New("boom"), 500, ""},
 	}
 	for _, tc := range cases {
 		s := newTestServer(t)
-		s.engine.GET("/x", func(c *gin.Context) { writeError(c, tc.err) })
+		s.Engine.GET("/x", func(c *gin.Context) { core.WriteError(c, tc.err) })
 		w := do(t, s, "GET", "/x", nil)
 		e := decodeError(t, w)
 		if w.Code != tc.status || w.Header().Get("Retry-After") != tc.retryAfter {
@@ -141,7 +142,7 @@ func TestErrorMapping(t *testing.T) {
 
 func TestPanicBecomes500(t *testing.T) {
 	s := newTestServer(t)
-	s.engine.GET("/panic", func(c *gin.Context) { panic("bad") })
+	s.Engine.GET("/panic", func(c *gin.Context) { panic("bad") })
 	w := do(t, s, "GET", "/panic", nil)
 	if w.Code != http.StatusInternalServerError || decodeError(t, w).Error.Type != "server_error" {
 		t.Fatalf("panic = %d %s", w.Code, w.Body)

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/gin-gonic/gin"
+	"github.com/modeld/modeld/api/core"
 )
 
 // TestShutdownCut: a request that the daemon's shutdown ended is told so
@@ -24,17 +25,17 @@ func TestShutdownCut(t *testing.T) {
 		status  int
 		body    string
 	}{
-		{"plain request", ErrShuttingDown, func(c *gin.Context) { writeCut(c, nil) }, 503, `"code":"shutting_down"`},
-		{"cancellation error", ErrShuttingDown, func(c *gin.Context) {
-			writeError(c, fmt.Errorf("embed: %w", context.Canceled))
+		{"plain request", core.ErrShuttingDown, func(c *gin.Context) { core.WriteCut(c, nil) }, 503, `"code":"shutting_down"`},
+		{"cancellation error", core.ErrShuttingDown, func(c *gin.Context) {
+			core.WriteError(c, fmt.Errorf("embed: %w", context.Canceled))
 		}, 503, `"code":"shutting_down"`},
-		{"live stream", ErrShuttingDown, func(c *gin.Context) {
-			sse := newSSE(c)
-			sse.send(gin.H{"piece": 1})
-			writeCut(c, sse)
+		{"live stream", core.ErrShuttingDown, func(c *gin.Context) {
+			sse := core.NewSSE(c)
+			sse.Send(gin.H{"piece": 1})
+			core.WriteCut(c, sse)
 		}, 200, "data: {\"piece\":1}\n\ndata: {\"error\":{\"message\":\"modeld is shutting down"},
 		{"client gone", nil, func(c *gin.Context) {
-			if writeCut(c, nil) {
+			if core.WriteCut(c, nil) {
 				t.Error("writeCut wrote to a client that left")
 			}
 		}, 200, ""},

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/modeld/modeld/api/responses"
 	"github.com/modeld/modeld/backends"
 	"github.com/modeld/modeld/cache"
 )
@@ -64,7 +65,7 @@ func TestAnthropicSpeculative(t *testing.T) {
 // TestResponsesSpeculative: the Responses request's top-level speculative
 // reaches the backend request.
 func TestResponsesSpeculative(t *testing.T) {
-	s, m := respServer(t, echoReply, ResponseStoreConfig{})
+	s, m := respServer(t, echoReply, responses.ResponseStoreConfig{})
 	for _, tc := range speculativeCases {
 		if w := post(t, s, "/v1/responses", fmt.Sprintf(`{%s"model":"m","input":"hi"}`, tc.field)); w.Code != 200 {
 			t.Fatalf("%d %s", w.Code, w.Body)

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/modeld/modeld/api/core"
+	"github.com/modeld/modeld/api/openai"
 	"github.com/modeld/modeld/backends"
 	"github.com/modeld/modeld/cache"
 )
@@ -24,24 +26,24 @@ func TestStructuredOutputCompiled(t *testing.T) {
 		{`{"model":"m","messages":[{"role":"user","content":"x"}]}`, false},
 	}
 	for _, tc := range cases {
-		var req ChatCompletionRequest
+		var req openai.ChatCompletionRequest
 		if err := json.Unmarshal([]byte(tc.body), &req); err != nil {
 			t.Fatal(err)
 		}
 		var gen backends.Request
-		if err := req.tooling(&gen, planEnv{contextCap: 8192, constraints: testConstraints}); err != nil {
+		if err := req.Tooling(&gen, core.PlanEnv{ContextCap: 8192, Constraints: testConstraints}); err != nil {
 			t.Fatalf("%s: %v", tc.body, err)
 		}
 		if got := gen.ResponseFormat.Grammar != ""; got != tc.grammar || tc.grammar && !strings.Contains(gen.ResponseFormat.Grammar, "root ::=") {
 			t.Errorf("%s: grammar %q", tc.body, gen.ResponseFormat.Grammar)
 		}
 	}
-	var req ChatCompletionRequest
+	var req openai.ChatCompletionRequest
 	if err := json.Unmarshal([]byte(`{"model":"m","messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_schema","json_schema":{"name":"a","schema":{"type":"integer","multipleOf":3}}}}`), &req); err != nil {
 		t.Fatal(err)
 	}
-	err := req.tooling(&backends.Request{}, planEnv{contextCap: 8192, constraints: testConstraints})
-	e, ok := err.(*Error)
+	err := req.Tooling(&backends.Request{}, core.PlanEnv{ContextCap: 8192, Constraints: testConstraints})
+	e, ok := err.(*core.Error)
 	if !ok || e.Param == nil || *e.Param != "response_format" || !strings.Contains(e.Message, `the keyword "multipleOf" (at the schema's root) is not supported`) {
 		t.Fatalf("multipleOf: %#v", err)
 	}

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/modeld/modeld/api/core"
+	"github.com/modeld/modeld/api/tasks"
 	"github.com/modeld/modeld/backends"
 )
 
@@ -51,7 +53,7 @@ func (f *fakeSummarize) Summarize(ctx context.Context, texts []string, opts back
 func TestSummarize(t *testing.T) {
 	sm := &fakeSummarize{fakeBase: fakeBase{backends.TaskSummarize}}
 	s, _ := pipelineServer(t, map[string]backends.Model{"s": sm})
-	var got SummaryList
+	var got tasks.SummaryList
 	w := pipePost(t, s, "/v1/summarize", `{"model":"s","input":["a","b"],"max_new_tokens":9,"min_new_tokens":2,"num_beams":3,
 		"length_penalty":0.5,"early_stopping":"never","no_repeat_ngram_size":0}`)
 	decodeBody(t, w, &got)
@@ -87,7 +89,7 @@ func TestSummarizeStream(t *testing.T) {
 	sm := &fakeSummarize{fakeBase: fakeBase{backends.TaskSummarize}}
 	s, _ := pipelineServer(t, map[string]backends.Model{"s": sm})
 	w := pipePost(t, s, "/v1/summarize", `{"model":"s","input":"x","stream":true}`)
-	if w.Code != 200 || !strings.HasPrefix(w.Header().Get("Content-Type"), "text/event-stream") || w.Header().Get(DeviceHeader) != "cpu" {
+	if w.Code != 200 || !strings.HasPrefix(w.Header().Get("Content-Type"), "text/event-stream") || w.Header().Get(core.DeviceHeader) != "cpu" {
 		t.Fatalf("status %d, headers %v", w.Code, w.Header())
 	}
 	events := readSSE(t, w.Body.String())
@@ -96,7 +98,7 @@ func TestSummarizeStream(t *testing.T) {
 	}
 	var text strings.Builder
 	for _, ev := range events[:3] {
-		var ch SummaryChunk
+		var ch tasks.SummaryChunk
 		if err := json.Unmarshal([]byte(ev), &ch); err != nil {
 			t.Fatal(err)
 		}
@@ -108,7 +110,7 @@ func TestSummarizeStream(t *testing.T) {
 	if text.String() != "sum of x" {
 		t.Errorf("deltas = %q", text.String())
 	}
-	var last SummaryChunk
+	var last tasks.SummaryChunk
 	if err := json.Unmarshal([]byte(events[3]), &last); err != nil {
 		t.Fatal(err)
 	}

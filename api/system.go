@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/modeld/modeld/api/core"
 	"github.com/modeld/modeld/cache"
 )
 
@@ -22,8 +23,8 @@ func (s *Server) registerRuntime() {
 		reg.MustRegister(s.opt.Cache)
 		s.AddSystemSection("loaded", func() any { return s.opt.Cache.Snapshot() })
 	}
-	s.engine.GET("/metrics", gin.WrapH(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
-	s.engine.POST("/v1/unload", s.unload)
+	s.Engine.GET("/metrics", gin.WrapH(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
+	s.Engine.POST("/v1/unload", s.unload)
 }
 
 // UnloadRequest asks to unload a loaded model. With Wait false it fails at once
@@ -35,28 +36,28 @@ type UnloadRequest struct {
 
 func (s *Server) unload(c *gin.Context) {
 	var req UnloadRequest
-	if err := decodeJSON(c, &req); err != nil {
-		writeError(c, err)
+	if err := core.DecodeJSON(c, &req); err != nil {
+		core.WriteError(c, err)
 		return
 	}
 	if req.Model == "" {
-		writeError(c, badRequest("model", "model is required"))
+		core.WriteError(c, core.BadRequest("model", "model is required"))
 		return
 	}
 	if s.opt.Cache == nil {
-		writeError(c, &Error{Status: http.StatusServiceUnavailable, Type: "server_error", Message: "no model runtime is configured"})
+		core.WriteError(c, &core.Error{Status: http.StatusServiceUnavailable, Type: "server_error", Message: "no model runtime is configured"})
 		return
 	}
 	wait := req.Wait == nil || *req.Wait
 	err := s.opt.Cache.Unload(c.Request.Context(), req.Model, wait)
 	switch {
 	case errors.Is(err, cache.ErrNotLoaded):
-		writeError(c, &Error{Status: http.StatusNotFound, Type: "invalid_request_error", Code: "model_not_loaded", Message: err.Error()})
+		core.WriteError(c, &core.Error{Status: http.StatusNotFound, Type: "invalid_request_error", Code: "model_not_loaded", Message: err.Error()})
 	case errors.Is(err, cache.ErrInUse):
-		writeError(c, &Error{Status: http.StatusConflict, Type: "invalid_request_error", Code: "model_in_use",
+		core.WriteError(c, &core.Error{Status: http.StatusConflict, Type: "invalid_request_error", Code: "model_in_use",
 			Message: err.Error() + "; retry with wait to let in-flight requests finish"})
 	case err != nil:
-		writeError(c, err)
+		core.WriteError(c, err)
 	default:
 		c.JSON(http.StatusOK, gin.H{"model": req.Model, "unloaded": true})
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/modeld/modeld/api/openai"
 	"github.com/modeld/modeld/backends"
 	"github.com/modeld/modeld/cache"
 )
@@ -107,7 +108,7 @@ func TestTokenize(t *testing.T) {
 	}
 
 	w = post(t, s, "/v1/detokenize", `{"model":"plain","tokens":[104,105]}`)
-	var d DetokenizeResponse
+	var d openai.DetokenizeResponse
 	if w.Code != 200 || json.Unmarshal(w.Body.Bytes(), &d) != nil || d.Content != "hi" || d.Model != "plain" {
 		t.Errorf("detokenize: %d %s", w.Code, w.Body)
 	}

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/modeld/modeld/api/core"
 	"github.com/modeld/modeld/backends"
 	"github.com/modeld/modeld/cache"
 )
@@ -108,7 +109,7 @@ func errorText(t *testing.T, w interface{ Bytes() []byte }) (msg, param string, 
 		Error json.RawMessage `json:"error"`
 	}
 	if err := json.Unmarshal(w.Bytes(), &body); err != nil {
-		t.Fatalf("error body %s: %v", clip(string(w.Bytes())), err)
+		t.Fatalf("error body %s: %v", core.Clip(string(w.Bytes())), err)
 	}
 	if json.Unmarshal(body.Error, &msg) == nil {
 		return msg, "", 0, 0 // Ollama: {"error": "..."}
@@ -120,7 +121,7 @@ func errorText(t *testing.T, w interface{ Bytes() []byte }) (msg, param string, 
 		NCtx          int     `json:"n_ctx"`
 	}
 	if err := json.Unmarshal(body.Error, &e); err != nil {
-		t.Fatalf("error %s: %v", clip(string(body.Error)), err)
+		t.Fatalf("error %s: %v", core.Clip(string(body.Error)), err)
 	}
 	if e.Param != nil {
 		param = *e.Param
@@ -142,23 +143,23 @@ func TestHugeToolsRefusedBeforeRendering(t *testing.T) {
 	// A daemon of 2048 tokens: its body bound is 7 MiB.
 	small := &renderCounter{ctxSize: 2048}
 	s, loads := limitServer(t, map[string]cache.Instance{"chat": small}, Options{ContextCap: 2048})
-	s.RegisterOllama(ModelsOptions{})
+	s.RegisterOllama(core.ModelsOptions{})
 	huge := makeTools(24, 128<<10) // 3 MiB of names, descriptions and schema text
 	for _, path := range toolDialects {
 		body := toolsBody(path, huge, "hi")
-		if len(body) < 3<<20 || int64(len(body)) > promptBodyBound(s.contextCap()) {
+		if len(body) < 3<<20 || int64(len(body)) > core.PromptBodyBound(s.ContextCap()) {
 			t.Fatalf("%s: body of %d bytes", path, len(body))
 		}
 		w := post(t, s, path, body)
 		if w.Code != http.StatusBadRequest {
-			t.Fatalf("%s: status %d: %s", path, w.Code, clip(w.Body.String()))
+			t.Fatalf("%s: status %d: %s", path, w.Code, core.Clip(w.Body.String()))
 		}
 		msg, param, nPrompt, nCtx := errorText(t, w.Body)
 		if !strings.Contains(msg, "tools") || !strings.Contains(msg, "context of 2048 tokens") {
-			t.Errorf("%s: %s", path, clip(msg))
+			t.Errorf("%s: %s", path, core.Clip(msg))
 		}
 		if path == "/v1/chat/completions" || path == "/v1/responses" {
-			if want := minPromptTokens(toolPromptBytes(backendTools(huge))); param != "tools" || nPrompt != want || nCtx != 2048 {
+			if want := core.MinPromptTokens(core.ToolPromptBytes(backendTools(huge))); param != "tools" || nPrompt != want || nCtx != 2048 {
 				t.Errorf("%s: param %q n_prompt_tokens %d n_ctx %d, want tools, %d, 2048", path, param, nPrompt, nCtx, want)
 			}
 		}
@@ -170,13 +171,13 @@ func TestHugeToolsRefusedBeforeRendering(t *testing.T) {
 	// The default daemon (8192 tokens) with a model of 2048.
 	chat := &renderCounter{ctxSize: 2048}
 	s, _ = limitServer(t, map[string]cache.Instance{"chat": chat}, Options{})
-	s.RegisterOllama(ModelsOptions{})
+	s.RegisterOllama(core.ModelsOptions{})
 	// 1 MiB of tools: at least 4096 tokens, more than the model's 2048.
 	big := makeTools(8, 128<<10)
 	for _, path := range toolDialects {
 		w := post(t, s, path, toolsBody(path, big, "hi"))
 		if w.Code != http.StatusBadRequest {
-			t.Fatalf("%s: status %d: %s", path, w.Code, clip(w.Body.String()))
+			t.Fatalf("%s: status %d: %s", path, w.Code, core.Clip(w.Body.String()))
 		}
 		msg, param, _, nCtx := errorText(t, w.Body)
 		if !strings.Contains(msg, "tools") || !strings.Contains(msg, "context of 2048 tokens") {
@@ -201,18 +202,18 @@ func TestHugeToolsRefusedBeforeRendering(t *testing.T) {
 func TestLargeToolsThatFitWork(t *testing.T) {
 	chat := &renderCounter{ctxSize: 2048}
 	s, _ := limitServer(t, map[string]cache.Instance{"chat": chat}, Options{})
-	s.RegisterOllama(ModelsOptions{})
-	tools := makeTools(MaxTools, 2300)
-	if n := minPromptTokens(toolPromptBytes(backendTools(tools))); n < 1100 || n > 2000 {
+	s.RegisterOllama(core.ModelsOptions{})
+	tools := makeTools(core.MaxTools, 2300)
+	if n := core.MinPromptTokens(core.ToolPromptBytes(backendTools(tools))); n < 1100 || n > 2000 {
 		t.Fatalf("the tools are at least %d tokens", n)
 	}
 	for _, path := range toolDialects {
 		before := chat.renders.Load()
 		w := post(t, s, path, toolsBody(path, tools, "hi"))
 		if w.Code != http.StatusOK {
-			t.Fatalf("%s: status %d: %s", path, w.Code, clip(w.Body.String()))
+			t.Fatalf("%s: status %d: %s", path, w.Code, core.Clip(w.Body.String()))
 		}
-		if chat.renders.Load() == before || chat.gotTools.Load() != MaxTools {
+		if chat.renders.Load() == before || chat.gotTools.Load() != core.MaxTools {
 			t.Errorf("%s: rendered %d times, generated with %d tools", path, chat.renders.Load()-before, chat.gotTools.Load())
 		}
 	}
@@ -233,7 +234,7 @@ func TestToolPromptBytes(t *testing.T) {
 	tools := []backends.Tool{{Name: "get", Description: "fetch", Parameters: json.RawMessage(`{"type": "object", "properties": {"u\u00e9": {"type":"string","description":"a\"b\n"}}, "required": ["u"], "minItems": 3}`)}}
 	// keys and strings: type object properties ué(escaped: 1+1) type string description a"b\n(4) required u minItems
 	want := len("get") + len("fetch") + len("type") + len("object") + len("properties") + 2 + len("type") + len("string") + len("description") + 4 + len("required") + 1 + len("minItems")
-	if got := toolPromptBytes(tools); got != want {
+	if got := core.ToolPromptBytes(tools); got != want {
 		t.Errorf("toolPromptBytes = %d, want %d", got, want)
 	}
 	var v any
@@ -241,7 +242,7 @@ func TestToolPromptBytes(t *testing.T) {
 		t.Fatal(err)
 	}
 	compact, _ := json.Marshal(map[string]any{"name": tools[0].Name, "description": tools[0].Description, "parameters": v})
-	if got := toolPromptBytes(tools); got > len(compact) {
+	if got := core.ToolPromptBytes(tools); got > len(compact) {
 		t.Errorf("counted %d bytes, more than the %d of the compact JSON", got, len(compact))
 	}
 }
@@ -266,6 +267,6 @@ func TestTemplateKwargsCounted(t *testing.T) {
 	body = jsonOf(map[string]any{"model": "chat", "messages": []any{map[string]string{"role": "user", "content": "hi"}},
 		"chat_template_kwargs": map[string]any{"enable_thinking": false, "documents": docs[:2]}})
 	if w := post(t, s, "/v1/chat/completions", body); w.Code != http.StatusOK {
-		t.Errorf("small kwargs: %d %s", w.Code, clip(w.Body.String()))
+		t.Errorf("small kwargs: %d %s", w.Code, core.Clip(w.Body.String()))
 	}
 }

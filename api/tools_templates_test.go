@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/modeld/modeld/api/core"
 	"github.com/modeld/modeld/backends"
 	"github.com/modeld/modeld/backends/llama/engine"
 	"github.com/modeld/modeld/internal/testenv"
@@ -39,7 +40,7 @@ func TestToolBytesUnderEveryTemplate(t *testing.T) {
 		{Name: "todo_write", Description: "Replace the task list.", Parameters: params(
 			`{"type":"object","properties":{"todos":{"type":"array","description":"The tasks","items":{"type":"object","properties":{"content":{"type":"string","description":"What to do"},"status":{"type":"string","enum":["pending","in_progress","completed"]}},"required":["content","status"]}}},"required":["todos"]}`)},
 	}
-	counted := toolPromptBytes(tools)
+	counted := core.ToolPromptBytes(tools)
 	msgs := []backends.Message{{Role: "user", Content: "What is the weather in Paris?"}}
 	var shown, hidden, failed []string
 	least, leastName := 1<<30, ""
@@ -76,8 +77,8 @@ func TestToolBytesUnderEveryTemplate(t *testing.T) {
 		}
 		shown = append(shown, name)
 		bytes, tokens := len(with)-len(without), len(idsWith)-len(idsWithout)
-		if tokens < minPromptTokens(counted) || 4*bytes < counted {
-			t.Errorf("%s: the tools add %d bytes and %d tokens to the prompt; %d bytes are counted, taken for at least %d tokens", name, bytes, tokens, counted, minPromptTokens(counted))
+		if tokens < core.MinPromptTokens(counted) || 4*bytes < counted {
+			t.Errorf("%s: the tools add %d bytes and %d tokens to the prompt; %d bytes are counted, taken for at least %d tokens", name, bytes, tokens, counted, core.MinPromptTokens(counted))
 		}
 		if bytes < least {
 			least, leastName = bytes, name

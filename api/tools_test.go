@@ -11,6 +11,8 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
+	"github.com/modeld/modeld/api/core"
+	apiopenai "github.com/modeld/modeld/api/openai"
 	"github.com/modeld/modeld/backends"
 )
 
@@ -126,11 +128,11 @@ func TestToolCallsWire(t *testing.T) {
 
 // TestToolCallsContentNull: with calls and no content, content is null.
 func TestToolCallsContentNull(t *testing.T) {
-	calls := addToolDeltas(nil, []backends.ToolCallDelta{{Index: 0, ID: "a", Name: "f"}, {Index: 0, Arguments: "{}"}, {Index: 1, ID: "b", Name: "g"}})
+	calls := core.AddToolDeltas(nil, []backends.ToolCallDelta{{Index: 0, ID: "a", Name: "f"}, {Index: 0, Arguments: "{}"}, {Index: 1, ID: "b", Name: "g"}})
 	if len(calls) != 2 || calls[0].Function.Arguments != "{}" || calls[1].ID != "b" || calls[1].Type != "function" {
 		t.Fatalf("calls = %+v", calls)
 	}
-	b, _ := json.Marshal(AssistantMessage{Role: "assistant", ToolCalls: calls})
+	b, _ := json.Marshal(apiopenai.AssistantMessage{Role: "assistant", ToolCalls: calls})
 	if !strings.Contains(string(b), `"content":null`) || !strings.Contains(string(b), `"tool_calls":[{"id":"a","type":"function","function":{"name":"f","arguments":"{}"}}`) {
 		t.Errorf("message = %s", b)
 	}
@@ -234,21 +236,21 @@ func TestParallelToolCallsFalse(t *testing.T) {
 			}
 			w := post(t, s, "/v1/chat/completions", body+`}`)
 			<-got
-			var calls []wireToolCall
+			var calls []core.WireToolCall
 			if stream {
 				for _, data := range readSSE(t, w.Body.String()) {
-					var ch ChatCompletionChunk
+					var ch apiopenai.ChatCompletionChunk
 					if data == "[DONE]" || json.Unmarshal([]byte(data), &ch) != nil || len(ch.Choices) == 0 {
 						continue
 					}
 					for _, d := range ch.Choices[0].Delta.ToolCalls {
-						calls = addToolDeltas(calls, []backends.ToolCallDelta{{Index: d.Index, ID: d.ID, Name: d.Function.Name, Arguments: d.Function.Arguments}})
+						calls = core.AddToolDeltas(calls, []backends.ToolCallDelta{{Index: d.Index, ID: d.ID, Name: d.Function.Name, Arguments: d.Function.Arguments}})
 					}
 				}
 			} else {
 				var cc struct {
 					Choices []struct {
-						Message AssistantMessage `json:"message"`
+						Message apiopenai.AssistantMessage `json:"message"`
 					} `json:"choices"`
 				}
 				if err := json.Unmarshal(w.Body.Bytes(), &cc); err != nil || len(cc.Choices) != 1 {

@@ -14,7 +14,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/modeld/modeld/api"
+	"github.com/modeld/modeld/api/responses"
 	"github.com/modeld/modeld/backends"
 	"github.com/modeld/modeld/backends/llama"
 	"github.com/modeld/modeld/backends/llama/promptcache"
@@ -324,7 +324,7 @@ var settings = []setting{
 		},
 		show: func(c *Config) any { return c.PromptCacheSize }},
 	{name: "responses-store-size", help: "memory for the responses that /v1/responses keeps for previous_response_id and GET /v1/responses/{id} (e.g. 64MiB; 0 = keep none; the oldest dropped first)",
-		def: static(fmt.Sprintf("%dMiB", api.DefaultResponseStoreBytes>>20)), apply: func(c *Config, v string) error {
+		def: static(fmt.Sprintf("%dMiB", responses.DefaultResponseStoreBytes>>20)), apply: func(c *Config, v string) error {
 			if strings.EqualFold(strings.TrimSpace(v), "auto") {
 				return errors.New("give a size such as 64MiB (0 keeps no response)")
 			}
@@ -332,10 +332,10 @@ var settings = []setting{
 		},
 		show: func(c *Config) any { return c.ResponsesStoreSize }},
 	{name: "responses-store-entries", help: "most responses that /v1/responses keeps, whatever their size (the oldest dropped first)",
-		def: static(strconv.Itoa(api.DefaultResponseStoreEntries)), apply: func(c *Config, v string) error { return parseInt(&c.ResponsesStoreEntries, v, 1) },
+		def: static(strconv.Itoa(responses.DefaultResponseStoreEntries)), apply: func(c *Config, v string) error { return parseInt(&c.ResponsesStoreEntries, v, 1) },
 		show: func(c *Config) any { return c.ResponsesStoreEntries }},
 	{name: "responses-store-lifetime", help: "how long a stored response may be continued (previous_response_id) or fetched",
-		def: static(durationText(api.DefaultResponseStoreLifetime)), apply: func(c *Config, v string) error { return parsePositiveDuration(&c.ResponsesStoreLifetime, v) },
+		def: static(durationText(responses.DefaultResponseStoreLifetime)), apply: func(c *Config, v string) error { return parsePositiveDuration(&c.ResponsesStoreLifetime, v) },
 		show: func(c *Config) any { return durationText(c.ResponsesStoreLifetime) }},
 	{name: "keep-billing-header", boolean: true, help: "keep the x-anthropic-billing-header line that Claude Code puts first in its system prompt (it changes with every session); off: the Messages API drops it, so that a new session reuses the prompt cached by the last one",
 		def: static("false"), apply: func(c *Config, v string) error {

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/modeld/modeld/api"
+	"github.com/modeld/modeld/api/core"
+	"github.com/modeld/modeld/api/store"
 	"github.com/modeld/modeld/backends"
 	"github.com/modeld/modeld/probe"
 )
@@ -24,10 +26,10 @@ func TestEffectiveContextAgrees(t *testing.T) {
 		}
 		plan := spec.Data.(*loadPlan)
 		srv := api.New(api.Options{Version: "test", Libs: backends.Libs{Root: t.TempDir()}, ContextCap: limit})
-		srv.RegisterModels(api.ModelsOptions{Store: rt.store})
+		srv.RegisterModels(core.ModelsOptions{Store: rt.store})
 		w := httptest.NewRecorder()
 		srv.Handler().ServeHTTP(w, httptest.NewRequest("GET", "http://localhost/v1/models/t/chat", nil))
-		var m api.ModelObject
+		var m store.ModelObject
 		if err := json.Unmarshal(w.Body.Bytes(), &m); err != nil || w.Code != 200 {
 			t.Fatalf("GET /v1/models/t/chat: %d %s", w.Code, w.Body)
 		}

@@ -15,6 +15,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/modeld/modeld/api"
+	"github.com/modeld/modeld/api/core"
+	"github.com/modeld/modeld/api/responses"
 	"github.com/modeld/modeld/backends"
 	"github.com/modeld/modeld/backends/llama"
 	"github.com/modeld/modeld/cache"
@@ -113,7 +115,7 @@ func (a *app) serve(ctx context.Context) error {
 		Collectors:   metrics.collectors(),
 		ContextCap:   cfg.contextCap(),
 		// The responses store: a size of 0 keeps none.
-		Responses: api.ResponseStoreConfig{MaxEntries: cfg.ResponsesStoreEntries, MaxBytes: cmp.Or(cfg.ResponsesStoreSize, -1), Lifetime: cfg.ResponsesStoreLifetime},
+		Responses: responses.ResponseStoreConfig{MaxEntries: cfg.ResponsesStoreEntries, MaxBytes: cmp.Or(cfg.ResponsesStoreSize, -1), Lifetime: cfg.ResponsesStoreLifetime},
 		// Claude Code's attribution line: dropped unless kept (api/anthropic.go).
 		KeepBillingHeader: cfg.KeepBillingHeader,
 
@@ -125,9 +127,9 @@ func (a *app) serve(ctx context.Context) error {
 		MetricsWithoutKey: cfg.MetricsWithoutKey,
 	})
 	srv.AddSystemSection("gpu_fallbacks", fallbacks.snapshot)
-	srv.RegisterModels(api.ModelsOptions{Store: store, Puller: puller, Unloader: loaded,
+	srv.RegisterModels(core.ModelsOptions{Store: store, Puller: puller, Unloader: loaded,
 		Aliases: cfg.Aliases.of, Resolve: modelResolver(store, cfg.Aliases)})
-	srv.RegisterOllama(api.ModelsOptions{Store: store, Puller: puller, Unloader: loaded})
+	srv.RegisterOllama(core.ModelsOptions{Store: store, Puller: puller, Unloader: loaded})
 
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {

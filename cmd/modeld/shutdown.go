@@ -8,7 +8,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/modeld/modeld/api"
+	"github.com/modeld/modeld/api/core"
 )
 
 // How the daemon stops (SIGTERM, Ctrl-C):
@@ -16,7 +16,7 @@ import (
 //  1. It stops accepting: the listener closes, idle connections close.
 //  2. Requests in flight get Config.ShutdownGrace to finish.
 //  3. Then the context every request derives from is cancelled with
-//     api.ErrShuttingDown: a live stream ends with an error event in the
+//     core.ErrShuttingDown: a live stream ends with an error event in the
 //     dialect's shape (no [DONE]), any other request gets a 503; a chat
 //     sequence stops within one decode step.
 //  4. Handlers get cutWait to write that; connections still open then are
@@ -31,7 +31,7 @@ import (
 const cutWait = 2 * time.Second
 
 // requestBase is the context of every request (http.Server.BaseContext);
-// cut cancels it with api.ErrShuttingDown.
+// cut cancels it with core.ErrShuttingDown.
 type requestBase struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
@@ -46,7 +46,7 @@ func newRequestBase() *requestBase {
 func (b *requestBase) base(net.Listener) context.Context { return b.ctx }
 
 // cut ends every request still running.
-func (b *requestBase) cut() { b.cancel(api.ErrShuttingDown) }
+func (b *requestBase) cut() { b.cancel(core.ErrShuttingDown) }
 
 // drain stops hs as described above; reqs must be hs's BaseContext. It
 // returns once no handler runs any more, or after grace + cutWait with the
