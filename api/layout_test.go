@@ -1,6 +1,7 @@
 package api
 
 import (
+	"fmt"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -70,23 +71,13 @@ func TestLayout(t *testing.T) {
 		if own == "." {
 			return nil // the wiring
 		}
-		allowed, known := mayImport[own]
-		if !known {
-			t.Errorf("%s: package api/%s is not in mayImport", path, own)
-			return nil
-		}
+		var imports []string
 		for _, imp := range f.Imports {
 			p, _ := strconv.Unquote(imp.Path.Value)
-			if p != module && !strings.HasPrefix(p, module+"/") {
-				continue
-			}
-			if p == module {
-				t.Errorf("%s: api/%s imports the wiring package api", path, own)
-				continue
-			}
-			if other := strings.TrimPrefix(p, module+"/"); !slices.Contains(allowed, other) {
-				t.Errorf("%s: api/%s imports api/%s; it may import only %v", path, own, other, allowed)
-			}
+			imports = append(imports, p)
+		}
+		for _, problem := range importProblems(own, imports) {
+			t.Errorf("%s: %s", path, problem)
 		}
 		return nil
 	})
@@ -97,5 +88,53 @@ func TestLayout(t *testing.T) {
 		if !ok {
 			t.Errorf("package %s has no doc comment", dir)
 		}
+	}
+}
+
+// importProblems are the imports of a file of package api/own that
+// mayImport does not allow.
+func importProblems(own string, imports []string) []string {
+	const module = "github.com/modeld/modeld/api"
+	allowed, known := mayImport[own]
+	if !known {
+		return []string{"package api/" + own + " is not in mayImport"}
+	}
+	var out []string
+	for _, p := range imports {
+		switch {
+		case p == module:
+			out = append(out, "api/"+own+" imports the wiring package api")
+		case strings.HasPrefix(p, module+"/"):
+			if other := strings.TrimPrefix(p, module+"/"); !slices.Contains(allowed, other) {
+				out = append(out, fmt.Sprintf("api/%s imports api/%s; it may import only %v", own, other, allowed))
+			}
+		}
+	}
+	return out
+}
+
+// TestImportRuleRefuses: the rule TestLayout applies finds a dialect that
+// imports another dialect, the wiring or an unknown api package, and lets
+// the core and third-party imports through.
+func TestImportRuleRefuses(t *testing.T) {
+	const module = "github.com/modeld/modeld/api"
+	for _, d := range dialects {
+		for _, other := range dialects {
+			if other != d && len(importProblems(d, []string{module + "/" + other})) != 1 {
+				t.Errorf("api/%s importing api/%s is not refused", d, other)
+			}
+		}
+		if len(importProblems(d, []string{module})) != 1 {
+			t.Errorf("api/%s importing api is not refused", d)
+		}
+		if p := importProblems(d, []string{module + "/core", "github.com/gin-gonic/gin", "github.com/modeld/modeld/backends"}); len(p) != 0 {
+			t.Errorf("api/%s: the core and outside imports are refused: %v", d, p)
+		}
+	}
+	if len(importProblems("core", []string{module + "/openai"})) != 1 {
+		t.Error("the core importing a dialect is not refused")
+	}
+	if len(importProblems("newdialect", nil)) != 1 {
+		t.Error("a package missing from mayImport is not refused")
 	}
 }
