@@ -106,11 +106,17 @@ type anthropicTool struct {
 	Strict      bool            `json:"strict"`
 }
 
-// anthropicToolChoice is tool_choice.
+// toolChoiceWire is Anthropic's tool_choice: {"type": "auto"|"any"|"none"}
+// or {"type": "tool", "name": ...}.
+var toolChoiceWire = core.ToolChoiceWire{
+	Field: "tool_choice",
+	Types: map[string]backends.ToolChoiceMode{"auto": backends.ToolChoiceAuto, "any": backends.ToolChoiceRequired, "none": backends.ToolChoiceNone},
+	Named: []string{"tool"}, NamePath: "name",
+}
+
+// anthropicToolChoice is tool_choice's flag beside the choice.
 type anthropicToolChoice struct {
-	Type                   string `json:"type"`
-	Name                   string `json:"name"`
-	DisableParallelToolUse bool   `json:"disable_parallel_tool_use"`
+	DisableParallelToolUse bool `json:"disable_parallel_tool_use"`
 }
 
 // anthropicThinking is thinking: enabled (with a budget), adaptive or
@@ -246,25 +252,13 @@ func (req *AnthropicRequest) tooling(gen *backends.Request, call *core.ChatCall)
 		}
 	}
 	if core.Given(req.ToolChoice) {
+		choice, _, err := core.ParseToolChoice(req.ToolChoice, toolChoiceWire)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		gen.ToolChoice = choice
 		var tc anthropicToolChoice
-		if json.Unmarshal(req.ToolChoice, &tc) != nil {
-			return core.JoinBadRequests(append(errs, core.BadRequest("tool_choice", "tool_choice must be {type: auto|any|tool|none}")))
-		}
-		switch tc.Type {
-		case "auto":
-			gen.ToolChoice.Mode = backends.ToolChoiceAuto
-		case "any":
-			gen.ToolChoice.Mode = backends.ToolChoiceRequired
-		case "tool":
-			if tc.Name == "" {
-				bad("tool_choice.name", "tool_choice of type tool needs a name")
-			}
-			gen.ToolChoice = backends.ToolChoice{Mode: backends.ToolChoiceFunction, Name: tc.Name}
-		case "none":
-			gen.ToolChoice.Mode = backends.ToolChoiceNone
-		default:
-			bad("tool_choice.type", "tool_choice.type %s is not one of auto, any, tool, none", core.Quote(tc.Type))
-		}
+		_ = json.Unmarshal(req.ToolChoice, &tc) // the parser has refused what does not decode
 		if tc.DisableParallelToolUse {
 			gen.ToolChoice.Single, call.Single = true, true
 		}

@@ -201,40 +201,17 @@ func (req *ChatCompletionRequest) Tooling(gen *backends.Request, env core.PlanEn
 		}
 	}
 	errs = append(errs, core.CheckTools(gen.Tools, func(i int) string { return at[i] })...)
-	if core.Given(req.FunctionCall) {
-		var mode string
-		var named struct {
-			Name string `json:"name"`
-		}
-		switch {
-		case json.Unmarshal(req.FunctionCall, &mode) == nil && (mode == "auto" || mode == "none"):
-			gen.ToolChoice.Mode = backends.ToolChoiceMode(mode)
-		case json.Unmarshal(req.FunctionCall, &named) == nil && named.Name != "":
-			gen.ToolChoice = backends.ToolChoice{Mode: backends.ToolChoiceFunction, Name: named.Name}
-		default:
-			errs = append(errs, core.BadRequest("function_call", "function_call must be auto, none or {name}"))
-		}
-	}
-	if core.Given(req.ToolChoice) {
-		var mode string
-		var named struct {
-			Type     string `json:"type"`
-			Function struct {
-				Name string `json:"name"`
-			} `json:"function"`
-		}
-		switch {
-		case json.Unmarshal(req.ToolChoice, &mode) == nil:
-			switch backends.ToolChoiceMode(mode) {
-			case backends.ToolChoiceAuto, backends.ToolChoiceNone, backends.ToolChoiceRequired:
-				gen.ToolChoice.Mode = backends.ToolChoiceMode(mode)
-			default:
-				errs = append(errs, core.BadRequest("tool_choice", "tool_choice %s is not one of auto, none, required", core.Quote(mode)))
+	for _, f := range []struct {
+		raw  json.RawMessage
+		wire core.ToolChoiceWire
+	}{{req.FunctionCall, functionCallWire}, {req.ToolChoice, toolChoiceWire}} {
+		if core.Given(f.raw) {
+			choice, _, err := core.ParseToolChoice(f.raw, f.wire)
+			if err != nil {
+				errs = append(errs, err)
+			} else {
+				gen.ToolChoice = choice
 			}
-		case json.Unmarshal(req.ToolChoice, &named) == nil && named.Type == "function" && named.Function.Name != "":
-			gen.ToolChoice = backends.ToolChoice{Mode: backends.ToolChoiceFunction, Name: named.Function.Name}
-		default:
-			errs = append(errs, core.BadRequest("tool_choice", "tool_choice must be auto, none, required or {type: \"function\", function: {name}}"))
 		}
 	}
 	if err := core.MeetToolChoice(gen, "tool_choice"); err != nil && len(errs) == 0 {
@@ -278,4 +255,19 @@ func Register(c *core.Core) {
 	s.Engine.POST("/v1/tokenize", s.tokenize)
 	s.Engine.POST("/v1/detokenize", s.detokenize)
 	s.Engine.POST("/v1/embeddings", s.embeddings)
+}
+
+// toolChoiceWire is OpenAI's tool_choice: "auto", "none", "required" or
+// {"type": "function", "function": {"name": ...}}.
+var toolChoiceWire = core.ToolChoiceWire{
+	Field:   "tool_choice",
+	Strings: map[string]backends.ToolChoiceMode{"auto": backends.ToolChoiceAuto, "none": backends.ToolChoiceNone, "required": backends.ToolChoiceRequired},
+	Named:   []string{"function"}, NamePath: "function.name",
+}
+
+// functionCallWire is the legacy function_call: "auto", "none" or {"name": ...}.
+var functionCallWire = core.ToolChoiceWire{
+	Field:   "function_call",
+	Strings: map[string]backends.ToolChoiceMode{"auto": backends.ToolChoiceAuto, "none": backends.ToolChoiceNone},
+	Named:   []string{""}, NamePath: "name",
 }

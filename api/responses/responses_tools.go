@@ -229,14 +229,13 @@ func (ts *responseTools) loaded(raw json.RawMessage, param string) error {
 // toolChoice reads tool_choice into gen.ToolChoice (and narrows ts for
 // allowed_tools).
 func (ts *responseTools) toolChoice(raw json.RawMessage, gen *backends.Request) error {
-	var mode string
-	if json.Unmarshal(raw, &mode) == nil {
-		switch backends.ToolChoiceMode(mode) {
-		case backends.ToolChoiceAuto, backends.ToolChoiceNone, backends.ToolChoiceRequired:
-			gen.ToolChoice.Mode = backends.ToolChoiceMode(mode)
-			return nil
-		}
-		return core.BadRequest("tool_choice", "tool_choice %s is not one of auto, none, required", core.Quote(mode))
+	choice, typ, err := core.ParseToolChoice(raw, toolChoiceWire)
+	if err != nil {
+		return err
+	}
+	if typ == "" { // a mode
+		gen.ToolChoice.Mode = choice.Mode
+		return nil
 	}
 	var named struct {
 		Type      string         `json:"type"`
@@ -245,14 +244,9 @@ func (ts *responseTools) toolChoice(raw json.RawMessage, gen *backends.Request) 
 		Mode      string         `json:"mode"`
 		Tools     []responseTool `json:"tools"`
 	}
-	if err := json.Unmarshal(raw, &named); err != nil {
-		return core.BadRequest("tool_choice", "tool_choice must be auto, none, required or {type, name}")
-	}
+	_ = json.Unmarshal(raw, &named) // ParseToolChoice has read it as an object
 	switch named.Type {
 	case "function", "custom":
-		if named.Name == "" {
-			return core.BadRequest("tool_choice.name", "tool_choice of type %s needs a name", named.Type)
-		}
 		name := namespacedName(named.Namespace, named.Name)
 		o, ok := ts.origin[name]
 		if !ok && named.Namespace == "" {
@@ -301,8 +295,6 @@ func (ts *responseTools) toolChoice(raw json.RawMessage, gen *backends.Request) 
 			return core.BadRequest("tool_choice.mode", "tool_choice.mode %s is not auto or required", core.Quote(named.Mode))
 		}
 		return nil
-	case "":
-		return core.BadRequest("tool_choice", "tool_choice must be auto, none, required or {type, name}")
 	}
 	return core.BadRequest("tool_choice", "tool_choice names a tool of type %s, which modeld does not run (%s)", core.Quote(named.Type), builtinToolsHint)
 }
@@ -323,4 +315,15 @@ func (ts *responseTools) byClientName(name string) (string, toolOrigin, bool) {
 	}
 	sort.Strings(found)
 	return found[0], ts.origin[found[0]], true
+}
+
+// toolChoiceWire is the Responses tool_choice: "auto", "none", "required",
+// {"type": "function"|"custom", "name": ...}, and the types this dialect
+// reads itself (tool_search, allowed_tools, and the hosted tools it
+// refuses with a hint).
+var toolChoiceWire = core.ToolChoiceWire{
+	Field:   "tool_choice",
+	Strings: map[string]backends.ToolChoiceMode{"auto": backends.ToolChoiceAuto, "none": backends.ToolChoiceNone, "required": backends.ToolChoiceRequired},
+	Named:   []string{"function", "custom"}, NamePath: "name",
+	Extra: []string{"tool_search", "allowed_tools", "*"},
 }
