@@ -30,6 +30,17 @@ type fakeChat struct {
 	// then lasts until the request's context ends.
 	tokenizeStarted chan struct{}
 	ctxSize         int // the context Info gives; 0: 64
+	// vision: the model reads images (a projector); without it a request
+	// with images is refused as a text-only backend refuses them.
+	vision bool
+}
+
+// refuseImages is a text-only backend's answer to messages with images.
+func (f *fakeChat) refuseImages(msgs []backends.Message) error {
+	if n := backends.CountImages(msgs); n > 0 && !f.vision {
+		return &backends.ImageInputError{Images: n}
+	}
+	return nil
 }
 
 func (f *fakeChat) Close() error { return nil }
@@ -57,6 +68,9 @@ func (f *fakeChat) ApplyChatTemplateContext(_ context.Context, msgs []backends.M
 	if !f.template {
 		return "", backends.ErrNoChatTemplate
 	}
+	if err := f.refuseImages(msgs); err != nil {
+		return "", err
+	}
 	var sb strings.Builder
 	for _, m := range msgs {
 		sb.WriteString("<" + m.Role + ">" + m.Content)
@@ -73,6 +87,9 @@ func (f *fakeChat) DetokenizeContext(_ context.Context, ids []int32, _ bool) (st
 func (f *fakeChat) Generate(ctx context.Context, req backends.Request) (<-chan backends.Event, error) {
 	if f.gotReq != nil {
 		f.gotReq <- req
+	}
+	if err := f.refuseImages(req.Messages); err != nil {
+		return nil, err
 	}
 	if err := req.Unsupported("this model"); err != nil {
 		return nil, err // as a backend without tools, structured output, logprobs or n > 1
@@ -260,7 +277,7 @@ func TestChatErrors(t *testing.T) {
 		{`{"messages":[{"role":"user","content":"x"}]}`, 400, "model is required"},
 		{`{"model":"m","messages":[{"role":"wizard","content":"x"}]}`, 400, `role "wizard"`},
 		{`{"model":"m","messages":[{"role":"user","content":"x"}],"temperature":3,"n":9}`, 400, "temperature 3 is outside [0, 2]; n 9 is outside [1, 8]"},
-		{`{"model":"m","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"x"}}]}]}`, 400, "image_url"},
+		{`{"model":"m","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"x"}}]}]}`, 400, "not fetched"},
 		{`{"model":"m","messages":[{"role":"user","content":"x"}],"tools":[{"type":"function"}]}`, 400, "tools[0] must be"},
 		{`{"model":"m","messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f","parameters":[1]}}]}`, 400, "tools[0].function.parameters must be a JSON Schema object"},
 		{`{"model":"m","messages":[{"role":"user","content":"x"}],"n":2}`, 400, "this model supports only n=1"},

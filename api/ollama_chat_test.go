@@ -59,7 +59,7 @@ func TestOllamaChat(t *testing.T) {
 	}
 	ollamaErr(t, e.call(t, "POST", "/api/chat", `{"model":"org/chat","messages":[{"role":"robot","content":"x"}]}`), 400, "messages[0].role")
 	ollamaErr(t, e.call(t, "POST", "/api/chat", `{"model":"org/chat","messages":[{"role":"user","content":"x"}],"logprobs":true}`), 400, "logprobs")
-	ollamaErr(t, e.call(t, "POST", "/api/chat", `{"model":"org/chat","messages":[{"role":"user","content":"x","images":["aGk="]}]}`), 400, "text only")
+	ollamaErr(t, e.call(t, "POST", "/api/chat", `{"model":"org/chat","messages":[{"role":"user","content":"x","images":["aGk="]}]}`), 400, "not a PNG, JPEG or WebP image")
 }
 
 // docs/api.md "Chat request (with tools)": the tools reach the backend;

@@ -3,6 +3,7 @@ package api
 import (
 	"bufio"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/http/httptest"
@@ -318,7 +319,7 @@ func TestOllamaOptions(t *testing.T) {
 		`{"model":"org/chat","prompt":"x","context":[1,2,3]}`:                                                                  "context",
 		`{"model":"org/chat","prompt":"x","logprobs":true}`:                                                                    "logprobs",
 		`{"model":"org/chat","prompt":"x","raw":true,"suffix":"y"}`:                                                            "suffix",
-		`{"model":"org/chat","prompt":"x","images":["iVBORw0KGgo="]}`:                                                          "text only",
+		`{"model":"org/chat","prompt":"x","images":["iVBORw0KGgo="]}`:                                                          "truncated or corrupt",
 		`{"model":"org/plain","prompt":"def f():","suffix":"  return r"}`:                                                      "fill-in-the-middle",
 		`{"model":"org/chat","prompt":"x","format":{"type":"object","properties":{"a":{"type":"string","pattern":"(?<=x)"}}}}`: "format",
 	} {
@@ -341,7 +342,8 @@ func TestOllamaModelNotFound(t *testing.T) {
 	}
 	ollamaErr(t, e.call(t, "DELETE", "/api/delete", `{"model":"nope"}`), 404, "model 'nope' not found")
 	ollamaErr(t, e.call(t, "POST", "/api/generate", `{"model":"Nope:Latest","prompt":"hi"}`), 404, "model 'Nope:Latest' not found")
-	ollamaErr(t, e.call(t, "POST", "/api/generate", `{"model":"nope","prompt":"x","images":["aGk="]}`), 404, "model 'nope' not found")
+	png := base64.StdEncoding.EncodeToString(testImage(t, "png", 2, 2))
+	ollamaErr(t, e.call(t, "POST", "/api/generate", `{"model":"nope","prompt":"x","images":["`+png+`"]}`), 404, "model 'nope' not found")
 }
 
 // A busy model is a 503 with Retry-After in Ollama's error shape.

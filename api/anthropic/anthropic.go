@@ -1,6 +1,7 @@
 package anthropic
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -93,6 +94,41 @@ type anthropicInBlock struct {
 	ToolUseID string          `json:"tool_use_id"`
 	Content   json.RawMessage `json:"content"`
 	IsError   bool            `json:"is_error"`
+	// Source is an image block's: {type: base64, media_type, data} or
+	// {type: url, url}.
+	Source *anthropicImageSource `json:"source"`
+}
+
+// anthropicImageSource is where an image block's bytes are.
+type anthropicImageSource struct {
+	Type      string `json:"type"`
+	MediaType string `json:"media_type"`
+	Data      string `json:"data"`
+	URL       string `json:"url"`
+}
+
+// imagePart is an image block as an image part: base64 data decoded, a URL
+// kept for the core (which fetches none). bp is the block's path.
+func imagePart(bp string, src *anthropicImageSource) (backends.ContentPart, error) {
+	part := backends.ContentPart{Type: backends.PartImage, WireType: "image"}
+	switch {
+	case src == nil:
+		return part, core.BadRequest(bp+".source", "%s.source is required on an image block", bp)
+	case src.Type == "base64":
+		if int64(len(src.Data)) > 4*core.ImageLimits.MaxBytes/3+4 {
+			return part, core.BadRequest(bp+".source.data", "%s.source.data is over the limit of %d bytes for one image", bp, core.ImageLimits.MaxBytes)
+		}
+		data, err := base64.StdEncoding.DecodeString(src.Data)
+		if err != nil {
+			return part, core.BadRequest(bp+".source.data", "%s.source.data is not base64", bp)
+		}
+		part.Data, part.Format = data, src.MediaType
+	case src.Type == "url":
+		part.URL = src.URL
+	default:
+		return part, core.BadRequest(bp+".source.type", "%s.source.type %s is not one of base64, url", bp, core.Quote(src.Type))
+	}
+	return part, nil
 }
 
 // anthropicTool is a tool definition: a custom tool (no type, or

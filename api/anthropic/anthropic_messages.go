@@ -166,7 +166,7 @@ func (m *anthropicMessage) translate(i int, keepBillingHeader bool) ([]backends.
 			if b.ToolUseID == "" {
 				return nil, core.BadRequest(bp+".tool_use_id", "%s.tool_use_id is required", bp)
 			}
-			result, err := toolResultText(bp, b.Content)
+			result, images, err := toolResult(bp, b.Content)
 			if err != nil {
 				return nil, err
 			}
@@ -174,15 +174,22 @@ func (m *anthropicMessage) translate(i int, keepBillingHeader bool) ([]backends.
 				result = "Error: " + result
 			}
 			flush()
-			out = append(out, backends.Message{Role: "tool", Content: result, ToolCallID: b.ToolUseID})
+			out = append(out, backends.Message{Role: "tool", Content: result, Parts: images, ToolCallID: b.ToolUseID})
 		case "thinking", "redacted_thinking":
 			if m.Role != "assistant" {
 				return nil, core.BadRequest(bp, "%s is a %s block, which only an assistant message holds", bp, b.Type)
 			}
-		case "image", "document":
-			return nil, core.BadRequest(bp, "%s is an %s block; modeld's chat models read text only", bp, b.Type)
+		case "image":
+			part, err := imagePart(bp, b.Source)
+			if err != nil {
+				return nil, err
+			}
+			cur.Parts = append(cur.Parts, part)
+			open = true
+		case "document":
+			return nil, core.BadRequest(bp, "%s is a document block; modeld's chat models read text and images", bp)
 		default:
-			return nil, core.BadRequest(bp, "%s has type %s, which is not supported (text, tool_use, tool_result, thinking)", bp, core.Quote(b.Type))
+			return nil, core.BadRequest(bp, "%s has type %s, which is not supported (text, image, tool_use, tool_result, thinking)", bp, core.Quote(b.Type))
 		}
 	}
 	flush()
@@ -192,19 +199,22 @@ func (m *anthropicMessage) translate(i int, keepBillingHeader bool) ([]backends.
 	return out, nil
 }
 
-// toolResultText is a tool_result's content: a string or text blocks.
-func toolResultText(param string, content json.RawMessage) (string, error) {
+// toolResult is a tool_result's content: a string, or text and image
+// blocks (Claude Code's Read tool returns images so); the text is joined,
+// the images are the message's parts.
+func toolResult(param string, content json.RawMessage) (string, []backends.ContentPart, error) {
 	if !core.Given(content) {
-		return "", nil
+		return "", nil, nil
 	}
 	var text string
 	if json.Unmarshal(content, &text) == nil {
-		return text, nil
+		return text, nil, nil
 	}
 	var blocks []anthropicInBlock
 	if json.Unmarshal(content, &blocks) != nil {
-		return "", core.BadRequest(param+".content", "%s.content must be a string or an array of text blocks", param)
+		return "", nil, core.BadRequest(param+".content", "%s.content must be a string or an array of text and image blocks", param)
 	}
+	var images []backends.ContentPart
 	var sb strings.Builder
 	for k, b := range blocks {
 		switch b.Type {
@@ -213,11 +223,15 @@ func toolResultText(param string, content json.RawMessage) (string, error) {
 				sb.WriteString("\n")
 			}
 			sb.WriteString(b.Text)
-		case "image", "document":
-			return "", core.BadRequest(fmt.Sprintf("%s.content[%d]", param, k), "%s.content[%d] is an %s block; modeld's chat models read text only", param, k, b.Type)
+		case "image":
+			part, err := imagePart(fmt.Sprintf("%s.content[%d]", param, k), b.Source)
+			if err != nil {
+				return "", nil, err
+			}
+			images = append(images, part)
 		default:
-			return "", core.BadRequest(fmt.Sprintf("%s.content[%d]", param, k), "%s.content[%d] has type %s; a tool result holds text", param, k, core.Quote(b.Type))
+			return "", nil, core.BadRequest(fmt.Sprintf("%s.content[%d]", param, k), "%s.content[%d] has type %s; a tool result holds text and images", param, k, core.Quote(b.Type))
 		}
 	}
-	return sb.String(), nil
+	return sb.String(), images, nil
 }

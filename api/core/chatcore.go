@@ -49,6 +49,9 @@ func NewChatPlan(gen backends.Request, msgs []backends.Message, contextCap int, 
 	if n := len(msgs); n > MaxChatMessages {
 		return nil, TooMany(param, n, MaxChatMessages, "messages")
 	}
+	if err := decodeImages(msgs, param); err != nil {
+		return nil, err
+	}
 	p := &ChatPlan{Gen: gen, Msgs: msgs, param: param}
 	for _, m := range msgs {
 		// Content is the text parts joined: the parts' text is not counted again.
@@ -184,7 +187,7 @@ func (s *Core) StartChat(c *gin.Context, call ChatCall) (*ChatRun, error) {
 	ids, rendered, err := ChatPromptIDs(backends.WithTemplateVars(ctx, call.Vars), model, &gen, call.Plan.Msgs)
 	if err != nil {
 		h.Release()
-		return nil, promptParam(err, call.Plan.param)
+		return nil, imageParam(promptParam(err, call.Plan.param), call.Model, call.Plan.param)
 	}
 	if rendered {
 		gen.Prompt = ids

@@ -472,18 +472,3 @@ func (h *ollama) loadOrUnload(c *gin.Context, model string, ka core.KeepAlive) (
 	hd.Release()
 	return "load", nil
 }
-
-// textOnly refuses images for model: modeld's models read text only. A
-// model the store does not hold is a 404 first.
-func (h *ollama) textOnly(model, param string) error {
-	if h.o.Store != nil && model != "" {
-		canon, err := models.ParseID(model)
-		if err != nil {
-			return err
-		}
-		if _, err := h.o.Store.Get(canon.String()); err != nil {
-			return err
-		}
-	}
-	return core.BadRequest(param, "model '%s' reads text only: %s are not supported (modeld serves no vision models)", core.Clip(model), param)
-}

@@ -1,6 +1,7 @@
 package ollama
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -130,9 +131,11 @@ func (req *OllamaChatRequest) chatMessages(h *ollama) ([]backends.Message, error
 		default:
 			errs = append(errs, core.BadRequest(fmt.Sprintf("messages[%d].role", i), "messages[%d].role %s is not one of system, user, assistant, tool", i, core.Quote(m.Role)))
 		}
-		if len(m.Images) > 0 && len(errs) == 0 {
-			return nil, h.textOnly(req.Model, fmt.Sprintf("messages[%d].images", i))
+		parts, err := imageParts(m.Images, fmt.Sprintf("messages[%d].images", i))
+		if err != nil {
+			errs = append(errs, err)
 		}
+		bm.Parts = append(bm.Parts, parts...)
 		msgs = append(msgs, bm)
 	}
 	return msgs, core.JoinBadRequests(errs)
@@ -283,8 +286,8 @@ func (h *ollama) startGenerate(c *gin.Context, req *OllamaGenerateRequest) (*cor
 		return nil, core.BadRequest("template", "template is not supported: modeld renders the model's own chat template; template the prompt yourself and send it with raw: true")
 	case len(req.Context) > 0:
 		return nil, core.BadRequest("context", "context is not supported (Ollama deprecates it): send the conversation to /api/chat")
-	case len(req.Images) > 0:
-		return nil, h.textOnly(req.Model, "images")
+	case len(req.Images) > 0 && (req.Raw || req.Suffix != ""):
+		return nil, core.BadRequest("images", "images go through the model's chat template: send them without raw and suffix")
 	case req.Logprobs:
 		return nil, errOllamaLogprobs
 	case req.Suffix != "" && req.Raw:
@@ -315,7 +318,11 @@ func (h *ollama) startGenerate(c *gin.Context, req *OllamaGenerateRequest) (*cor
 	if req.System != "" {
 		msgs = append(msgs, backends.Message{Role: "system", Content: req.System})
 	}
-	msgs = append(msgs, backends.Message{Role: "user", Content: req.Prompt})
+	parts, err := imageParts(req.Images, "images")
+	if err != nil {
+		return nil, err
+	}
+	msgs = append(msgs, backends.Message{Role: "user", Content: req.Prompt, Parts: parts})
 	plan, err := core.NewChatPlan(gen, msgs, h.s.ContextCap(), core.ConvFields{Conversation: "prompt"})
 	if err != nil {
 		return nil, err
@@ -357,4 +364,24 @@ func (h *ollama) startInfill(c *gin.Context, req *OllamaGenerateRequest, gen bac
 
 func noInfill(model string) error {
 	return core.BadRequest("suffix", "model '%s' has no fill-in-the-middle tokens, so suffix cannot be used with it", core.Clip(model))
+}
+
+// imageParts are Ollama's images (base64, without a data: prefix) as image
+// parts; the core decodes and bounds them. param names the field.
+func imageParts(images []string, param string) ([]backends.ContentPart, error) {
+	if len(images) > core.ImageLimits.MaxImages {
+		return nil, core.TooMany(param, len(images), core.ImageLimits.MaxImages, "images")
+	}
+	var parts []backends.ContentPart
+	for j, img := range images {
+		if int64(len(img)) > 4*core.ImageLimits.MaxBytes/3+4 {
+			return nil, core.BadRequest(fmt.Sprintf("%s[%d]", param, j), "%s[%d] is over the limit of %d bytes for one image", param, j, core.ImageLimits.MaxBytes)
+		}
+		data, err := base64.StdEncoding.DecodeString(img)
+		if err != nil {
+			return nil, core.BadRequest(fmt.Sprintf("%s[%d]", param, j), "%s[%d] is not base64 image data", param, j)
+		}
+		parts = append(parts, backends.ContentPart{Type: backends.PartImage, Data: data, WireType: "images"})
+	}
+	return parts, nil
 }

@@ -17,7 +17,7 @@ import (
 // modeld reads the text parts.
 type MessageContent struct {
 	Text    string
-	NonText []string // types of parts modeld cannot read (image_url, input_audio, ...)
+	NonText []string // types of parts modeld cannot read (input_audio, ...)
 	// Parts are the typed parts when content was an array.
 	Parts    []backends.ContentPart
 	Null     bool
@@ -59,7 +59,6 @@ func (m *MessageContent) UnmarshalJSON(b []byte) error {
 			if p.ImageURL != nil {
 				part.URL = p.ImageURL.URL
 			}
-			m.NonText = append(m.NonText, p.Type)
 		case "input_audio":
 			part.Type = backends.PartAudio
 			if p.InputAudio != nil {

@@ -41,6 +41,10 @@ type responsePart struct {
 	Type    string `json:"type"`
 	Text    string `json:"text"`
 	Refusal string `json:"refusal"`
+	// ImageURL is an input_image's data URL (a remote URL is refused by
+	// the core); FileID an uploaded file's id, which modeld does not hold.
+	ImageURL string `json:"image_url"`
+	FileID   string `json:"file_id"`
 }
 
 var responseRoles = map[string]string{"user": "user", "assistant": "assistant", "system": "system", "developer": "system"}
@@ -84,12 +88,12 @@ func responseInput(raw json.RawMessage) ([]backends.Message, []json.RawMessage, 
 			errs = append(errs, core.BadRequest(param, "%s is a %s and needs call_id and output", param, kind))
 			return
 		}
-		out, err := partsText(it.Output, param+".output")
+		out, parts, err := partsText(it.Output, param+".output")
 		if err != nil {
 			errs = append(errs, err)
 			return
 		}
-		msgs = append(msgs, backends.Message{Role: "tool", ToolCallID: it.CallID, Content: out})
+		msgs = append(msgs, backends.Message{Role: "tool", ToolCallID: it.CallID, Content: out, Parts: parts})
 	}
 	for i, rawItem := range items {
 		param := fmt.Sprintf("input[%d]", i)
@@ -105,12 +109,12 @@ func responseInput(raw json.RawMessage) ([]backends.Message, []json.RawMessage, 
 				errs = append(errs, core.BadRequest(param+".role", "%s.role %s is not one of user, assistant, system, developer", param, core.Quote(it.Role)))
 				continue
 			}
-			content, err := partsText(it.Content, param+".content")
+			content, parts, err := partsText(it.Content, param+".content")
 			if err != nil {
 				errs = append(errs, err)
 				continue
 			}
-			msgs = append(msgs, backends.Message{Role: role, Content: content})
+			msgs = append(msgs, backends.Message{Role: role, Content: content, Parts: parts})
 		case "function_call":
 			var args string
 			if it.CallID == "" || it.Name == "" || json.Unmarshal(it.Arguments, &args) != nil {
@@ -207,31 +211,46 @@ func nameToolResults(msgs []backends.Message) {
 }
 
 // partsText is the text of a content field: a string, or a list of text
-// parts (input_text, output_text; refusal text in an assistant's history).
-// An image, file or audio part is a 400: modeld's chat models read text.
-func partsText(raw json.RawMessage, param string) (string, error) {
+// parts (input_text, output_text; refusal text in an assistant's history)
+// and input_image parts, which are given as the message's parts too. A file
+// or audio part is a 400.
+func partsText(raw json.RawMessage, param string) (string, []backends.ContentPart, error) {
 	var text string
 	if json.Unmarshal(raw, &text) == nil {
-		return text, nil
+		return text, nil, nil
 	}
 	var parts []responsePart
 	if err := json.Unmarshal(raw, &parts); err != nil {
-		return "", core.BadRequest(param, "%s must be a string or a list of content parts", param)
+		return "", nil, core.BadRequest(param, "%s must be a string or a list of content parts", param)
 	}
 	var sb strings.Builder
+	var out []backends.ContentPart
+	images := false
 	for j, p := range parts {
+		at := fmt.Sprintf("%s[%d]", param, j)
 		switch p.Type {
 		case "input_text", "output_text", "text":
 			sb.WriteString(p.Text)
+			out = append(out, backends.ContentPart{Type: backends.PartText, Text: p.Text, WireType: p.Type})
 		case "refusal":
 			sb.WriteString(p.Refusal)
-		case "input_image", "input_file", "input_audio":
-			return "", core.BadRequest(fmt.Sprintf("%s[%d]", param, j), "%s[%d] is an %s part; this model reads text only (input_text)", param, j, p.Type)
+			out = append(out, backends.ContentPart{Type: backends.PartText, Text: p.Refusal, WireType: p.Type})
+		case "input_image":
+			if p.ImageURL == "" {
+				return "", nil, core.BadRequest(at+".image_url", "%s needs image_url (a data URL): modeld holds no uploaded files (file_id)", at)
+			}
+			out = append(out, backends.ContentPart{Type: backends.PartImage, URL: p.ImageURL, WireType: p.Type})
+			images = true
+		case "input_file", "input_audio":
+			return "", nil, core.BadRequest(at, "%s is an %s part; modeld's chat models read text and images (input_text, input_image)", at, p.Type)
 		default:
-			return "", core.BadRequest(fmt.Sprintf("%s[%d]", param, j), "%s[%d] has type %s; content parts are input_text, output_text or refusal", param, j, core.Quote(p.Type))
+			return "", nil, core.BadRequest(at, "%s has type %s; content parts are input_text, input_image, output_text or refusal", at, core.Quote(p.Type))
 		}
 	}
-	return sb.String(), nil
+	if !images {
+		out = nil // text alone: the content says it all
+	}
+	return sb.String(), out, nil
 }
 
 // withItemIDs gives each item an id (as the stored input items have
