@@ -164,6 +164,12 @@ func TestImagesRefused(t *testing.T) {
 // countingServer serves f as "m" on every dialect, counting its loads.
 func countingServer(t *testing.T, f *fakeChat, loads *int) *Server {
 	t.Helper()
+	return countingServerWith(t, f, loads, func(*Options) {})
+}
+
+// countingServerWith is countingServer with options changed by opt.
+func countingServerWith(t *testing.T, f *fakeChat, loads *int, opt func(*Options)) *Server {
+	t.Helper()
 	resolve := func(_ context.Context, id string) (cache.Spec, error) {
 		if id != "m" {
 			return cache.Spec{}, errors.New("model " + id + " not found")
@@ -176,7 +182,9 @@ func countingServer(t *testing.T, f *fakeChat, loads *int) *Server {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Close(context.Background()) })
-	s := New(Options{Constraints: testConstraints, Version: "test", Libs: backendsLibs(t), Cache: c})
+	o := Options{Constraints: testConstraints, Version: "test", Libs: backendsLibs(t), Cache: c}
+	opt(&o)
+	s := New(o)
 	s.RegisterOllama(core.ModelsOptions{})
 	return s
 }
@@ -210,4 +218,42 @@ func dialectError(t *testing.T, dialect string, w *httptest.ResponseRecorder) (m
 	p, _ := e["param"].(string)
 	c, _ := e["code"].(string)
 	return fmt.Sprint(e["message"]), p, c
+}
+
+// TestRemoteImagesWhenAllowed: with FetchImage set (--allow-remote-images)
+// an http(s) image URL is read through it, before the model loads, and
+// decoded as an inline one; a URL it cannot read is a 400 that loads
+// nothing.
+func TestRemoteImagesWhenAllowed(t *testing.T) {
+	png := testImage(t, "png", 4, 2)
+	var asked []string
+	fetch := func(_ context.Context, url string, limit int64) ([]byte, error) {
+		asked = append(asked, url)
+		if limit != core.ImageLimits.MaxBytes {
+			t.Errorf("limit %d", limit)
+		}
+		if strings.HasSuffix(url, "/a.png") {
+			return png, nil
+		}
+		return nil, errors.New("refused dial: 127.0.0.1 is loopback")
+	}
+	f := &fakeChat{pieces: []string{"x"}, finish: backends.FinishStop, vision: true, template: true, gotReq: make(chan backends.Request, 1)}
+	loads := 0
+	s := countingServerWith(t, f, &loads, func(o *Options) { o.FetchImage = fetch })
+	w := post(t, s, "/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"https://images.example/a.png"}}]}]}`)
+	if w.Code != 200 {
+		t.Fatalf("status %d: %s", w.Code, w.Body)
+	}
+	req := <-f.gotReq
+	if img := req.Messages[0].Parts[0].Image; img == nil || img.Width != 4 || img.Height != 2 {
+		t.Fatalf("backend got %+v", req.Messages[0].Parts)
+	}
+	loads = 0
+	w = post(t, s, "/v1/messages", `{"model":"m","max_tokens":3,"messages":[{"role":"user","content":[{"type":"image","source":{"type":"url","url":"http://127.0.0.1:8080/secret"}}]}]}`)
+	if msg, _, _ := dialectError(t, "anthropic", w); w.Code != 400 || !strings.Contains(msg, "could not be read") || loads != 0 {
+		t.Errorf("unreadable URL: %d %s (loads %d)", w.Code, w.Body, loads)
+	}
+	if len(asked) != 2 {
+		t.Errorf("fetched %v", asked)
+	}
 }

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"log/slog"
 	"net/http"
 	"time"
@@ -73,6 +74,10 @@ type Options struct {
 	// Responses bounds the store that previous_response_id reads
 	// (responses_store.go); zero fields take its defaults.
 	Responses responses.ResponseStoreConfig
+	// FetchImage, when set, reads images that requests give by http(s) URL
+	// (--allow-remote-images, through the pull's network guard); nil refuses
+	// them.
+	FetchImage func(ctx context.Context, url string, limit int64) ([]byte, error)
 	// KeepBillingHeader keeps the x-anthropic-billing-header line that
 	// Claude Code puts first in its system prompt; by default the Messages
 	// dialect drops it, so that a new session reuses the cached prompt of
@@ -99,7 +104,7 @@ func New(opt Options) *Server {
 		opt.Log = slog.Default()
 	}
 	c := core.New(core.Options{Constraints: opt.Constraints, Version: opt.Version, ContextCap: opt.ContextCap, Cache: opt.Cache,
-		Tasks: opt.Tasks, ResolveModel: opt.ResolveModel, KeepBillingHeader: opt.KeepBillingHeader}, opt.Log, gin.New())
+		Tasks: opt.Tasks, ResolveModel: opt.ResolveModel, KeepBillingHeader: opt.KeepBillingHeader, FetchImage: opt.FetchImage}, opt.Log, gin.New())
 	s := &Server{Core: c, opt: opt, started: time.Now(), system: map[string]func() any{}, access: newAccess(opt)}
 	s.opt.APIKey = ""
 	s.handler = s.guard(s.Engine)

@@ -406,6 +406,10 @@ func (s *anthropicAPI) anthropicCountTokens(c *gin.Context) {
 	if !ok {
 		return
 	}
+	if err := s.FetchImages(c.Request.Context(), plan.call.Plan.Msgs, "messages"); err != nil {
+		WriteAnthropicError(c, err)
+		return
+	}
 	h, model, err := s.AcquireChat(c, req.Model, req.KeepAlive)
 	if err != nil {
 		WriteAnthropicError(c, err)

@@ -169,6 +169,9 @@ func (r *ChatRun) Release() { r.handle.Release() }
 // /v1/tokenize does, and starts generating under the request's context: a
 // client that goes away stops the work.
 func (s *Core) StartChat(c *gin.Context, call ChatCall) (*ChatRun, error) {
+	if err := s.FetchImages(c.Request.Context(), call.Plan.Msgs, call.Plan.param); err != nil {
+		return nil, err // before the model loads
+	}
 	h, model, err := s.AcquireChat(c, call.Model, call.KeepAlive)
 	if err != nil {
 		return nil, err

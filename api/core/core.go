@@ -1,6 +1,7 @@
 package core
 
 import (
+	"context"
 	"log/slog"
 
 	"github.com/gin-gonic/gin"
@@ -28,6 +29,10 @@ type Options struct {
 	ResolveModel func(name string) string
 	// KeepBillingHeader keeps Claude Code's billing line in the system prompt.
 	KeepBillingHeader bool
+	// FetchImage, when set, reads an image a request gives by http(s) URL,
+	// at most limit bytes, through the pull's network guard
+	// (--allow-remote-images); nil refuses such images.
+	FetchImage func(ctx context.Context, url string, limit int64) ([]byte, error)
 }
 
 // Core is the handle a dialect gets: the settings, the log, the router its

@@ -1,27 +1,88 @@
 package core
 
 import (
+	"context"
 	"errors"
 	"net/http"
+	"strings"
 
 	"github.com/modeld/modeld/backends"
 	"github.com/modeld/modeld/internal/imagein"
 )
 
 // ImageLimits bound the images of one chat request (bytes, pixels, count),
-// checked before any pixel is decoded.
-var ImageLimits = imagein.DefaultLimits()
+// checked before any pixel is decoded. A request's pixels together are
+// bounded at 1<<24 (the RGB of a chat request crosses the runner socket,
+// whose messages are bounded).
+var ImageLimits = chatImageLimits()
+
+func chatImageLimits() imagein.Limits {
+	l := imagein.DefaultLimits()
+	l.MaxRequestPixels = 1 << 24
+	return l
+}
 
 // decodeImages decodes the image parts of msgs in place (internal/imagein:
 // memory-safe decoders, the pixels bounded from the header first) before
 // any model is acquired, so that a hostile or broken image loads nothing.
-// A refusal is a 400 at param, with imagein's code and its own text (never
-// a decoder's).
+// A part given by http(s) URL is left for FetchImages. A refusal is a 400
+// at param, with imagein's code and its own text (never a decoder's).
 func decodeImages(msgs []backends.Message, param string) error {
-	if backends.CountImages(msgs) == 0 {
+	if backends.CountImages(msgs) == 0 || remoteImages(msgs) > 0 {
+		return nil // FetchImages decodes them all once fetched
+	}
+	return imageError(imagein.DecodeMessages(msgs, ImageLimits), param)
+}
+
+// remoteImages counts the image parts given by http(s) URL, not yet read.
+func remoteImages(msgs []backends.Message) int {
+	n := 0
+	for _, m := range msgs {
+		for _, p := range m.Parts {
+			if p.Type == backends.PartImage && p.Image == nil && len(p.Data) == 0 && isRemote(p.URL) {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+func isRemote(u string) bool {
+	scheme, _, _ := strings.Cut(u, ":")
+	scheme = strings.ToLower(scheme)
+	return scheme == "http" || scheme == "https"
+}
+
+// FetchImages reads the images msgs give by http(s) URL, when the daemon
+// allows it (Options.FetchImage, through the pull's network guard), and
+// decodes every image of msgs within ImageLimits; without FetchImage such
+// an image is refused (remote_image_url). Every path that hands msgs to a
+// model calls it first (StartChat; tokenize and count_tokens too).
+func (s *Core) FetchImages(ctx context.Context, msgs []backends.Message, param string) error {
+	if remoteImages(msgs) == 0 {
 		return nil
 	}
-	err := imagein.DecodeMessages(msgs, ImageLimits)
+	if s.Opt.FetchImage != nil {
+		for i := range msgs {
+			for j := range msgs[i].Parts {
+				p := &msgs[i].Parts[j]
+				if p.Type != backends.PartImage || p.Image != nil || len(p.Data) > 0 || !isRemote(p.URL) {
+					continue
+				}
+				data, err := s.Opt.FetchImage(ctx, p.URL, ImageLimits.MaxBytes)
+				if err != nil {
+					return &Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "remote_image_unreadable", Param: &param,
+						Message: "an image URL could not be read: " + Clip(err.Error())}
+				}
+				p.Data = data
+			}
+		}
+	}
+	return imageError(imagein.DecodeMessages(msgs, ImageLimits), param)
+}
+
+// imageError is imagein's refusal as a 400 at param.
+func imageError(err error, param string) error {
 	var ie *imagein.Error
 	if errors.As(err, &ie) {
 		return &Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: ie.Code, Param: &param, Message: ie.Error()}

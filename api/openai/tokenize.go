@@ -88,6 +88,10 @@ func (s *openaiAPI) tokenize(c *gin.Context) {
 			core.WriteError(c, err)
 			return
 		}
+		if err := s.FetchImages(c.Request.Context(), plan.Msgs, "messages"); err != nil {
+			core.WriteError(c, err)
+			return
+		}
 	}
 	h, model, tok, ok := s.acquireTokenizer(c, req.Model, req.KeepAlive)
 	if !ok {

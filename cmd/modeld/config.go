@@ -71,6 +71,9 @@ type Config struct {
 	StallTimeout     time.Duration // a runner silent this long with work in flight is killed
 	ShutdownGrace    time.Duration // how long live streams may finish after SIGTERM
 	AllowPrivatePull bool          // pull may fetch loopback, link-local and private addresses
+	// AllowRemoteImages lets chat requests give images by http(s) URL,
+	// fetched through the pull's network guard (AllowPrivatePull applies).
+	AllowRemoteImages bool
 	MaxDownload      int64         // largest model file pull accepts; 0: bounded by free disk only
 	RunnerWrapper    []string      // program and arguments chat runners start under (an emulator, nice); empty: directly
 
@@ -344,6 +347,13 @@ var settings = []setting{
 			return err
 		},
 		show: func(c *Config) any { return c.KeepBillingHeader }},
+	{name: "allow-remote-images", boolean: true, help: "let chat requests give images by http(s) URL, which the daemon then fetches through pull's network guard (no loopback, link-local or private addresses unless --allow-private-pull); off: only inline images (data URLs, base64) are read",
+		def: static("false"), apply: func(c *Config, v string) error {
+			b, err := strconv.ParseBool(v)
+			c.AllowRemoteImages = b
+			return err
+		},
+		show: func(c *Config) any { return c.AllowRemoteImages }},
 	{name: "allow-private-pull", boolean: true, help: "let pull fetch loopback, link-local and private network addresses (off: pull is not a proxy into the local network)",
 		def: static("false"), apply: func(c *Config, v string) error {
 			b, err := strconv.ParseBool(v)

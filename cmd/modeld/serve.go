@@ -20,6 +20,7 @@ import (
 	"github.com/modeld/modeld/backends"
 	"github.com/modeld/modeld/backends/llama"
 	"github.com/modeld/modeld/cache"
+	"github.com/modeld/modeld/models/hub"
 	"github.com/modeld/modeld/probe"
 )
 
@@ -118,6 +119,8 @@ func (a *app) serve(ctx context.Context) error {
 		Responses: responses.ResponseStoreConfig{MaxEntries: cfg.ResponsesStoreEntries, MaxBytes: cmp.Or(cfg.ResponsesStoreSize, -1), Lifetime: cfg.ResponsesStoreLifetime},
 		// Claude Code's attribution line: dropped unless kept (api/anthropic.go).
 		KeepBillingHeader: cfg.KeepBillingHeader,
+		// Images by http(s) URL: only when allowed, through pull's guard.
+		FetchImage: remoteImages(cfg, puller),
 
 		// Who may talk to the daemon (api/access.go).
 		AllowedHosts: cfg.AllowedHosts,
@@ -208,4 +211,14 @@ func newHTTPServer(h http.Handler, t serverTimeouts) *http.Server {
 		MaxHeaderBytes:    maxHeaderBytes,
 		// ReadTimeout and WriteTimeout stay 0: see serverTimeouts.
 	}
+}
+
+// remoteImages is how the daemon reads an image a request gives by URL:
+// through the puller's network guard when --allow-remote-images is on,
+// never otherwise.
+func remoteImages(cfg Config, puller *hub.Puller) func(ctx context.Context, url string, limit int64) ([]byte, error) {
+	if !cfg.AllowRemoteImages || puller == nil {
+		return nil
+	}
+	return puller.Fetch
 }
