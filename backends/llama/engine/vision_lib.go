@@ -9,22 +9,16 @@ import (
 
 	"github.com/ebitengine/purego"
 	"github.com/hybridgroup/yzma/pkg/mtmd"
-)
 
-// mtmdLibName is llama.cpp's multimodal library, which the prebuilt
-// packages lack: scripts/bootstrap --with-mtmd builds it from the same
-// release's source into the library dir.
-func mtmdLibName(goos string) string {
-	if goos == "darwin" {
-		return "libmtmd.dylib"
-	}
-	return "libmtmd.so"
-}
+	"github.com/modeld/modeld/backends"
+)
 
 // loadMultimodal loads the multimodal library from dir when it is there;
 // the error says why images cannot be read (nil: they can).
 func loadMultimodal(dir string) error {
-	name := mtmdLibName(runtime.GOOS)
+	// The prebuilt packages lack it: scripts/bootstrap --with-mtmd builds
+	// it from the same release's source into the library dir.
+	name := backends.PlatformLibNames(runtime.GOOS).Multimodal
 	if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
 		return fmt.Errorf("%s is not installed in %s (scripts/bootstrap --with-mtmd builds it)", name, dir)
 	}
