@@ -246,3 +246,59 @@ func TestProjectorForAnotherModelFailsTheLoad(t *testing.T) {
 		t.Fatalf("Open with a 32-wide projector for a 64-wide model = %v, want ErrInvalidModel", err)
 	}
 }
+
+// TestVisionBesideText: an image prompt that joins while a text prompt
+// generates (submitted when the text's first token is out), on a model
+// that drafts by prompt lookup, leaves the text's greedy tokens as they
+// are alone, and its own are those of a model without lookup.
+func TestVisionBesideText(t *testing.T) {
+	requireMultimodal(t)
+	proj := genProjector(t, ggufgen.TinyProjector())
+	path := genModel(t, ggufgen.Tiny(ggufgen.SPM))
+	var join func()
+	open := func(lookup int) *Model {
+		h := Hooks{AfterToken: func(slot, n int) {
+			if join != nil && n == 1 {
+				join()
+				join = nil
+			}
+		}}
+		m, err := OpenWithHooks(path, Options{ContextSize: 512, Slots: 2, Lookup: lookup, Projector: proj}, h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = m.Close() })
+		return m
+	}
+	plain, drafting := open(0), open(4)
+	textMsgs := imageMessages("count from one to twenty")
+	imgMsgs := imageMessages("what is this?", testPNG(t, 50, 40, 77))
+	prompt := func(m *Model, msgs []Message) []int32 {
+		p, err := m.ChatPrompt(msgs, nil, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	textReq := Request{Prompt: prompt(plain, textMsgs), Messages: textMsgs, MaxTokens: 40}
+	imgReq := Request{Prompt: prompt(plain, imgMsgs), Messages: imgMsgs, MaxTokens: 20}
+	soloText := drain(t, mustGenerate(t, plain, textReq))
+	soloImage := drain(t, mustGenerate(t, plain, imgReq))
+
+	joined := make(chan (<-chan Event), 1)
+	join = func() { // on the scheduler goroutine: Generate only queues
+		ch, err := drafting.Generate(context.Background(), imgReq)
+		if err != nil {
+			panic(err)
+		}
+		joined <- ch
+	}
+	text := drain(t, mustGenerate(t, drafting, textReq))
+	both := drain(t, <-joined)
+	if !slices.Equal(text.tokens, soloText.tokens) {
+		t.Fatalf("text beside an image: %v, alone %v", text.tokens, soloText.tokens)
+	}
+	if both.final.Err != nil || !slices.Equal(both.tokens, soloImage.tokens) {
+		t.Fatalf("image beside text, with lookup: %v (%v), alone without lookup %v", both.tokens, both.final.Err, soloImage.tokens)
+	}
+}
