@@ -9,6 +9,7 @@ import (
 	"image/png"
 	"path/filepath"
 	"slices"
+	"sync"
 	"testing"
 
 	"github.com/modeld/modeld/backends"
@@ -255,14 +256,7 @@ func TestVisionBesideText(t *testing.T) {
 	requireMultimodal(t)
 	proj := genProjector(t, ggufgen.TinyProjector())
 	path := genModel(t, ggufgen.Tiny(ggufgen.SPM))
-	var join func()
-	open := func(lookup int) *Model {
-		h := Hooks{AfterToken: func(slot, n int) {
-			if join != nil && n == 1 {
-				join()
-				join = nil
-			}
-		}}
+	open := func(lookup int, h Hooks) *Model {
 		m, err := OpenWithHooks(path, Options{ContextSize: 512, Slots: 2, Lookup: lookup, Projector: proj}, h)
 		if err != nil {
 			t.Fatal(err)
@@ -270,29 +264,35 @@ func TestVisionBesideText(t *testing.T) {
 		t.Cleanup(func() { _ = m.Close() })
 		return m
 	}
-	plain, drafting := open(0), open(4)
 	textMsgs := imageMessages("count from one to twenty")
 	imgMsgs := imageMessages("what is this?", testPNG(t, 50, 40, 77))
-	prompt := func(m *Model, msgs []Message) []int32 {
-		p, err := m.ChatPrompt(msgs, nil, true)
+	plain := open(0, Hooks{})
+	prompt := func(msgs []Message) []int32 {
+		p, err := plain.ChatPrompt(msgs, nil, true)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return p
 	}
-	textReq := Request{Prompt: prompt(plain, textMsgs), Messages: textMsgs, MaxTokens: 40}
-	imgReq := Request{Prompt: prompt(plain, imgMsgs), Messages: imgMsgs, MaxTokens: 20}
+	textReq := Request{Prompt: prompt(textMsgs), Messages: textMsgs, MaxTokens: 40}
+	imgReq := Request{Prompt: prompt(imgMsgs), Messages: imgMsgs, MaxTokens: 20}
 	soloText := drain(t, mustGenerate(t, plain, textReq))
 	soloImage := drain(t, mustGenerate(t, plain, imgReq))
 
+	// On the scheduler goroutine, after the text's first token: Generate
+	// only queues the image request.
 	joined := make(chan (<-chan Event), 1)
-	join = func() { // on the scheduler goroutine: Generate only queues
-		ch, err := drafting.Generate(context.Background(), imgReq)
-		if err != nil {
-			panic(err)
-		}
-		joined <- ch
-	}
+	var drafting *Model
+	var once sync.Once
+	drafting = open(4, Hooks{AfterToken: func(slot, n int) {
+		once.Do(func() {
+			ch, err := drafting.Generate(context.Background(), imgReq)
+			if err != nil {
+				panic(err)
+			}
+			joined <- ch
+		})
+	}})
 	text := drain(t, mustGenerate(t, drafting, textReq))
 	both := drain(t, <-joined)
 	if !slices.Equal(text.tokens, soloText.tokens) {
