@@ -37,6 +37,9 @@ type LibNames struct {
 	Llama []string // in llama/: what yzma loads
 	CPU   string   // glob in llama/ of the ggml CPU backends (one is needed)
 	ONNX  string   // in onnxruntime/
+	// Multimodal is llama.cpp's multimodal library in llama/ (images in
+	// chat), which only scripts/bootstrap --with-mtmd installs.
+	Multimodal string
 }
 
 // PlatformLibNames returns the library names of platform goos, as
@@ -45,13 +48,20 @@ func PlatformLibNames(goos string) LibNames {
 	if goos == "darwin" {
 		return LibNames{
 			Llama: []string{"libllama.dylib", "libggml.dylib", "libggml-base.dylib"},
-			CPU:   "libggml-cpu*.so", ONNX: "libonnxruntime.1.dylib",
+			CPU:   "libggml-cpu*.so", ONNX: "libonnxruntime.1.dylib", Multimodal: "libmtmd.dylib",
 		}
 	}
 	return LibNames{
 		Llama: []string{"libllama.so", "libggml.so", "libggml-base.so"},
-		CPU:   "libggml-cpu*.so", ONNX: "libonnxruntime.so.1",
+		CPU:   "libggml-cpu*.so", ONNX: "libonnxruntime.so.1", Multimodal: "libmtmd.so",
 	}
+}
+
+// HasMultimodal reports whether llama.cpp's multimodal library is in the
+// llama dir: whether a GGUF chat model with a projector reads images.
+func (l Libs) HasMultimodal() bool {
+	_, err := os.Stat(filepath.Join(l.LlamaDir(), l.names().Multimodal))
+	return err == nil
 }
 
 func (l Libs) names() LibNames {
@@ -77,7 +87,10 @@ type LibStatus struct {
 	Version   string   `json:"version,omitempty"` // what scripts/bootstrap recorded
 	Missing   []string `json:"missing,omitempty"`
 	GPU       []string `json:"gpu_backends,omitempty"`
-	Fix       string   `json:"fix,omitempty"`
+	// Multimodal says that llama.cpp's multimodal library is installed
+	// (llama.cpp only): chat models with a projector read images.
+	Multimodal bool   `json:"multimodal,omitempty"`
+	Fix        string `json:"fix,omitempty"`
 }
 
 // Error describes a missing library set in one line, with the command that installs it.
@@ -110,6 +123,7 @@ func (l Libs) checkLlama() LibStatus {
 			s.GPU = append(s.GPU, g)
 		}
 	}
+	s.Multimodal = l.HasMultimodal()
 	return l.finish(s, dir)
 }
 

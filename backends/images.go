@@ -48,6 +48,10 @@ type ImageInputError struct {
 	Model  string // the model's name as the request gave it ("" when unknown)
 	Images int    // the images sent
 	Param  string // the request field holding them ("messages"); "" leaves it to the caller
+	// Reason, when set, says why a model imported with a projector reads
+	// no images (the multimodal library is not installed); "" is the
+	// model having no projector.
+	Reason string `json:",omitempty"`
 }
 
 func (e *ImageInputError) Error() string {
@@ -55,13 +59,37 @@ func (e *ImageInputError) Error() string {
 	if e.Model != "" {
 		who = "model " + QuoteInput(e.Model)
 	}
-	return fmt.Sprintf("%s does not accept image input (it has no multimodal projector), and the request has %d image(s)", who, e.Images)
+	why := "it has no multimodal projector"
+	if e.Reason != "" {
+		why = e.Reason
+	}
+	return fmt.Sprintf("%s does not accept image input (%s), and the request has %d image(s)", who, why, e.Images)
 }
 
 func (e *ImageInputError) Is(target error) bool { return target == ErrInvalidRequest }
 func (e *ImageInputError) HTTPStatus() int      { return http.StatusBadRequest }
 func (e *ImageInputError) ErrorCode() string    { return "image_input_unsupported" }
 func (e *ImageInputError) ErrorParam() string   { return e.Param }
+
+// ImageToken stands for one image token in a prompt's token ids: a model
+// that reads images (a llama model with its projector) gives a chat prompt
+// with images as its text tokens around one run of ImageToken per image, as
+// long as the image's tokens, so that the prompt's length is its exact
+// token count. Such a prompt is generated from with the same messages (the
+// images are taken from their parts, in order); ImageToken is never a
+// vocabulary id and detokenizes to nothing.
+const ImageToken int32 = -1
+
+// PromptImageTokens is how many of prompt's ids are image tokens.
+func PromptImageTokens(prompt []int32) int {
+	n := 0
+	for _, t := range prompt {
+		if t == ImageToken {
+			n++
+		}
+	}
+	return n
+}
 
 // CountImages is the number of image parts in msgs.
 func CountImages(msgs []Message) int {

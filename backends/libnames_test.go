@@ -50,3 +50,35 @@ func TestCheckDarwinLayout(t *testing.T) {
 		t.Fatalf("linux ONNXRuntimePath = %s", got)
 	}
 }
+
+// TestCheckMultimodal: llama.cpp's multimodal library is optional: the
+// libraries are installed without it, and Check and HasMultimodal say
+// whether it is there, by the platform's name.
+func TestCheckMultimodal(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "llama")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"libllama.so", "libggml.so", "libggml-base.so", "libggml-cpu-x64.so"} {
+		if err := os.WriteFile(filepath.Join(dir, f), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l := Libs{Root: root, GOOS: "linux"}
+	if st := l.Check()[0]; !st.Installed || st.Multimodal || l.HasMultimodal() {
+		t.Fatalf("without libmtmd.so: %+v", st)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "libmtmd.dylib"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if l.HasMultimodal() {
+		t.Fatal("the macOS name counts on Linux")
+	}
+	if err := os.WriteFile(filepath.Join(dir, "libmtmd.so"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if st := l.Check()[0]; !st.Multimodal || !l.HasMultimodal() {
+		t.Fatalf("with libmtmd.so: %+v", st)
+	}
+}

@@ -37,6 +37,9 @@ type Info struct {
 	GPUFallback string
 	// ChatTemplate reports whether the model renders chat messages itself.
 	ChatTemplate bool
+	// Vision reports whether chat messages may carry images (a GGUF model
+	// loaded with its multimodal projector); ImageInputError otherwise.
+	Vision bool
 }
 
 // Generator generates text: chat and completions. The stream ends with one

@@ -173,6 +173,14 @@ func TestBootstrapWithMtmd(t *testing.T) {
 	if err != nil || !strings.Contains(out, "nothing to do") {
 		t.Fatalf("second --with-mtmd run: %v\n%s", err, out)
 	}
+	// A plain run (make run's bootstrap) keeps the library.
+	out, err = e.run(nil)
+	if err != nil || !strings.Contains(out, "keeping the multimodal library") || !strings.Contains(out, "nothing to do") {
+		t.Fatalf("plain run after --with-mtmd: %v\n%s", err, out)
+	}
+	if _, err := os.Stat(filepath.Join(llama, "libmtmd.so")); err != nil {
+		t.Fatalf("a plain run dropped the multimodal library: %v", err)
+	}
 
 	out, err = e.run(nil, "--native", "--with-mtmd")
 	if err != nil {

@@ -31,6 +31,11 @@ type LoadOptions struct {
 	Lookup int
 	// PromptCache keeps the KV of long prompt prefixes on disk (zero: off).
 	PromptCache PromptCache
+	// Projector is the model's multimodal projector file (the store's
+	// mmproj beside the model; "" for a text-only model): the runner loads
+	// it with llama.cpp's multimodal library when that is installed, and
+	// the model then reads images in chat messages (Info.Vision).
+	Projector string
 }
 
 // PromptCache is where and how much of the KV of prompt prefixes that
@@ -101,7 +106,7 @@ func contract(i Info, gpu string) backends.Info {
 	return backends.Info{
 		Backend: Name, Path: i.Path, Arch: i.Arch, Task: "chat",
 		ContextSize: i.ContextSize, Slots: i.Slots, Device: dev,
-		GPUFallback: i.GPUFallback, ChatTemplate: i.HasChatTemplate(),
+		GPUFallback: i.GPUFallback, ChatTemplate: i.HasChatTemplate(), Vision: i.Vision,
 	}
 }
 
@@ -125,6 +130,7 @@ func load(ctx context.Context, spec backends.LoadSpec) (backends.Model, error) {
 		BatchThreads: spec.BatchThreads,
 		MaxWaiting:   spec.QueueLimit,
 		Lookup:       lo.Lookup,
+		Projector:    lo.Projector,
 	}
 	var grace time.Duration // the default
 	if pc := lo.PromptCache; pc.Dir != "" && pc.ModelSHA256 != "" {

@@ -60,6 +60,8 @@ type loadPlan struct {
 	path        string
 	digest      string // the model file's, "sha256:<hex>"
 	contextSize int
+	// projector is the model's multimodal projector file ("" for none).
+	projector string
 	// ONNX: a folder laid out as the model's files (links into the blob store).
 	dir string
 }
@@ -97,6 +99,11 @@ func (r *runtime) resolve(ctx context.Context, id string) (cache.Spec, error) {
 		f, _ := m.File(m.GGUF.File)
 		pm.Format, pm.Path, pm.Digest = placement.GGUF, plan.path, f.Digest
 		plan.digest = f.Digest
+		if m.GGUF.Projector != "" {
+			if plan.projector, err = r.store.FilePath(m, m.GGUF.Projector); err != nil {
+				return cache.Spec{}, err
+			}
+		}
 		pm.ContextSize, pm.Slots, pm.BatchSize = plan.contextSize, r.cfg.ChatSlots, llama.DefaultBatchSize
 	case models.FormatONNX:
 		spec.Backend = "onnx"

@@ -177,7 +177,7 @@ func (c *chatInstance) Placement() cache.Placement {
 // under spec.Backend.
 func loadChat(ctx context.Context, cfg Config, log *slog.Logger, libs backends.Libs, fallbacks *gpuFallbacks, metrics *chatMetrics, spec cache.Spec, plan *loadPlan) (cache.Instance, error) {
 	opts := llama.LoadOptions{LogLevel: logLevel(cfg), StallTimeout: cfg.StallTimeout, CrashDir: filepath.Join(cfg.Home, crashDir),
-		PromptCache: promptCache(cfg, plan.digest), Lookup: cfg.Lookup}
+		PromptCache: promptCache(cfg, plan.digest), Lookup: cfg.Lookup, Projector: plan.projector}
 	if len(cfg.RunnerWrapper) > 0 {
 		exe, err := os.Executable()
 		if err != nil {

@@ -5,6 +5,7 @@
 //	go run ./scripts/gen-gguf -size bench -out /tmp/bench.gguf   # ~35 MB, F16
 //	go run ./scripts/gen-gguf -vocab-file ggml-vocab-qwen2.gguf -template-file qwen2.5.jinja \
 //	    -f16 -ctx 32768 -ends-turns -out /tmp/agent.gguf   # a real vocabulary; answers that end
+//	go run ./scripts/gen-gguf -out /tmp/tiny.gguf -mmproj /tmp/tiny-mmproj.gguf   # and its projector (vision)
 package main
 
 import (
@@ -34,6 +35,7 @@ func run(args []string) error {
 	templateFile := fs.String("template-file", "", "file holding the chat template (default ChatML)")
 	vocabFile := fs.String("vocab-file", "", "GGUF whose tokenizer the model carries (a vocabulary-only file such as llama.cpp's ggml-vocab-qwen2.gguf); -vocab and -size's vocabulary are then unused")
 	endsTurns := fs.Bool("ends-turns", false, "sampled answers end after a few tens of tokens (see ggufgen.Options.EndsTurns)")
+	mmproj := fs.String("mmproj", "", "also write the model's multimodal projector here (ggufgen.TinyProjector, as wide as the model): `modeld import --mmproj` takes it")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -89,5 +91,13 @@ func run(args []string) error {
 		what = *vocabFile
 	}
 	fmt.Printf("wrote %s (%d bytes, %s vocabulary)\n", *out, st.Size(), what)
+	if *mmproj != "" {
+		po := ggufgen.TinyProjector()
+		po.TextEmbd, po.Hidden, po.Seed = o.Embd, 2*o.Embd, o.Seed
+		if err := ggufgen.WriteProjectorFile(*mmproj, po); err != nil {
+			return err
+		}
+		fmt.Printf("wrote %s (its projector: %d tokens per image)\n", *mmproj, po.ImageTokens())
+	}
 	return nil
 }

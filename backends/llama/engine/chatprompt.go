@@ -57,9 +57,29 @@ func (m *Model) chatPrompt(ctx context.Context, msgs []Message, tools []Tool, ad
 	if len(msgs) == 0 {
 		return nil, fmt.Errorf("%w: no messages", ErrInvalidRequest)
 	}
+	// With images, each is a marker in its message's content, which the
+	// template renders as text and tokenizeWithImages cuts at.
+	var imgs []*backends.Image
+	marker := ""
 	if n := backends.CountImages(msgs); n > 0 {
-		// No projector is loaded with a model yet: every model is text-only.
-		return nil, &backends.ImageInputError{Images: n}
+		if m.vis == nil {
+			return nil, &backends.ImageInputError{Images: n, Reason: m.info.VisionOff}
+		}
+		marker = newImageMarker(msgs)
+		msgs, imgs = withImageMarkers(msgs, marker)
+	}
+	tokenize := func(segs []segment, sp *specials) ([]int32, error) {
+		if len(imgs) > 0 {
+			return m.tokenizeWithImages(ctx, sp, segs, marker, imgs)
+		}
+		return m.tokenizeSegments(ctx, sp, segs)
+	}
+	// tokenizeReal tokenizes a rendering taken as it is, special text parsed.
+	tokenizeReal := func(real string, sp *specials) ([]int32, error) {
+		if len(imgs) > 0 {
+			return m.tokenizeWithImages(ctx, sp, []segment{{text: real, markup: true}}, marker, imgs)
+		}
+		return m.TokenizeContext(ctx, real, true, true)
 	}
 	sp, err := m.controlTokens()
 	if err != nil {
@@ -98,7 +118,7 @@ func (m *Model) chatPrompt(ctx context.Context, msgs []Message, tools []Tool, ad
 		if err != nil {
 			return nil, err
 		}
-		return m.TokenizeContext(ctx, real, true, true)
+		return tokenizeReal(real, sp)
 	}
 	// Templates transform content: they trim it, or write it with tojson
 	// (a tool result as a JSON string). When the real rendering is the
@@ -121,10 +141,10 @@ func (m *Model) chatPrompt(ctx context.Context, msgs []Message, tools []Tool, ad
 			}
 		}
 		if !matched && !holdsControlText(sp, texts) {
-			return m.TokenizeContext(ctx, real, true, true)
+			return tokenizeReal(real, sp)
 		}
 	}
-	return m.tokenizeSegments(ctx, sp, segs)
+	return tokenize(segs, sp)
 }
 
 // jsonEscaped is s as tojson writes it inside its quotes.

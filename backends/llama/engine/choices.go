@@ -50,6 +50,7 @@ func (r *request) group() []*request {
 
 // endGroup ends every choice of a request that never ran with ev.
 func (s *scheduler) endGroup(r *request, ev Event) {
+	r.media.release()
 	for _, c := range r.group() {
 		s.end(c.stream, ev)
 	}
@@ -58,6 +59,10 @@ func (s *scheduler) endGroup(r *request, ev Event) {
 // startGroup gives r its slot (the one sharing the longest prefix) and
 // each follower an idle slot of its own; admit checked there are enough.
 func (s *scheduler) startGroup(r *request) {
+	if r.media != nil {
+		s.startMedia(s.pickSlot(nil), r)
+		return
+	}
 	leader := s.pickSlot(r.prompt)
 	s.start(leader, r)
 	for _, f := range r.followers {

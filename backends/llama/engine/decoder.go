@@ -53,6 +53,7 @@ type llamaDecoder struct {
 	cur    []yz.TokenData // candidates and their shaped logits (logprobs.go), by token id
 	shaped []float32
 	nCtx   int
+	nBatch int // the batch's capacity
 	seqIDs [][]yz.SeqId
 	lazy   lazyWatch  // lazy grammars' triggers (toolcalls_lazy.go)
 	u8     []utf8Seq  // by sequence: the UTF-8 guard under a grammar (utf8guard.go)
@@ -94,7 +95,7 @@ func newLlamaDecoder(m *Model, o Options, nBatch, ctxSize int) (*llamaDecoder, e
 		return nil, fmt.Errorf("llama: context memory: %w", err)
 	}
 	d := &llamaDecoder{m: m, lctx: lctx, mem: mem, batch: yz.BatchInit(int32(nBatch), 0, 1),
-		smpl: make([]yz.Sampler, o.Slots), lp: make([]lpSeq, o.Slots), nCtx: ctxSize, pools: pools}
+		smpl: make([]yz.Sampler, o.Slots), lp: make([]lpSeq, o.Slots), nCtx: ctxSize, nBatch: nBatch, pools: pools}
 	for i := 0; i < o.Slots; i++ {
 		d.seqIDs = append(d.seqIDs, []yz.SeqId{yz.SeqId(i)})
 	}

@@ -26,6 +26,12 @@
 // settings and descriptions that cross the runner socket (Options, Info,
 // Stats) are those of package wire.
 //
+// A model opened with its multimodal projector (Options.Projector) reads
+// images in chat messages through llama.cpp's multimodal library (mtmd,
+// vision*.go): images arrive decoded (RGB from internal/imagein), a prompt
+// counts each image's tokens as runs of backends.ImageToken, and a prompt
+// with images is evaluated whole when it takes a slot and never reused.
+//
 // It runs inside a runner process (package runner, one per loaded model),
 // never in the daemon: native code can still abort on inputs this package
 // does not foresee. It must not know of the runner protocol, processes,
@@ -35,6 +41,8 @@
 // Locks: scheduler.mu guards the queue of waiting requests and the closed
 // flag and is never held while calling into llama.cpp; Model.life (read by
 // vocabulary calls, written by Close) keeps the native model alive while in
-// use; neither is taken while holding the other. The scheduler goroutine
+// use; neither is taken while holding the other. vision.mu serialises every call
+// into the multimodal library (tokenizing on callers' goroutines, encoding on
+// the scheduler's); it is taken while holding neither. The scheduler goroutine
 // alone owns the llama context, the batch, the slots and their samplers.
 package engine

@@ -7,6 +7,7 @@ import (
 
 	yz "github.com/hybridgroup/yzma/pkg/llama"
 
+	"github.com/modeld/modeld/backends"
 	"github.com/modeld/modeld/backends/toolcall"
 )
 
@@ -20,18 +21,26 @@ import (
 // and the stream closes after the last; n above the model's slots is a
 // *backends.BadRequestError on n.
 func (m *Model) Generate(ctx context.Context, req Request) (<-chan Event, error) {
-	budget, err := validate(&req, m.nVocab, m.info.ContextSize)
+	images := backends.CountImages(req.Messages) > 0 || backends.PromptImageTokens(req.Prompt) > 0
+	budget, err := validate(&req, m.nVocab, m.info.ContextSize, images)
 	if err != nil {
 		return nil, err
 	}
 	if err := checkChoices(&req, m.info.Slots); err != nil {
 		return nil, err
 	}
+	if images && req.N > 1 {
+		return nil, &backends.BadRequestError{Param: "n", Message: "a request with images generates one choice (n 1)"}
+	}
 	grammar, err := m.constraint(&req)
 	if err != nil {
 		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	media, err := m.newMediaPrompt(req.Prompt, req.Messages)
+	if err != nil {
 		return nil, err
 	}
 	prompt := make([]yz.Token, len(req.Prompt))
@@ -55,8 +64,14 @@ func (m *Model) Generate(ctx context.Context, req Request) (<-chan Event, error)
 	if tools || thinks { // the markers may be control tokens: render them as text
 		r.render = func(t yz.Token) string { return m.piece(t, true) }
 	}
+	if media != nil {
+		// Its KV is never reused, and lookup drafts from the prompt's tokens.
+		off := false
+		r.media, r.speculative = media, &off
+	}
 	r.withChoices(req.N)
 	if err := m.sch.submit(r); err != nil {
+		media.release()
 		return nil, err
 	}
 	var outs []<-chan Event

@@ -33,6 +33,9 @@ var native struct {
 	dir   string
 	err   error
 	log   *nativeLog
+	// mtmd is why llama.cpp's multimodal library could not be loaded from
+	// dir (nil: it is loaded); models read images only with it.
+	mtmd error
 }
 
 // requiredLibs are the files Init needs in the library dir (besides at least
@@ -69,6 +72,7 @@ func initNative(dir string) error {
 	if yz.GGMLBackendDeviceCount() == 0 {
 		return fmt.Errorf("llama: no ggml backend device loaded from %s (is a libggml-cpu-*.so variant for this CPU there? run scripts/bootstrap)", dir)
 	}
+	native.mtmd = loadMultimodal(dir)
 	return nil
 }
 

@@ -118,6 +118,8 @@ type Model struct {
 
 	tmpl templateState
 	sch  *scheduler
+	// vis reads images (vision.go); nil for a text-only model.
+	vis *vision
 }
 
 // Open loads the GGUF model at path. Init must have succeeded. The file is
@@ -166,16 +168,45 @@ func open(path string, opts Options, h Hooks) (*Model, error) {
 		BOS: int32(yz.VocabBOS(m.vocab)), EOS: int32(yz.VocabEOS(m.vocab)),
 		ChatTemplate: tmpl, GPULayers: gpuLayers, GPUFallback: fallback, FIM: fimTokens(m.vocab),
 	}
+	if err := m.openProjector(opts, gpuLayers != 0); err != nil {
+		_ = yz.ModelFree(ym)
+		return nil, err
+	}
 	sch, err := newScheduler(m, opts, h)
 	if err != nil {
+		if m.vis != nil {
+			m.vis.close()
+		}
 		_ = yz.ModelFree(ym)
 		return nil, err
 	}
 	m.sch = sch
 	go sch.loop()
 	slog.Info("llama: model loaded", "path", path, "arch", facts.arch, "ctx", ctxSize,
-		"slots", opts.Slots, "threads", opts.Threads, "batch_threads", opts.BatchThreads, "gpu_layers", gpuLayers)
+		"slots", opts.Slots, "threads", opts.Threads, "batch_threads", opts.BatchThreads, "gpu_layers", gpuLayers,
+		"vision", m.info.Vision)
 	return m, nil
+}
+
+// openProjector loads opts.Projector, when set, into m.vis. Without the
+// multimodal library the model loads text-only and Info.VisionOff says why;
+// a projector the library refuses (another model's, a broken file) fails
+// the load.
+func (m *Model) openProjector(opts Options, gpu bool) error {
+	if opts.Projector == "" {
+		return nil
+	}
+	if err := native.mtmd; err != nil {
+		m.info.VisionOff = "the multimodal library is not installed with modeld's runtime libraries"
+		slog.Warn("llama: the model's projector is not loaded: it reads text only", "projector", opts.Projector, "err", err)
+		return nil
+	}
+	vis, err := openVision(opts.Projector, m.model, opts.BatchThreads, gpu)
+	if err != nil {
+		return err
+	}
+	m.vis, m.info.Vision = vis, true
+	return nil
 }
 
 // fimTokens is the vocabulary's fill-in-the-middle tokens (prefix, suffix,
@@ -259,6 +290,9 @@ func (m *Model) Stats() Stats { return m.sch.stats() }
 // ErrClosed) and frees the context and the model. It is safe to call twice.
 func (m *Model) Close() error {
 	m.sch.stop()
+	if m.vis != nil {
+		m.vis.close()
+	}
 	m.life.Lock()
 	defer m.life.Unlock()
 	if m.freed {

@@ -74,8 +74,9 @@ const (
 
 // validate checks r against the model and returns the completion budget.
 // A top_logprobs out of range is a *backends.BadRequestError naming it (n
-// against the slots: checkChoices).
-func validate(r *Request, nVocab, ctxSize int) (int, error) {
+// against the slots: checkChoices). With images, the prompt's
+// backends.ImageToken ids are image tokens (newMediaPrompt checks them).
+func validate(r *Request, nVocab, ctxSize int, images bool) (int, error) {
 	if err := checkLogprobs(r); err != nil {
 		return 0, err
 	}
@@ -84,6 +85,9 @@ func validate(r *Request, nVocab, ctxSize int) (int, error) {
 		errs = append(errs, errors.New("the prompt is empty"))
 	}
 	for i, t := range r.Prompt {
+		if images && t == backends.ImageToken {
+			continue
+		}
 		if t < 0 || int(t) >= nVocab {
 			errs = append(errs, fmt.Errorf("prompt token %d at position %d is outside the vocabulary of %d", t, i, nVocab))
 			break

@@ -28,6 +28,9 @@ type request struct {
 	// speculative is the request's choice of prompt lookup (speculate.go);
 	// nil: the model's.
 	speculative *bool
+	// media is a prompt with images (visionprompt.go), evaluated whole
+	// when the request takes a slot (startMedia); nil for text.
+	media *mediaPrompt
 }
 
 // slot is one sequence of the llama context. Only the scheduler goroutine

@@ -36,6 +36,7 @@ func (c Config) Args() []string {
 		{"threads", o.Threads}, {"batch-threads", o.BatchThreads}, {"gpu-layers", o.GPULayers}, {"batch-size", o.BatchSize},
 		{"max-waiting", o.MaxWaiting}, {"lookup", o.Lookup}, {"parent-pid", c.ParentPID}, {"log-level", c.LogLevel.String()},
 		{"prompt-cache-dir", o.PromptCacheDir}, {"prompt-cache-max", o.PromptCacheMax}, {"model-sha256", o.ModelSHA256},
+		{"mmproj", o.Projector},
 	}
 	out := make([]string, 0, len(kv))
 	for _, f := range kv {
@@ -70,6 +71,7 @@ func ParseArgs(args []string, stderr io.Writer) (Config, error) {
 	fs.StringVar(&o.PromptCacheDir, "prompt-cache-dir", "", "directory of the on-disk prompt cache (empty: none)")
 	fs.Int64Var(&o.PromptCacheMax, "prompt-cache-max", 0, "bytes the prompt cache may hold (0: default)")
 	fs.StringVar(&o.ModelSHA256, "model-sha256", "", "the model file's sha256 (hex), which keys the prompt cache")
+	fs.StringVar(&o.Projector, "mmproj", "", "the model's multimodal projector GGUF (empty: text only)")
 	fs.IntVar(&o.Lookup, "lookup", 0, "most tokens a step drafts by prompt lookup (0: off unless a request asks)")
 	fs.IntVar(&c.ParentPID, "parent-pid", 0, "exit when the parent process is no longer this one")
 	fs.TextVar(&c.LogLevel, "log-level", slog.LevelInfo, "log level: debug, info, warn or error")

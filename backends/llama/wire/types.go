@@ -65,6 +65,10 @@ type Options struct {
 	// verified in the same step. 0 is off, except for the requests that
 	// ask for it (backends.Request.Speculative), which draft DefaultLookup.
 	Lookup int
+	// Projector is the model's multimodal projector (an mmproj GGUF), read
+	// by llama.cpp's multimodal library (libmtmd.so in the library dir) so
+	// that chat messages may carry images. "" loads the model text-only.
+	Projector string
 }
 
 // Info describes a loaded model.
@@ -92,6 +96,11 @@ type Info struct {
 	ChatTemplate string  // "" when the model has none
 	GPULayers    int     // layers requested on a GPU (0 on the CPU)
 	GPUFallback  string  // why the GPU load failed and the CPU was used
+	// Vision says that the model reads images (its projector is loaded);
+	// VisionOff says why a model given a projector reads none (the
+	// multimodal library is not installed).
+	Vision    bool   `json:",omitempty"`
+	VisionOff string `json:",omitempty"`
 }
 
 // HasChatTemplate reports whether the model carries tokenizer.chat_template.
