@@ -121,6 +121,9 @@ func (s *Store) importGGUF(ctx context.Context, path string, opts ImportOptions,
 	}
 	var f File
 	if opts.Quantize != "" {
+		if err := quantizableInput(info); err != nil {
+			return nil, err
+		}
 		f, info, err = s.quantizeIn(ctx, path, name, opts, em, pins)
 		if proj != nil && info != nil {
 			info.Projector = proj.File

@@ -92,3 +92,14 @@ func quantizedName(name, typ string) string {
 	}
 	return base + "-" + typ + ".gguf"
 }
+
+// quantizableInput refuses a model whose weights are quantized already:
+// llama.cpp quantizes from F32, F16 or BF16 (requantizing loses quality
+// twice, and its quantizer refuses it).
+func quantizableInput(info *GGUFInfo) error {
+	switch strings.ToUpper(info.FileType) {
+	case "", "F32", "F16", "BF16":
+		return nil
+	}
+	return fmt.Errorf("%w: %s is %s already; --quantize needs an F32, F16 or BF16 model", ErrInvalidModel, info.File, info.FileType)
+}

@@ -180,6 +180,31 @@ func TestImportQuantizeRefusals(t *testing.T) {
 	if err := os.WriteFile(crash, []byte("#!/bin/sh\nkill -SEGV $$\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	// A model quantized already (by a first import --quantize).
+	qhome := t.TempDir()
+	if out, errs, err := modeldCLI(t, qhome, nil, "import", good, "--name", "q/first", "--quantize", "Q4_K_M"); err != nil {
+		t.Fatalf("first quantization: %v\n%s\n%s", err, out, errs)
+	}
+	qst, err := models.Open(filepath.Join(qhome, "models"), models.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	qm, err := qst.Get("q/first")
+	if err != nil {
+		t.Fatal(err)
+	}
+	qblob, err := qst.FilePath(qm, qm.GGUF.File)
+	if err != nil {
+		t.Fatal(err)
+	}
+	qb, err := os.ReadFile(qblob)
+	if err != nil {
+		t.Fatal(err)
+	}
+	quantized := filepath.Join(dir, "quantized.gguf")
+	if err := os.WriteFile(quantized, qb, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	onnxDir := filepath.Join(dir, "onnx-folder")
 	if err := os.MkdirAll(onnxDir, 0o755); err != nil {
 		t.Fatal(err)
@@ -198,6 +223,8 @@ func TestImportQuantizeRefusals(t *testing.T) {
 			[]string{"quantize alien.gguf to Q8_0: quantizer failed: llama.cpp: unknown model architecture", "lla_a"}},
 		{"quantizer crashes", []string{good, "--quantize", "Q4_K_M"}, []string{"MODELD_RUNNER_WRAPPER=" + crash},
 			[]string{"quantize good.gguf to Q4_K_M: quantizer failed: the quantizer process died", "segmentation fault"}},
+		{"quantized already", []string{quantized, "--quantize", "Q8_0"}, nil,
+			[]string{"quantized.gguf is Q4_K_M already; --quantize needs an F32, F16 or BF16 model"}},
 		{"not a GGUF file", []string{onnxDir, "--quantize", "Q8_0"}, nil,
 			[]string{"--quantize applies to GGUF model files"}},
 	} {
