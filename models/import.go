@@ -19,6 +19,10 @@ type ImportOptions struct {
 	// Projector is a GGUF chat model's multimodal projector (an mmproj
 	// .gguf, general.architecture "clip"), kept with the model.
 	Projector string
+	// Quantize, for a GGUF model, stores a copy quantized to this type
+	// ("Q4_K_M") instead of the file itself, made by Quantizer.
+	Quantize  string
+	Quantizer Quantizer
 }
 
 // Import copies a local model into the store under opts.Name: a .gguf file
@@ -64,6 +68,8 @@ func (s *Store) Import(ctx context.Context, src string, opts ImportOptions, prog
 	switch {
 	case fi.Mode().IsRegular() && strings.EqualFold(filepath.Ext(abs), ".gguf"):
 		m, err = s.importGGUF(ctx, abs, opts, em, &pins)
+	case opts.Quantize != "" && !(fi.Mode().IsRegular() && strings.EqualFold(filepath.Ext(abs), ".gguf")):
+		err = fmt.Errorf("%w: --quantize applies to GGUF model files; %s is not one", ErrInvalidModel, src)
 	case fi.IsDir():
 		m, err = s.importONNX(ctx, abs, opts, em, &pins)
 	default:
@@ -75,7 +81,7 @@ func (s *Store) Import(ctx context.Context, src string, opts ImportOptions, prog
 	now := s.now().UTC()
 	m.SchemaVersion = ManifestVersion
 	m.ID = id.String()
-	m.Source = Source{Kind: SourceImport, Path: abs}
+	m.Source = Source{Kind: SourceImport, Path: abs, Quantized: strings.ToUpper(opts.Quantize)}
 	m.Created, m.Modified = now, now
 	em.Emit(Progress{Status: StatusWriting})
 	if err := s.commitManifest(m, opts.Replace); err != nil {
@@ -113,7 +119,18 @@ func (s *Store) importGGUF(ctx context.Context, path string, opts ImportOptions,
 		}
 		info.Projector = proj.File
 	}
-	f, err := s.importFile(ctx, path, name, em, pins)
+	var f File
+	if opts.Quantize != "" {
+		if err := quantizableInput(info); err != nil {
+			return nil, err
+		}
+		f, info, err = s.quantizeIn(ctx, path, name, opts, em, pins)
+		if proj != nil && info != nil {
+			info.Projector = proj.File
+		}
+	} else {
+		f, err = s.importFile(ctx, path, name, em, pins)
+	}
 	if err != nil {
 		return nil, err
 	}

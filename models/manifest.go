@@ -66,6 +66,9 @@ type Source struct {
 	Revision string     `json:"revision,omitempty"` // hf: revision asked for ("main")
 	Commit   string     `json:"commit,omitempty"`   // hf: commit the files came from
 	URL      string     `json:"url,omitempty"`      // url: the URL
+	// Quantized is the quantization `modeld import --quantize` made of the
+	// file at Path ("Q4_K_M"); "" when the file was stored as it was.
+	Quantized string `json:"quantized,omitempty"`
 }
 
 // GGUFInfo is what the store read from a GGUF header.

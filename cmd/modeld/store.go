@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/modeld/modeld/backends/llama/promptcache"
+	"github.com/modeld/modeld/backends/llama/wire"
 	"github.com/modeld/modeld/models"
 	"github.com/modeld/modeld/models/hub"
 )
@@ -125,13 +126,30 @@ config.json, tokenizer.json, tokenizer_config.json, onnx/model.onnx (or
 onnx/model_<variant>.onnx, or encoder_model + decoder_model_merged for
 summarization), and optionally generation_config.json, special_tokens_map.json,
 modules.json, 1_Pooling/config.json. The task is inferred from the files unless
---task is given. A corrupt or incomplete model is refused and nothing is added.`,
+--task is given. A corrupt or incomplete model is refused and nothing is added.
+
+--quantize TYPE stores a copy of a GGUF model quantized by llama.cpp's own
+quantizer (in a child process) instead of the file itself: ` + quantTypeList() + `.
+The input must be F32, F16 or BF16; rows whose length is not a multiple of the
+type's block (32, or 256 for the K types) are kept in a type that fits them.
+The copy is made in the store's partials and added only when it finished and
+reads as a valid model: a failure or Ctrl-C leaves nothing behind.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if opts.Name == "" {
 				return errors.New("--name is required (a model id such as local/my-model)")
 			}
 			opts.Task = models.Task(task)
+			if opts.Quantize != "" {
+				t, err := wire.ParseQuantType(opts.Quantize)
+				if err != nil {
+					return fmt.Errorf("--quantize: %w", err)
+				}
+				opts.Quantize = t.Name
+				if opts.Quantizer, err = a.quantizer(); err != nil {
+					return err
+				}
+			}
 			st, err := a.openStore()
 			if err != nil {
 				return err
@@ -157,8 +175,11 @@ modules.json, 1_Pooling/config.json. The task is inferred from the files unless
 	f.StringVar(&opts.Variant, "variant", "", "ONNX weights variant to take (onnx/model_<variant>.onnx)")
 	f.BoolVar(&opts.Replace, "replace", false, "replace a model with the same id")
 	f.StringVar(&opts.Projector, "mmproj", "", "a GGUF chat model's multimodal projector (mmproj .gguf), kept with the model")
+	f.StringVar(&opts.Quantize, "quantize", "", "store a GGUF model quantized to this type: "+quantTypeList())
 	return cmd
 }
+
+func quantTypeList() string { return strings.Join(wire.QuantTypes(), ", ") }
 
 // listEntry is one model of `modeld ls --json`.
 type listEntry struct {

@@ -177,6 +177,14 @@ type nativeLog struct {
 	mu    sync.Mutex
 	buf   bytes.Buffer
 	level int32
+	tap   func(level int32, msg string) // sees every line too (Quantize), under mu
+}
+
+// setTap makes f see every later log line with its level, until set to nil.
+func (l *nativeLog) setTap(f func(level int32, msg string)) {
+	l.mu.Lock()
+	l.tap = f
+	l.mu.Unlock()
 }
 
 // ggml log levels (ggml.h).
@@ -206,6 +214,9 @@ func (l *nativeLog) callback(level int32, text *byte, _ uintptr) uintptr {
 		msg := strings.TrimSpace(string(l.buf.Next(i + 1)))
 		if msg != "" {
 			slog.Log(context.Background(), l.slogLevel(), "llama.cpp: "+msg)
+			if l.tap != nil {
+				l.tap(l.level, msg)
+			}
 		}
 	}
 	return 0

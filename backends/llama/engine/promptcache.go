@@ -131,7 +131,9 @@ func (s *scheduler) restorePrefix(sl *slot, prompt []yz.Token, common int) int {
 	if min(n, len(prompt)-2)-common < minSaveTokens {
 		return common
 	}
+	t0 := time.Now()
 	tokens, st, err := s.disk.Load(name)
+	loaded := time.Since(t0)
 	if err != nil {
 		return common // logged by Load; the prompt is evaluated
 	}
@@ -139,6 +141,7 @@ func (s *scheduler) restorePrefix(sl *slot, prompt []yz.Token, common int) int {
 	if n-common < minSaveTokens {
 		return common
 	}
+	t1 := time.Now()
 	if !sd.setSeqState(sl.id, st) {
 		slog.Warn("llama: prompt cache: llama.cpp refused a saved state", "file", name, "tokens", len(tokens))
 		sl.cache, sl.exact = sl.cache[:0], 0
@@ -150,7 +153,8 @@ func (s *scheduler) restorePrefix(sl *slot, prompt []yz.Token, common int) int {
 	}
 	sl.exact = len(sl.cache)
 	s.diskRestored.Add(uint64(n))
-	slog.Debug("llama: prompt cache: restored", "slot", sl.id, "tokens", n, "file", name)
+	slog.Debug("llama: prompt cache: restored", "slot", sl.id, "tokens", n, "file", name, "bytes", len(st),
+		"read_verify_ms", loaded.Milliseconds(), "set_ms", time.Since(t1).Milliseconds())
 	return n
 }
 

@@ -332,7 +332,7 @@ func (c *Cache) read(name string) (Header, []byte, error) {
 		return Header{}, nil, err
 	}
 	defer f.Close()
-	return readEntry(bufio.NewReaderSize(f, 1<<20), size, &c.key)
+	return readEntry(bufio.NewReaderSize(f, 64<<10), size, &c.key)
 }
 
 // entryName names the entry of tokens under key.

@@ -80,6 +80,7 @@ func Run(ctx context.Context, cfg wire.Config, stdin io.Reader, stdout io.Writer
 		_, _ = stdout.Write(wire.EncodeStatus(wire.Status{Error: wire.FromError(err)}))
 		return err
 	}
+	loadStart := time.Now()
 	if err := engine.Init(backends.Libs{Root: cfg.LibRoot}.LlamaDir()); err != nil {
 		return fail(err)
 	}
@@ -103,7 +104,8 @@ func Run(ctx context.Context, cfg wire.Config, stdin io.Reader, stdout io.Writer
 	if _, err := stdout.Write(wire.EncodeStatus(wire.Status{Ready: true, PID: os.Getpid()})); err != nil {
 		cancel(fmt.Errorf("cannot report readiness: %w", err))
 	}
-	slog.Info("llama runner: ready", "model", cfg.ModelPath, "pid", os.Getpid(), "socket", cfg.Socket)
+	slog.Info("llama runner: ready", "model", cfg.ModelPath, "pid", os.Getpid(), "socket", cfg.Socket,
+		"load_ms", time.Since(loadStart).Milliseconds())
 	var reason error
 	select {
 	case <-ctx.Done():
