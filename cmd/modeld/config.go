@@ -74,8 +74,8 @@ type Config struct {
 	// AllowRemoteImages lets chat requests give images by http(s) URL,
 	// fetched through the pull's network guard (AllowPrivatePull applies).
 	AllowRemoteImages bool
-	MaxDownload      int64         // largest model file pull accepts; 0: bounded by free disk only
-	RunnerWrapper    []string      // program and arguments chat runners start under (an emulator, nice); empty: directly
+	MaxDownload       int64    // largest model file pull accepts; 0: bounded by free disk only
+	RunnerWrapper     []string // program and arguments chat runners start under (an emulator, nice); empty: directly
 
 	// The on-disk prompt cache (backends/llama/promptcache): the KV of long
 	// prompt prefixes that a chat model's slots drop, kept under the home.
