@@ -1,0 +1,175 @@
+package main
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"image"
+	"image/color"
+	"image/png"
+	"io"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/modeld/modeld/internal/ggufgen"
+)
+
+// visionPNGBase64 is a generated w×h PNG, base64.
+func visionPNGBase64(t *testing.T, w, h int) string {
+	t.Helper()
+	m := image.NewNRGBA(image.Rect(0, 0, w, h))
+	for y := 0; y < h; y++ {
+		for x := 0; x < w; x++ {
+			m.Set(x, y, color.NRGBA{uint8(x * 7), uint8(y * 5), 90, 255})
+		}
+	}
+	var buf bytes.Buffer
+	if err := png.Encode(&buf, m); err != nil {
+		t.Fatal(err)
+	}
+	return base64.StdEncoding.EncodeToString(buf.Bytes())
+}
+
+// postRaw posts body to url and returns the status and the answer.
+func postRaw(t *testing.T, url, body string) (int, []byte) {
+	t.Helper()
+	res, err := http.Post(url, "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.StatusCode, b
+}
+
+// promptTokensOf reads the prompt's token count from a dialect's answer.
+func promptTokensOf(t *testing.T, path string, body []byte) int {
+	t.Helper()
+	var v struct {
+		Usage struct {
+			PromptTokens int `json:"prompt_tokens"`
+			InputTokens  int `json:"input_tokens"`
+		} `json:"usage"`
+		PromptEvalCount int `json:"prompt_eval_count"`
+	}
+	if err := json.Unmarshal(body, &v); err != nil {
+		t.Fatalf("%s: %v in %s", path, err, body)
+	}
+	switch {
+	case strings.HasPrefix(path, "/api/"):
+		return v.PromptEvalCount
+	case path == "/v1/chat/completions":
+		return v.Usage.PromptTokens
+	}
+	return v.Usage.InputTokens
+}
+
+// TestVisionChatAgainstDaemon: a tiny chat model imported with its
+// generated projector reads a PNG in each dialect's own shape, through the
+// real multimodal library in the runner; the prompt counts the image as
+// the projector's tokens, the same in usage, /v1/tokenize and count_tokens;
+// a broken image is a 400 and the model answers after it; the same model
+// imported without its projector refuses images in each dialect's shape.
+func TestVisionChatAgainstDaemon(t *testing.T) {
+	dir := t.TempDir()
+	model, proj := filepath.Join(dir, "vision.gguf"), filepath.Join(dir, "vision-mmproj.gguf")
+	if err := ggufgen.WriteFile(model, ggufgen.Tiny(ggufgen.SPM)); err != nil {
+		t.Fatal(err)
+	}
+	projector := ggufgen.TinyProjector()
+	if err := ggufgen.WriteProjectorFile(proj, projector); err != nil {
+		t.Fatal(err)
+	}
+	home := t.TempDir()
+	env := map[string]string{"MODELD_HOME": home}
+	if out, err := runCLI(t, env, "import", model, "--name", "t/vision", "--mmproj", proj); err != nil {
+		t.Fatalf("import with projector: %v\n%s", err, out)
+	}
+	if out, err := runCLI(t, env, "import", model, "--name", "t/text"); err != nil {
+		t.Fatalf("import: %v\n%s", err, out)
+	}
+	_, base, logs := startDaemon(t, home, "--chat-slots", "1")
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("daemon log:\n%s", logs)
+		}
+	})
+	b64 := visionPNGBase64(t, 40, 24)
+	url := "data:image/png;base64," + b64
+	requests := func(m string) []struct{ name, path, body string } {
+		return []struct{ name, path, body string }{
+			{"openai", "/v1/chat/completions", `{"model":"` + m + `","max_tokens":4,"temperature":0,"messages":[{"role":"user","content":[{"type":"text","text":"what is it?"},{"type":"image_url","image_url":{"url":"` + url + `"}}]}]}`},
+			{"anthropic", "/v1/messages", `{"model":"` + m + `","max_tokens":4,"temperature":0,"messages":[{"role":"user","content":[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"` + b64 + `"}},{"type":"text","text":"what is it?"}]}]}`},
+			{"anthropic tool_result", "/v1/messages", `{"model":"` + m + `","max_tokens":4,"temperature":0,"messages":[{"role":"user","content":"read it"},{"role":"assistant","content":[{"type":"tool_use","id":"t1","name":"read","input":{}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"` + b64 + `"}}]}]}]}`},
+			{"responses", "/v1/responses", `{"model":"` + m + `","max_output_tokens":4,"temperature":0,"input":[{"role":"user","content":[{"type":"input_text","text":"what is it?"},{"type":"input_image","image_url":"` + url + `"}]}]}`},
+			{"responses function_call_output", "/v1/responses", `{"model":"` + m + `","max_output_tokens":4,"temperature":0,"input":[{"role":"user","content":"look"},{"type":"function_call","call_id":"c1","name":"view_image","arguments":"{}"},{"type":"function_call_output","call_id":"c1","output":[{"type":"input_image","image_url":"` + url + `"}]}]}`},
+			{"ollama chat", "/api/chat", `{"model":"` + m + `","stream":false,"options":{"num_predict":4,"temperature":0},"messages":[{"role":"user","content":"what is it?","images":["` + b64 + `"]}]}`},
+			{"ollama generate", "/api/generate", `{"model":"` + m + `","stream":false,"options":{"num_predict":4,"temperature":0},"prompt":"what is it?","images":["` + b64 + `"]}`},
+		}
+	}
+	for _, r := range requests("t/vision") {
+		status, body := postRaw(t, base+r.path, r.body)
+		if status != 200 {
+			t.Fatalf("%s: %d %s", r.name, status, body)
+		}
+		if n := promptTokensOf(t, r.path, body); n <= projector.ImageTokens() {
+			t.Errorf("%s: %d prompt tokens, want more than the image's %d", r.name, n, projector.ImageTokens())
+		}
+	}
+	// Exact counts: the image is the projector's tokens, in usage, tokenize
+	// and count_tokens alike.
+	var with, without struct{ Count int }
+	postJSONTo(t, base+"/v1/tokenize", json.RawMessage(`{"model":"t/vision","messages":[{"role":"user","content":[{"type":"text","text":"what is it?"},{"type":"image_url","image_url":{"url":"`+url+`"}}]}]}`), &with)
+	postJSONTo(t, base+"/v1/tokenize", json.RawMessage(`{"model":"t/vision","messages":[{"role":"user","content":[{"type":"text","text":"what is it?"}]}]}`), &without)
+	if with.Count-without.Count != projector.ImageTokens() {
+		t.Errorf("tokenize: %d with the image, %d without; want a difference of %d", with.Count, without.Count, projector.ImageTokens())
+	}
+	_, body := postRaw(t, base+"/v1/chat/completions", requests("t/vision")[0].body)
+	if n := promptTokensOf(t, "/v1/chat/completions", body); n != with.Count {
+		t.Errorf("usage.prompt_tokens %d, tokenize %d", n, with.Count)
+	}
+	var counted struct {
+		InputTokens int `json:"input_tokens"`
+	}
+	postJSONTo(t, base+"/v1/messages/count_tokens", json.RawMessage(`{"model":"t/vision","messages":[{"role":"user","content":[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"`+b64+`"}},{"type":"text","text":"what is it?"}]}]}`), &counted)
+	_, body = postRaw(t, base+"/v1/messages", requests("t/vision")[1].body)
+	if n := promptTokensOf(t, "/v1/messages", body); n != counted.InputTokens {
+		t.Errorf("Messages usage.input_tokens %d, count_tokens %d", n, counted.InputTokens)
+	}
+	// A broken image is a 400, and the model still answers.
+	broken := strings.Replace(requests("t/vision")[0].body, b64, b64[:60], 1)
+	if status, body := postRaw(t, base+"/v1/chat/completions", broken); status != 400 || !strings.Contains(string(body), "invalid_image") {
+		t.Errorf("truncated image: %d %s", status, body)
+	}
+	if status, body := postRaw(t, base+"/v1/chat/completions", requests("t/vision")[0].body); status != 200 {
+		t.Errorf("after a broken image: %d %s", status, body)
+	}
+	// Without its projector the model refuses images, in each dialect's shape.
+	for _, r := range requests("t/text") {
+		status, body := postRaw(t, base+r.path, r.body)
+		if status != 400 || !strings.Contains(string(body), "does not accept image input") {
+			t.Errorf("%s on a text-only model: %d %s", r.name, status, body)
+		}
+		var shape map[string]any
+		_ = json.Unmarshal(body, &shape)
+		switch {
+		case strings.HasPrefix(r.path, "/api/"):
+			if _, ok := shape["error"].(string); !ok {
+				t.Errorf("%s: not Ollama's error shape: %s", r.name, body)
+			}
+		case r.path == "/v1/messages":
+			if shape["type"] != "error" {
+				t.Errorf("%s: not Anthropic's error shape: %s", r.name, body)
+			}
+		default:
+			if e, ok := shape["error"].(map[string]any); !ok || e["code"] != "image_input_unsupported" {
+				t.Errorf("%s: not OpenAI's error shape with the code: %s", r.name, body)
+			}
+		}
+	}
+}
