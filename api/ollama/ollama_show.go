@@ -113,6 +113,9 @@ func showCapabilities(m *models.Manifest, tmpl string, fim bool) []string {
 			if fim {
 				caps = append(caps, "insert")
 			}
+			if m.GGUF != nil && m.GGUF.Projector != "" {
+				caps = append(caps, "vision") // imported with its projector
+			}
 		case backends.TaskEmbed:
 			caps = append(caps, "embedding")
 		}

@@ -56,7 +56,7 @@ type ModelObject struct {
 	ContextWindow  uint64        `json:"context_window,omitempty"`         // ContextLength under the name agents read
 	TrainedContext uint64        `json:"trained_context_length,omitempty"` // the model's own
 	// InputModalities are what a request may send the model: text for every
-	// chat model (modeld takes no image input).
+	// chat model, and image for one imported with its multimodal projector.
 	InputModalities []string `json:"input_modalities,omitempty"`
 	// Aliases are the --model-aliases patterns that name this model.
 	Aliases      []string `json:"aliases,omitempty"`
@@ -89,6 +89,9 @@ func modelObject(m *models.Manifest, detailed bool, contextCap int) ModelObject 
 	o.ContextWindow = o.ContextLength
 	if slices.Contains(m.Tasks, models.TaskChat) {
 		o.InputModalities = []string{"text"}
+		if m.GGUF != nil && m.GGUF.Projector != "" {
+			o.InputModalities = append(o.InputModalities, "image")
+		}
 	}
 	if len(m.Tasks) > 0 {
 		o.Task = m.Tasks[0]

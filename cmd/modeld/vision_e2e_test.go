@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -99,6 +100,26 @@ func TestVisionChatAgainstDaemon(t *testing.T) {
 			t.Logf("daemon log:\n%s", logs)
 		}
 	})
+	// The model lists image input; the one without its projector does not.
+	for id, want := range map[string]bool{"t/vision": true, "t/text": false} {
+		res, err := http.Get(base + "/v1/models/" + id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var obj struct {
+			InputModalities []string `json:"input_modalities"`
+		}
+		err = json.NewDecoder(res.Body).Decode(&obj)
+		res.Body.Close()
+		if got := slices.Contains(obj.InputModalities, "image"); err != nil || got != want {
+			t.Errorf("%s: input_modalities %v (%v), want image %v", id, obj.InputModalities, err, want)
+		}
+		var show struct{ Capabilities []string }
+		postJSONTo(t, base+"/api/show", map[string]string{"model": id}, &show)
+		if got := slices.Contains(show.Capabilities, "vision"); got != want {
+			t.Errorf("%s: /api/show capabilities %v, want vision %v", id, show.Capabilities, want)
+		}
+	}
 	b64 := visionPNGBase64(t, 40, 24)
 	url := "data:image/png;base64," + b64
 	requests := func(m string) []struct{ name, path, body string } {

@@ -168,7 +168,8 @@ function renderModels() {
   const body = $('models').tBodies[0];
   body.replaceChildren(...state.models.map((m) => el('tr', { 'data-model': m.id },
     el('td', { className: 'mono id' }, m.id),
-    el('td', { className: 'task' }, (m.tasks || [m.task]).filter(Boolean).join(', ')),
+    el('td', { className: 'task' }, (m.tasks || [m.task]).filter(Boolean).join(', ') +
+      ((m.input_modalities || []).includes('image') ? ' (reads images)' : '')),
     el('td', { className: 'format' }, m.format || ''),
     el('td', { className: 'quant' }, m.quantization || ''),
     el('td', { className: 'num size', 'data-bytes': m.size_bytes }, bytes(m.size_bytes)),
