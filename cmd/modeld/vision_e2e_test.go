@@ -170,6 +170,20 @@ func TestVisionChatAgainstDaemon(t *testing.T) {
 	if status, body := postRaw(t, base+"/v1/chat/completions", requests("t/vision")[0].body); status != 200 {
 		t.Errorf("after a broken image: %d %s", status, body)
 	}
+	// The official clients send the image their own way.
+	var sdk map[string]int
+	if err := json.Unmarshal([]byte(runClient(t, base, "vision.mjs", map[string]string{"MODEL": "t/vision", "IMAGE": b64})), &sdk); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"openai", "responses", "anthropic", "anthropic_count", "ollama"} {
+		if sdk[k] <= projector.ImageTokens() {
+			t.Errorf("%s client: %d prompt tokens, want more than the image's %d (%v)", k, sdk[k], projector.ImageTokens(), sdk)
+		}
+	}
+	t.Logf("prompt tokens by client: %v", sdk)
+	if sdk["openai"] != with.Count || sdk["anthropic"] != sdk["anthropic_count"] {
+		t.Errorf("client counts %v; tokenize says %d", sdk, with.Count)
+	}
 	// Without its projector the model refuses images, in each dialect's shape.
 	for _, r := range requests("t/text") {
 		status, body := postRaw(t, base+r.path, r.body)
