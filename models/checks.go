@@ -1,6 +1,13 @@
 package models
 
-import "os"
+import (
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+)
 
 // The model-file checks a writer outside this package (package hub) runs on
 // what it fetched before the store accepts it, the same ones import runs.
@@ -50,4 +57,44 @@ func PlanONNX(paths []string, configJSON []byte, variant string, task Task) (ONN
 // JSON files parse and every graph is shaped like an ONNX model.
 func ValidateONNXFiles(plan ONNXPlan, open func(path string) (*os.File, error)) error {
 	return validateONNXFiles(plan.p, open)
+}
+
+// ReadProjector reads the header of a multimodal projector GGUF (an
+// mmproj file) stored at path under name, refusing a file that is not one.
+func ReadProjector(path, name, model string) (*GGUFInfo, error) {
+	if !strings.EqualFold(filepath.Ext(name), ".gguf") || name == model {
+		return nil, fmt.Errorf("%w: the projector %s is not a .gguf file beside the model", ErrInvalidModel, name)
+	}
+	info, err := readGGUF(path, name)
+	if err != nil {
+		return nil, err
+	}
+	if info.Architecture != projectorArch {
+		return nil, fmt.Errorf("%w: %s is not a multimodal projector (its general.architecture is %q, a projector's is %q)", ErrInvalidModel, name, info.Architecture, projectorArch)
+	}
+	return info, nil
+}
+
+// PickProjector is the multimodal projector of a repository's listing: a
+// GGUF whose name starts with mmproj, preferring F16 (the precision
+// projectors are usually published in), else the first by name; "" when
+// there is none.
+func PickProjector(paths []string) string {
+	var found []string
+	for _, p := range paths {
+		base := strings.ToLower(path.Base(p))
+		if strings.HasPrefix(base, "mmproj") && strings.HasSuffix(base, ".gguf") {
+			found = append(found, p)
+		}
+	}
+	slices.Sort(found)
+	for _, p := range found {
+		if strings.Contains(strings.ToLower(p), "f16") {
+			return p
+		}
+	}
+	if len(found) > 0 {
+		return found[0]
+	}
+	return ""
 }

@@ -1,6 +1,8 @@
 package hub
 
 import (
+	"slices"
+
 	"github.com/modeld/modeld/models"
 
 	"context"
@@ -290,7 +292,13 @@ func (p *Puller) pullHub(ctx context.Context, r pullRef, opts PullOptions, m *mo
 		if err != nil {
 			return err
 		}
-		return p.addGGUF(ctx, remote(file), opts, m, em, pins)
+		if err := p.addGGUF(ctx, remote(file), opts, m, em, pins); err != nil {
+			return err
+		}
+		if proj := models.PickProjector(paths); proj != "" && slices.Contains(m.Tasks, models.TaskChat) {
+			return p.addProjector(ctx, remote(proj), m, em, pins)
+		}
+		return nil
 	case hasONNX:
 		return p.addONNX(ctx, paths, remote, opts, m, em, pins)
 	}
@@ -313,6 +321,22 @@ func (p *Puller) addGGUF(ctx context.Context, rf remoteFile, opts PullOptions, m
 	}
 	m.Format, m.Tasks, m.GGUF = models.FormatGGUF, tasks, info
 	m.Files = []models.File{{Path: rf.Path, Digest: models.DigestPrefix + h, Size: n, GitOID: rf.GitSHA1}}
+	return nil
+}
+
+// addProjector fetches a chat model's multimodal projector from its
+// repository, checks that it is one, and keeps it with the model (as
+// modeld import --mmproj does).
+func (p *Puller) addProjector(ctx context.Context, rf remoteFile, m *models.Manifest, em *models.Emitter, pins *pinSet) error {
+	h, n, err := p.fetch(ctx, rf, em, pins, func(file string) error {
+		_, err := models.ReadProjector(file, rf.Path, m.GGUF.File)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("the projector %s: %w", rf.Path, err)
+	}
+	m.GGUF.Projector = rf.Path
+	m.Files = append(m.Files, models.File{Path: rf.Path, Digest: models.DigestPrefix + h, Size: n, GitOID: rf.GitSHA1})
 	return nil
 }
 

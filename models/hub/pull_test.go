@@ -1,6 +1,9 @@
 package hub
 
 import (
+	"path/filepath"
+
+	"github.com/modeld/modeld/internal/ggufgen"
 	"github.com/modeld/modeld/models"
 
 	"bytes"
@@ -65,14 +68,57 @@ func (e *pullEnv) newPuller(t *testing.T) *Puller {
 	return p
 }
 
+// projectorBytes is a tiny multimodal projector GGUF.
+func projectorBytes(t *testing.T) []byte {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "mmproj.gguf")
+	if err := ggufgen.WriteProjectorFile(path, ggufgen.TinyProjector()); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
 func ggufRepo(t *testing.T) map[string][]byte {
 	return map[string][]byte{
 		"tiny-Q4_K_M.gguf":             ggufSeed(t, 1),
 		"tiny-Q8_0.gguf":               ggufSeed(t, 2),
-		"mmproj-tiny-F16.gguf":         ggufSeed(t, 3),
 		"README.md":                    []byte("# tiny\n"),
 		".gitattributes":               []byte("*.gguf filter=lfs\n"),
 		"tiny-F16-00001-of-00002.gguf": []byte("split part"),
+	}
+}
+
+// TestPullGGUFWithProjector: a chat model's repository that publishes a
+// multimodal projector (mmproj-*.gguf, F16 preferred) is pulled with it, as
+// import --mmproj keeps one: the manifest names it and holds both files; a
+// file named mmproj that is not a projector fails the pull and stores
+// nothing.
+func TestPullGGUFWithProjector(t *testing.T) {
+	files := ggufRepo(t)
+	files["mmproj-tiny-Q8_0.gguf"] = ggufSeed(t, 4) // not chosen: F16 is
+	files["mmproj-tiny-F16.gguf"] = projectorBytes(t)
+	e := newPullEnv(t, nil)
+	e.h.addRepo("org/tiny", files)
+	m, err := e.p.Pull(context.Background(), "hf:org/tiny:Q8_0", PullOptions{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.GGUF.Projector != "mmproj-tiny-F16.gguf" || len(m.Files) != 2 || m.Files[1].Path != "mmproj-tiny-F16.gguf" || m.Files[1].Size != int64(len(files["mmproj-tiny-F16.gguf"])) {
+		t.Fatalf("manifest files %+v, projector %q", m.Files, m.GGUF.Projector)
+	}
+	bad := ggufRepo(t)
+	bad["mmproj-tiny-F16.gguf"] = ggufSeed(t, 5) // a model, not a projector
+	e2 := newPullEnv(t, nil)
+	e2.h.addRepo("org/tiny", bad)
+	if _, err := e2.p.Pull(context.Background(), "hf:org/tiny:Q8_0", PullOptions{}, nil); !errors.Is(err, models.ErrInvalidModel) || !strings.Contains(err.Error(), "not a multimodal projector") {
+		t.Fatalf("a fake projector: %v", err)
+	}
+	if ms, _ := e2.s.List(); len(ms) != 0 {
+		t.Fatalf("a failed pull stored %v", ms)
 	}
 }
 
