@@ -208,10 +208,17 @@ type agentRun struct {
 // exits non-zero or runs past agentCLITimeout.
 func runAgent(t *testing.T, dir string, env []string, bin string, args ...string) agentRun {
 	t.Helper()
+	return runAgentStdin(t, dir, env, bin, "", args...)
+}
+
+// runAgentStdin is runAgent with stdin as the CLI's standard input.
+func runAgentStdin(t *testing.T, dir string, env []string, bin, stdin string, args ...string) agentRun {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), agentCLITimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Dir = dir
+	cmd.Stdin = strings.NewReader(stdin)
 	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "LANG=C.UTF-8", "TERM=dumb", "NO_COLOR=1", "CI=1"}, env...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr

@@ -208,3 +208,70 @@ func TestVisionChatAgainstDaemon(t *testing.T) {
 		}
 	}
 }
+
+// TestClaudeCodeImageAgainstDaemon: Claude Code, unmodified, sends a
+// screenshot pasted into its prompt (a stream-json user message with an
+// image block, as its SDK mode takes one) to a vision model: the daemon
+// reads the image (a 200 whose prompt counts it) and Claude Code prints the
+// answer.
+func TestClaudeCodeImageAgainstDaemon(t *testing.T) {
+	bin := agentBin(t, "claude")
+	dir := t.TempDir()
+	model, proj := filepath.Join(dir, "vision.gguf"), filepath.Join(dir, "vision-mmproj.gguf")
+	opts := ggufgen.Tiny(ggufgen.SPM)
+	opts.Context = 65536 // room for Claude Code's system prompt and tools
+	if err := ggufgen.WriteFile(model, opts); err != nil {
+		t.Fatal(err)
+	}
+	if err := ggufgen.WriteProjectorFile(proj, ggufgen.TinyProjector()); err != nil {
+		t.Fatal(err)
+	}
+	home := t.TempDir()
+	if out, err := runCLI(t, map[string]string{"MODELD_HOME": home}, "import", model, "--name", "t/vision", "--mmproj", proj); err != nil {
+		t.Fatalf("import: %v\n%s", err, out)
+	}
+	logs := &syncBuffer{}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("daemon log:\n%s", logs)
+		}
+	})
+	_, base := startDaemonLines(t, home, func(line string, _ bool) { logs.Write([]byte(line + "\n")) },
+		"--chat-slots", "2", "--context-size", "65536", "--model-aliases", "claude-*=t/vision")
+	rec := newRecorder(t, base)
+	ag, _ := findAgent("claude")
+	_, env, _ := agentHome(t, ag, launchTarget{Base: rec.URL, Model: "t/vision", Context: 65536, Vision: true})
+	b64 := visionPNGBase64(t, 64, 48)
+	line, err := json.Marshal(map[string]any{"type": "user", "message": map[string]any{"role": "user", "content": []map[string]any{
+		{"type": "image", "source": map[string]string{"type": "base64", "media_type": "image/png", "data": b64}},
+		{"type": "text", "text": "What is in this screenshot?"},
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := runAgentStdin(t, t.TempDir(), env, bin, string(line)+"\n", "-p", "--input-format", "stream-json", "--output-format", "stream-json", "--verbose", "--model", "t/vision")
+	if !strings.Contains(run.Stdout, `"type":"result"`) || strings.Contains(run.Stdout, `"is_error":true`) {
+		t.Fatalf("Claude Code did not finish the turn:\n%s\nstderr:\n%s", run.Stdout, run.Stderr)
+	}
+	sent := false
+	for _, r := range rec.since(0) {
+		if r.Path == "/v1/messages" && bytes.Contains(r.Raw, []byte(`"type":"image"`)) && bytes.Contains(r.Raw, []byte(b64)) {
+			sent = true
+		}
+	}
+	if !sent {
+		t.Fatal("no /v1/messages request carried the image")
+	}
+	answered := 0
+	for _, l := range agentAccessLines(t, logs, 0) {
+		if l.Route == "/v1/messages" && l.Status != 200 {
+			t.Errorf("a Messages request answered %d", l.Status)
+		}
+		if l.Route == "/v1/messages" && l.Status == 200 && l.Prompt > ggufgen.TinyProjector().ImageTokens() {
+			answered++
+		}
+	}
+	if answered == 0 {
+		t.Error("no Messages request was answered")
+	}
+}
