@@ -9,6 +9,7 @@ import (
 	"image/png"
 	"io"
 	"net/http"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -216,28 +217,7 @@ func TestVisionChatAgainstDaemon(t *testing.T) {
 // answer.
 func TestClaudeCodeImageAgainstDaemon(t *testing.T) {
 	bin := agentBin(t, "claude")
-	dir := t.TempDir()
-	model, proj := filepath.Join(dir, "vision.gguf"), filepath.Join(dir, "vision-mmproj.gguf")
-	opts := ggufgen.Tiny(ggufgen.SPM)
-	opts.Context = 65536 // room for Claude Code's system prompt and tools
-	if err := ggufgen.WriteFile(model, opts); err != nil {
-		t.Fatal(err)
-	}
-	if err := ggufgen.WriteProjectorFile(proj, ggufgen.TinyProjector()); err != nil {
-		t.Fatal(err)
-	}
-	home := t.TempDir()
-	if out, err := runCLI(t, map[string]string{"MODELD_HOME": home}, "import", model, "--name", "t/vision", "--mmproj", proj); err != nil {
-		t.Fatalf("import: %v\n%s", err, out)
-	}
-	logs := &syncBuffer{}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("daemon log:\n%s", logs)
-		}
-	})
-	_, base := startDaemonLines(t, home, func(line string, _ bool) { logs.Write([]byte(line + "\n")) },
-		"--chat-slots", "2", "--context-size", "65536", "--model-aliases", "claude-*=t/vision")
+	base, logs := visionAgentDaemon(t)
 	rec := newRecorder(t, base)
 	ag, _ := findAgent("claude")
 	_, env, _ := agentHome(t, ag, launchTarget{Base: rec.URL, Model: "t/vision", Context: 65536, Vision: true})
@@ -253,25 +233,91 @@ func TestClaudeCodeImageAgainstDaemon(t *testing.T) {
 	if !strings.Contains(run.Stdout, `"type":"result"`) || strings.Contains(run.Stdout, `"is_error":true`) {
 		t.Fatalf("Claude Code did not finish the turn:\n%s\nstderr:\n%s", run.Stdout, run.Stderr)
 	}
+	checkImageTurn(t, rec, logs, "/v1/messages", b64)
+}
+
+// visionAgentDaemon starts a daemon serving t/vision (a tiny chat model
+// with its projector, and a context an agent's prompt fits in) under the
+// aliases the agents' own model names use; its log is returned.
+func visionAgentDaemon(t *testing.T) (base string, logs *syncBuffer) {
+	t.Helper()
+	dir := t.TempDir()
+	model, proj := filepath.Join(dir, "vision.gguf"), filepath.Join(dir, "vision-mmproj.gguf")
+	opts := ggufgen.Tiny(ggufgen.SPM)
+	opts.Context = 65536 // room for an agent's system prompt and tools
+	if err := ggufgen.WriteFile(model, opts); err != nil {
+		t.Fatal(err)
+	}
+	if err := ggufgen.WriteProjectorFile(proj, ggufgen.TinyProjector()); err != nil {
+		t.Fatal(err)
+	}
+	home := t.TempDir()
+	if out, err := runCLI(t, map[string]string{"MODELD_HOME": home}, "import", model, "--name", "t/vision", "--mmproj", proj); err != nil {
+		t.Fatalf("import: %v\n%s", err, out)
+	}
+	logs = &syncBuffer{}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("daemon log:\n%s", logs)
+		}
+	})
+	_, base = startDaemonLines(t, home, func(line string, _ bool) { logs.Write([]byte(line + "\n")) },
+		"--chat-slots", "2", "--context-size", "65536", "--model-aliases", "claude-*=t/vision,gpt-*=t/vision")
+	return base, logs
+}
+
+// checkImageTurn: some request to route carried the image b64, and every
+// request to route was answered 200, one at least with a prompt longer
+// than the image's tokens.
+func checkImageTurn(t *testing.T, rec *recorder, logs *syncBuffer, route, b64 string) {
+	t.Helper()
 	sent := false
 	for _, r := range rec.since(0) {
-		if r.Path == "/v1/messages" && bytes.Contains(r.Raw, []byte(`"type":"image"`)) && bytes.Contains(r.Raw, []byte(b64)) {
+		if r.Path == route && bytes.Contains(r.Raw, []byte(b64)) {
 			sent = true
 		}
 	}
 	if !sent {
-		t.Fatal("no /v1/messages request carried the image")
+		t.Fatalf("no %s request carried the image", route)
 	}
 	answered := 0
 	for _, l := range agentAccessLines(t, logs, 0) {
-		if l.Route == "/v1/messages" && l.Status != 200 {
-			t.Errorf("a Messages request answered %d", l.Status)
+		if l.Route == route && l.Status != 200 {
+			t.Errorf("a %s request answered %d", route, l.Status)
 		}
-		if l.Route == "/v1/messages" && l.Status == 200 && l.Prompt > ggufgen.TinyProjector().ImageTokens() {
+		if l.Route == route && l.Status == 200 && l.Prompt > ggufgen.TinyProjector().ImageTokens() {
 			answered++
 		}
 	}
 	if answered == 0 {
-		t.Error("no Messages request was answered")
+		t.Errorf("no %s request was answered", route)
 	}
+}
+
+// TestCodexImageAgainstDaemon: Codex, unmodified, attaches an image file
+// (exec -i) for a model whose catalog entry lists image input (modeld
+// launch's settings): the Responses request carries it as input_image and
+// the daemon reads it.
+func TestCodexImageAgainstDaemon(t *testing.T) {
+	bin := agentBin(t, "codex")
+	base, logs := visionAgentDaemon(t)
+	rec := newRecorder(t, base)
+	ag, _ := findAgent("codex")
+	_, env, s := agentHome(t, ag, launchTarget{Base: rec.URL, Model: "t/vision", Context: 65536, Vision: true})
+	work := t.TempDir()
+	b64 := visionPNGBase64(t, 64, 48)
+	raw, err := base64.StdEncoding.DecodeString(b64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pic := filepath.Join(work, "screenshot.png")
+	if err := os.WriteFile(pic, raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	args := append(append([]string(nil), s.Args...), "exec", "--skip-git-repo-check", "What is in this screenshot?", "-i", pic)
+	run := runAgent(t, work, env, bin, args...)
+	if strings.TrimSpace(run.Stdout) == "" {
+		t.Fatalf("codex printed no answer\nstderr:\n%s", run.Stderr)
+	}
+	checkImageTurn(t, rec, logs, "/v1/responses", b64)
 }
