@@ -257,3 +257,26 @@ func TestRemoteImagesWhenAllowed(t *testing.T) {
 		t.Errorf("fetched %v", asked)
 	}
 }
+
+// TestChatImagesPixelBound: a chat request's images together are bounded
+// at 1<<24 pixels (their RGB crosses the runner socket): three 2400×2400
+// images are a 400 too_many or too_large that loads nothing; two pass.
+func TestChatImagesPixelBound(t *testing.T) {
+	big := base64.StdEncoding.EncodeToString(testImage(t, "png", 2400, 2400))
+	part := `{"type":"image_url","image_url":{"url":"data:image/png;base64,` + big + `"}}`
+	for n, want := range map[int]int{2: 200, 3: 400} {
+		f := &fakeChat{pieces: []string{"x"}, finish: backends.FinishStop, vision: true, template: true}
+		loads := 0
+		s := countingServer(t, f, &loads)
+		body := `{"model":"m","messages":[{"role":"user","content":[` + strings.TrimSuffix(strings.Repeat(part+",", n), ",") + `]}]}`
+		w := post(t, s, "/v1/chat/completions", body)
+		if w.Code != want {
+			t.Fatalf("%d images: %d %.300s", n, w.Code, w.Body)
+		}
+		if want == 400 {
+			if e := decodeError(t, w); e.Error.Code != "image_too_large" || loads != 0 {
+				t.Errorf("%d images: code %v, %d loads", n, e.Error.Code, loads)
+			}
+		}
+	}
+}
