@@ -48,9 +48,13 @@ type llamaDecoder struct {
 	lctx   yz.Context
 	mem    yz.Memory
 	batch  yz.Batch
-	smpl   []yz.Sampler   // by sequence
+	smpl   []seqSampler   // by sequence (constrain.go)
 	lp     []lpSeq        // by sequence: the split chain of one that reports logprobs
 	cur    []yz.TokenData // candidates and their shaped logits (logprobs.go), by token id
+	kept   []yz.TokenData // the candidates a rejected draw had (constrain.go)
+	// maskFirst samples under a grammar in the reference order, the
+	// grammar over every candidate first (constrain.go; tests only).
+	maskFirst bool
 	shaped []float32
 	nCtx   int
 	seqIDs [][]yz.SeqId
@@ -94,7 +98,7 @@ func newLlamaDecoder(m *Model, o Options, nBatch, ctxSize int) (*llamaDecoder, e
 		return nil, fmt.Errorf("llama: context memory: %w", err)
 	}
 	d := &llamaDecoder{m: m, lctx: lctx, mem: mem, batch: yz.BatchInit(int32(nBatch), 0, 1),
-		smpl: make([]yz.Sampler, o.Slots), lp: make([]lpSeq, o.Slots), nCtx: ctxSize, pools: pools}
+		smpl: make([]seqSampler, o.Slots), lp: make([]lpSeq, o.Slots), nCtx: ctxSize, pools: pools}
 	for i := 0; i < o.Slots; i++ {
 		d.seqIDs = append(d.seqIDs, []yz.SeqId{yz.SeqId(i)})
 	}
@@ -116,7 +120,12 @@ func (d *llamaDecoder) decode(batch []batchToken) error {
 
 func (d *llamaDecoder) sample(seq int, i int32) yz.Token {
 	d.guard(seq, i)
-	tok := yz.SamplerSample(d.smpl[seq], d.lctx, i)
+	var tok yz.Token
+	if ss := &d.smpl[seq]; ss.chain != 0 {
+		tok = yz.SamplerSample(ss.chain, d.lctx, i)
+	} else {
+		tok = d.sampleFirst(ss, i)
+	}
 	d.lazyAccept(seq, tok)
 	d.guardAccept(seq, tok)
 	return tok
@@ -124,15 +133,12 @@ func (d *llamaDecoder) sample(seq int, i int32) yz.Token {
 
 func (d *llamaDecoder) startSeq(seq int, samp Sampling, grammar constraint) {
 	d.guardStart(seq, grammar)
-	d.smpl[seq] = newSampler(samp, d.m.vocab, d.lazyStart(seq, grammar), d.m.nVocab, d.nCtx)
+	d.smpl[seq] = newSeqSampler(samp, d.m.vocab, d.lazyStart(seq, grammar), d.m.nVocab, d.nCtx, d.maskFirst)
 }
 
 func (d *llamaDecoder) endSeq(seq int) {
 	d.endLogprobs(seq)
-	if d.smpl[seq] != 0 {
-		yz.SamplerFree(d.smpl[seq])
-		d.smpl[seq] = 0
-	}
+	d.smpl[seq].free()
 }
 
 func (d *llamaDecoder) seqRemove(seq int, from int) bool {
