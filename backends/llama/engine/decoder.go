@@ -44,25 +44,25 @@ type batchToken struct {
 
 // llamaDecoder is the decoder over one llama context.
 type llamaDecoder struct {
-	m      *Model
-	lctx   yz.Context
-	mem    yz.Memory
-	batch  yz.Batch
-	smpl   []seqSampler   // by sequence (constrain.go)
-	lp     []lpSeq        // by sequence: the split chain of one that reports logprobs
-	cur    []yz.TokenData // candidates and their shaped logits (logprobs.go), by token id
-	kept   []yz.TokenData // the candidates a rejected draw had (constrain.go)
+	m     *Model
+	lctx  yz.Context
+	mem   yz.Memory
+	batch yz.Batch
+	smpl  []seqSampler   // by sequence (constrain.go)
+	lp    []lpSeq        // by sequence: the split chain of one that reports logprobs
+	cur   []yz.TokenData // candidates and their shaped logits (logprobs.go), by token id
+	kept  []yz.TokenData // the candidates a rejected draw had (constrain.go)
 	// maskFirst samples under a grammar in the reference order, the
 	// grammar over every candidate first (constrain.go; tests only).
 	maskFirst bool
-	shaped []float32
-	nCtx   int
-	seqIDs [][]yz.SeqId
-	lazy   lazyWatch  // lazy grammars' triggers (toolcalls_lazy.go)
-	u8     []utf8Seq  // by sequence: the UTF-8 guard under a grammar (utf8guard.go)
-	u8v    *utf8Vocab // the vocabulary's UTF-8 shape, read on first use
-	u8keep []float32
-	pools  []yz.Threadpool // the context's CPU thread pools (threads.go), freed after it
+	shaped    []float32
+	nCtx      int
+	seqIDs    [][]yz.SeqId
+	lazy      lazyWatch  // lazy grammars' triggers (toolcalls_lazy.go)
+	u8        []utf8Seq  // by sequence: the UTF-8 guard under a grammar (utf8guard.go)
+	u8v       *utf8Vocab // the vocabulary's UTF-8 shape, read on first use
+	u8keep    []float32
+	pools     []yz.Threadpool // the context's CPU thread pools (threads.go), freed after it
 }
 
 var _ decoder = (*llamaDecoder)(nil)
