@@ -103,18 +103,31 @@ func (d *llamaDecoder) sampleFirst(ss *seqSampler, i int32) yz.Token {
 
 // redraw is the draw after the grammar rejected the first: the grammar
 // over arr's candidates with a finite logit, then the redraw stage; the
-// reference order when none is allowed.
+// reference order when none is allowed. A few candidates (top-k, inside a
+// split character) are put to the grammar directly, many through the
+// prefix forest (constrain_mask.go).
 func (d *llamaDecoder) redraw(ss *seqSampler, arr yz.TokenDataArray, i int32) yz.Token {
 	d.kept = d.kept[:0]
-	for _, td := range unsafe.Slice(arr.Data, arr.Size) {
+	for _, td := range unsafeCandidates(arr) {
 		if !math.IsInf(float64(td.Logit), -1) {
 			d.kept = append(d.kept, td)
 		}
 	}
+	var allowed []bool
+	constrain := func(a *yz.TokenDataArray) {
+		if a.Size <= directAsk {
+			yz.SamplerApply(ss.gram, a)
+			return
+		}
+		if allowed == nil {
+			allowed = d.allowedMask(ss.gram)
+		}
+		mask(*a, allowed)
+	}
 	if len(d.kept) > 0 {
 		k := yz.TokenDataArray{Data: &d.kept[0], Size: uint64(len(d.kept)), Selected: -1}
-		yz.SamplerApply(ss.gram, &k)
-		for _, td := range unsafe.Slice(k.Data, k.Size) {
+		constrain(&k)
+		for _, td := range d.kept {
 			if !math.IsInf(float64(td.Logit), -1) {
 				yz.SamplerApply(ss.redraw, &k)
 				return selected(k)
@@ -123,10 +136,14 @@ func (d *llamaDecoder) redraw(ss *seqSampler, arr yz.TokenDataArray, i int32) yz
 	}
 	arr = d.candidates(i)
 	yz.SamplerApply(ss.shape, &arr)
-	yz.SamplerApply(ss.gram, &arr)
+	constrain(&arr)
 	yz.SamplerApply(ss.draw, &arr)
 	return selected(arr)
 }
+
+// directAsk is the most candidates put to the grammar one by one rather
+// than through the prefix forest.
+const directAsk = 2048
 
 // candidates is the whole vocabulary with the logits of batch index i, in
 // id order, in d.cur.
@@ -151,7 +168,7 @@ func (d *llamaDecoder) candidates(i int32) yz.TokenDataArray {
 
 // selected is the token arr's draw picked (its first candidate if none).
 func selected(arr yz.TokenDataArray) yz.Token {
-	cand := unsafe.Slice(arr.Data, arr.Size)
+	cand := unsafeCandidates(arr)
 	if arr.Selected >= 0 && arr.Selected < int64(len(cand)) {
 		return cand[arr.Selected].Id
 	}
@@ -164,4 +181,10 @@ func allows(g yz.Sampler, tok yz.Token) bool {
 	arr := yz.TokenDataArray{Data: &td, Size: 1, Selected: -1}
 	yz.SamplerApply(g, &arr)
 	return !math.IsInf(float64(td.Logit), -1)
+}
+
+// unsafeCandidates is arr's candidates as a slice (of the memory arr
+// points to).
+func unsafeCandidates(arr yz.TokenDataArray) []yz.TokenData {
+	return unsafe.Slice(arr.Data, arr.Size)
 }

@@ -52,6 +52,11 @@ type llamaDecoder struct {
 	lp    []lpSeq        // by sequence: the split chain of one that reports logprobs
 	cur   []yz.TokenData // candidates and their shaped logits (logprobs.go), by token id
 	kept  []yz.TokenData // the candidates a rejected draw had (constrain.go)
+	asked []yz.TokenData // the tokens put to a grammar at once (constrain_mask.go)
+	// allowed is a grammar's verdict by token, forest the vocabulary by
+	// prefix, read on first use (constrain_mask.go).
+	allowed []bool
+	forest  *pieceForest
 	// maskFirst samples under a grammar in the reference order, the
 	// grammar over every candidate first (constrain.go; tests only).
 	maskFirst bool
