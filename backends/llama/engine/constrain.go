@@ -48,6 +48,7 @@ type seqSampler struct {
 	// Under a grammar:
 	shape  yz.Sampler // logit bias, penalties
 	gram   yz.Sampler // the grammar, or a lazy grammar's stage chain
+	lazy   bool       // gram is a lazy grammar's stage chain
 	draw   yz.Sampler // greedy, or filters, temperature and the seeded draw
 	redraw yz.Sampler // greedy, or a seeded draw alone: the draw after a rejection
 }
@@ -60,12 +61,24 @@ func newSeqSampler(s Sampling, vocab yz.Vocab, grammar constraint, nVocab, ctxSi
 	if maskFirst || !constrained {
 		return seqSampler{chain: newSampler(s, vocab, grammar, nVocab, ctxSize)}
 	}
-	g := grammarStage(vocab, grammar)
+	return splitSampler(s, vocab, grammar, nVocab, ctxSize)
+}
+
+// splitSampler is seq's sampler for s under grammar (if any) with its
+// stages apart.
+func splitSampler(s Sampling, vocab yz.Vocab, grammar constraint, nVocab, ctxSize int) seqSampler {
 	redraw := yz.SamplerInitGreedy()
 	if s.Temperature > 0 {
 		redraw = yz.SamplerInitDist(drawSeed(s, 1))
 	}
-	return seqSampler{shape: shapeChain(s, nVocab, ctxSize), gram: g, draw: drawChain(s), redraw: redraw}
+	return seqSampler{shape: shapeChain(s, nVocab, ctxSize), gram: grammarStage(vocab, grammar), lazy: grammar.stage != 0,
+		draw: drawChain(s), redraw: redraw}
+}
+
+// constrained reports whether a grammar constrains ss's next draw (a lazy
+// grammar only once it has joined its stage).
+func (ss *seqSampler) constrained() bool {
+	return ss.gram != 0 && (!ss.lazy || yz.SamplerChainN(ss.gram) > 0)
 }
 
 // free frees what ss holds.
@@ -94,8 +107,8 @@ func (d *llamaDecoder) sampleFirst(ss *seqSampler, i int32) yz.Token {
 	yz.SamplerApply(ss.shape, &arr)
 	yz.SamplerApply(ss.draw, &arr)
 	tok := selected(arr)
-	if !allows(ss.gram, tok) {
-		tok = d.redraw(ss, arr, i)
+	if ss.constrained() && !allows(ss.gram, tok) {
+		tok = d.redraw(ss, arr, i, nil)
 	}
 	ss.accept(tok)
 	return tok
@@ -105,17 +118,17 @@ func (d *llamaDecoder) sampleFirst(ss *seqSampler, i int32) yz.Token {
 // over arr's candidates with a finite logit, then the redraw stage; the
 // reference order when none is allowed. A few candidates (top-k, inside a
 // split character) are put to the grammar directly, many through the
-// prefix forest (constrain_mask.go).
-func (d *llamaDecoder) redraw(ss *seqSampler, arr yz.TokenDataArray, i int32) yz.Token {
+// prefix forest (constrain_mask.go), unless allowed already holds its
+// verdicts.
+func (d *llamaDecoder) redraw(ss *seqSampler, arr yz.TokenDataArray, i int32, allowed []bool) yz.Token {
 	d.kept = d.kept[:0]
 	for _, td := range unsafeCandidates(arr) {
 		if !math.IsInf(float64(td.Logit), -1) {
 			d.kept = append(d.kept, td)
 		}
 	}
-	var allowed []bool
 	constrain := func(a *yz.TokenDataArray) {
-		if a.Size <= directAsk {
+		if allowed == nil && a.Size <= directAsk {
 			yz.SamplerApply(ss.gram, a)
 			return
 		}

@@ -49,7 +49,7 @@ type llamaDecoder struct {
 	mem   yz.Memory
 	batch yz.Batch
 	smpl  []seqSampler   // by sequence (constrain.go)
-	lp    []lpSeq        // by sequence: the split chain of one that reports logprobs
+	lp    []seqSampler   // by sequence: the sampler of one that reports logprobs
 	cur   []yz.TokenData // candidates and their shaped logits (logprobs.go), by token id
 	kept  []yz.TokenData // the candidates a rejected draw had (constrain.go)
 	asked []yz.TokenData // the tokens put to a grammar at once (constrain_mask.go)
@@ -103,7 +103,7 @@ func newLlamaDecoder(m *Model, o Options, nBatch, ctxSize int) (*llamaDecoder, e
 		return nil, fmt.Errorf("llama: context memory: %w", err)
 	}
 	d := &llamaDecoder{m: m, lctx: lctx, mem: mem, batch: yz.BatchInit(int32(nBatch), 0, 1),
-		smpl: make([]seqSampler, o.Slots), lp: make([]lpSeq, o.Slots), nCtx: ctxSize, pools: pools}
+		smpl: make([]seqSampler, o.Slots), lp: make([]seqSampler, o.Slots), nCtx: ctxSize, pools: pools}
 	for i := 0; i < o.Slots; i++ {
 		d.seqIDs = append(d.seqIDs, []yz.SeqId{yz.SeqId(i)})
 	}
