@@ -357,11 +357,21 @@ func timedRun(b *testing.B, d *llamaDecoder, prompt []int32, c constraint, samp 
 }
 
 // TestAllowedMaskMatchesGrammar: the prefix forest's verdict on every
-// token of Qwen 2.5's 151k equals the grammar's own, asked token by token,
-// at each step of a greedy walk through a JSON schema's grammar, and
-// inside a character split across tokens.
+// token equals the grammar's own, asked token by token, at each step of a
+// walk through a JSON schema's grammar and inside a character split
+// across tokens, for Qwen 2.5's byte-level BPE vocabulary of 151k tokens
+// and Mistral's SentencePiece one (byte tokens, ▁ for spaces).
 func TestAllowedMaskMatchesGrammar(t *testing.T) {
-	m := openPath(t, testenv.LlamaChatModel(t, "qwen2", "Qwen-Qwen2.5-7B-Instruct"), Options{ContextSize: 1024})
+	for _, tc := range []struct{ vocab, template string }{
+		{"qwen2", "Qwen-Qwen2.5-7B-Instruct"},
+		{"llama-spm", "mistralai-Mistral-Nemo-Instruct-2407"},
+	} {
+		t.Run(tc.vocab, func(t *testing.T) { testAllowedMask(t, tc.vocab, tc.template) })
+	}
+}
+
+func testAllowedMask(t *testing.T, vocab, template string) {
+	m := openPath(t, testenv.LlamaChatModel(t, vocab, template), Options{ContextSize: 1024})
 	const schema = `{"type":"object","properties":{"name":{"type":"string","maxLength":12},"age":{"type":"integer","minimum":0,"maximum":150}},"required":["name","age"],"additionalProperties":false}`
 	c := schemaConstraint(t, schema)
 	d, err := newLlamaDecoder(m, Options{Slots: 1, Threads: 1, BatchThreads: 2}, 512, 1024)
@@ -399,13 +409,20 @@ func TestAllowedMaskMatchesGrammar(t *testing.T) {
 		}
 		t.Logf("after %q: %d tokens allowed", at, n)
 	}
-	// A walk that takes the allowed token of lowest id at each step, then a
-	// split character: the lead byte of "é" alone, where the vocabulary has it.
+	// A walk that takes the allowed token of lowest id at each step (not
+	// whitespace), then a split character: the lead byte of "é" alone, where
+	// the vocabulary has it.
 	out := ""
 	for step := 0; step < 14; step++ {
 		check(out)
 		allowed := d.allowedMask(g)
 		next := slices.Index(allowed, true)
+		for id := range allowed { // past the whitespace the grammar allows
+			if allowed[id] && strings.TrimSpace(m.piece(yz.Token(id), true)) != "" {
+				next = id
+				break
+			}
+		}
 		if step == 10 {
 			for id := range allowed {
 				if allowed[id] && m.piece(yz.Token(id), true) == "\xc3" {
