@@ -36,9 +36,11 @@ bootstrap:
 test-deps:
 	scripts/test-deps
 
-# llama.cpp's chat templates and vocabulary-only GGUFs, for the tests (internal/testenv.LlamaAssets).
+# llama.cpp's chat templates and vocabulary-only GGUFs, for the tests (internal/testenv.LlamaAssets), and the check
+# that the trained model of the shared assets is beside the checkout (scripts/check-trained-model).
 test-assets:
 	scripts/fetch-llama-assets
+	scripts/check-trained-model
 
 # The Gateway API Inference Extension's endpoint picker code (its config loader, metrics extractor and scheduler,
 # pinned in scripts/gateway-test/go.mod, a module of its own fetched through the Go proxy) over real daemons built

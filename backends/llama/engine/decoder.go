@@ -44,22 +44,31 @@ type batchToken struct {
 
 // llamaDecoder is the decoder over one llama context.
 type llamaDecoder struct {
-	m      *Model
-	lctx   yz.Context
-	mem    yz.Memory
-	batch  yz.Batch
-	smpl   []yz.Sampler   // by sequence
-	lp     []lpSeq        // by sequence: the split chain of one that reports logprobs
-	cur    []yz.TokenData // candidates and their shaped logits (logprobs.go), by token id
-	shaped []float32
-	nCtx   int
-	nBatch int // the batch's capacity
-	seqIDs [][]yz.SeqId
-	lazy   lazyWatch  // lazy grammars' triggers (toolcalls_lazy.go)
-	u8     []utf8Seq  // by sequence: the UTF-8 guard under a grammar (utf8guard.go)
-	u8v    *utf8Vocab // the vocabulary's UTF-8 shape, read on first use
-	u8keep []float32
-	pools  []yz.Threadpool // the context's CPU thread pools (threads.go), freed after it
+	m     *Model
+	lctx  yz.Context
+	mem   yz.Memory
+	batch yz.Batch
+	smpl  []seqSampler   // by sequence (constrain.go)
+	lp    []seqSampler   // by sequence: the sampler of one that reports logprobs
+	cur   []yz.TokenData // candidates and their shaped logits (logprobs.go), by token id
+	kept  []yz.TokenData // the candidates a rejected draw had (constrain.go)
+	asked []yz.TokenData // the tokens put to a grammar at once (constrain_mask.go)
+	// allowed is a grammar's verdict by token, forest the vocabulary by
+	// prefix, read on first use (constrain_mask.go).
+	allowed []bool
+	forest  *pieceForest
+	// maskFirst samples under a grammar in the reference order, the
+	// grammar over every candidate first (constrain.go; tests only).
+	maskFirst bool
+	shaped    []float32
+	nCtx      int
+	nBatch    int // the batch's capacity
+	seqIDs    [][]yz.SeqId
+	lazy      lazyWatch  // lazy grammars' triggers (toolcalls_lazy.go)
+	u8        []utf8Seq  // by sequence: the UTF-8 guard under a grammar (utf8guard.go)
+	u8v       *utf8Vocab // the vocabulary's UTF-8 shape, read on first use
+	u8keep    []float32
+	pools     []yz.Threadpool // the context's CPU thread pools (threads.go), freed after it
 }
 
 var _ decoder = (*llamaDecoder)(nil)
@@ -95,7 +104,7 @@ func newLlamaDecoder(m *Model, o Options, nBatch, ctxSize int) (*llamaDecoder, e
 		return nil, fmt.Errorf("llama: context memory: %w", err)
 	}
 	d := &llamaDecoder{m: m, lctx: lctx, mem: mem, batch: yz.BatchInit(int32(nBatch), 0, 1),
-		smpl: make([]yz.Sampler, o.Slots), lp: make([]lpSeq, o.Slots), nCtx: ctxSize, nBatch: nBatch, pools: pools}
+		smpl: make([]seqSampler, o.Slots), lp: make([]seqSampler, o.Slots), nCtx: ctxSize, nBatch: nBatch, pools: pools}
 	for i := 0; i < o.Slots; i++ {
 		d.seqIDs = append(d.seqIDs, []yz.SeqId{yz.SeqId(i)})
 	}
@@ -117,7 +126,12 @@ func (d *llamaDecoder) decode(batch []batchToken) error {
 
 func (d *llamaDecoder) sample(seq int, i int32) yz.Token {
 	d.guard(seq, i)
-	tok := yz.SamplerSample(d.smpl[seq], d.lctx, i)
+	var tok yz.Token
+	if ss := &d.smpl[seq]; ss.chain != 0 {
+		tok = yz.SamplerSample(ss.chain, d.lctx, i)
+	} else {
+		tok = d.sampleFirst(ss, i)
+	}
 	d.lazyAccept(seq, tok)
 	d.guardAccept(seq, tok)
 	return tok
@@ -125,15 +139,12 @@ func (d *llamaDecoder) sample(seq int, i int32) yz.Token {
 
 func (d *llamaDecoder) startSeq(seq int, samp Sampling, grammar constraint) {
 	d.guardStart(seq, grammar)
-	d.smpl[seq] = newSampler(samp, d.m.vocab, d.lazyStart(seq, grammar), d.m.nVocab, d.nCtx)
+	d.smpl[seq] = newSeqSampler(samp, d.m.vocab, d.lazyStart(seq, grammar), d.m.nVocab, d.nCtx, d.maskFirst)
 }
 
 func (d *llamaDecoder) endSeq(seq int) {
 	d.endLogprobs(seq)
-	if d.smpl[seq] != 0 {
-		yz.SamplerFree(d.smpl[seq])
-		d.smpl[seq] = 0
-	}
+	d.smpl[seq].free()
 }
 
 func (d *llamaDecoder) seqRemove(seq int, from int) bool {

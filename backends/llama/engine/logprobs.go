@@ -3,7 +3,6 @@ package engine
 import (
 	"fmt"
 	"math"
-	"unsafe"
 
 	yz "github.com/hybridgroup/yzma/pkg/llama"
 
@@ -22,12 +21,14 @@ import (
 // server reports the raw logits' probabilities by default and those after
 // its whole sampling chain with post_sampling_probs; this sits between.)
 //
-// A request that does not ask for them samples through one chain as
-// before (sampler.go): no per-token cost. One that asks samples through the
-// same chain split in two (samplerStages): the shaping stage is applied to
-// a candidate array of the whole vocabulary, the log-probabilities are read
-// off it, and the drawing stage picks from it, so the token drawn is the
-// one the single chain would draw.
+// A request that does not ask for them samples as before (sampler.go,
+// constrain.go): no per-token cost. One that asks samples through the same
+// stages (splitSampler): the logit bias and penalties are applied to a
+// candidate array of the whole vocabulary, the grammar's verdict on every
+// token is read (constrain_mask.go), the log-probabilities are read off
+// the allowed tokens, and the draw picks from the array, first and on
+// rejection as constrain.go does, so the token drawn is the one the plain
+// path would draw.
 
 // maxTopLogprobs bounds TopLogprobs (OpenAI's limit).
 const maxTopLogprobs = 20
@@ -76,68 +77,43 @@ func (s *scheduler) sampleSlot(sl *slot, i int32) (yz.Token, *backends.Logprobs)
 	return s.dec.sample(sl.id, i), nil
 }
 
-// lpSeq is the split sampler chain of a sequence that reports logprobs.
-type lpSeq struct {
-	shape, draw yz.Sampler
-}
-
 func (d *llamaDecoder) startSeqLogprobs(seq int, samp Sampling, grammar constraint) {
 	d.guardStart(seq, grammar)
-	shape, draw := samplerStages(samp, d.m.vocab, d.lazyStart(seq, grammar), d.m.nVocab, d.nCtx)
-	d.lp[seq] = lpSeq{shape: shape, draw: draw}
+	d.lp[seq] = splitSampler(samp, d.m.vocab, d.lazyStart(seq, grammar), d.m.nVocab, d.nCtx)
 }
 
-func (d *llamaDecoder) endLogprobs(seq int) {
-	st := d.lp[seq]
-	if st.shape != 0 {
-		yz.SamplerFree(st.shape)
-	}
-	if st.draw != 0 {
-		yz.SamplerFree(st.draw)
-	}
-	d.lp[seq] = lpSeq{}
-}
+func (d *llamaDecoder) endLogprobs(seq int) { d.lp[seq].free() }
 
 func (d *llamaDecoder) sampleLogprobs(seq int, i int32, top int) (yz.Token, *backends.Logprobs) {
-	st := d.lp[seq]
+	ss := &d.lp[seq]
 	n := d.m.nVocab
-	if len(d.cur) != n {
-		d.cur = make([]yz.TokenData, n)
+	if len(d.shaped) != n {
 		d.shaped = make([]float32, n)
 	}
 	d.guard(seq, i)
-	logits, err := yz.GetLogitsIth(d.lctx, i, n)
-	if err != nil || len(logits) < n {
-		logits = nil // cannot happen after a decode that asked for them: a flat distribution
+	arr := d.candidates(i)
+	yz.SamplerApply(ss.shape, &arr)
+	var allowed []bool
+	if ss.constrained() {
+		allowed = d.allowedMask(ss.gram)
 	}
-	for t := range d.cur {
-		var l float32
-		if logits != nil {
-			l = logits[t]
-		}
-		d.cur[t] = yz.TokenData{Id: yz.Token(t), Logit: l}
-	}
-	arr := yz.TokenDataArray{Data: &d.cur[0], Size: uint64(n), Selected: -1}
-	yz.SamplerApply(st.shape, &arr)
 	// The shaping samplers change logits in place; read them by token id
 	// before the draw (temperature, filters) changes them again.
 	neg := float32(math.Inf(-1))
 	for t := range d.shaped {
 		d.shaped[t] = neg
 	}
-	for _, td := range unsafe.Slice(arr.Data, arr.Size) {
-		if int(td.Id) >= 0 && int(td.Id) < n {
+	for _, td := range unsafeCandidates(arr) {
+		if int(td.Id) >= 0 && int(td.Id) < n && (allowed == nil || allowed[td.Id]) {
 			d.shaped[td.Id] = td.Logit
 		}
 	}
-	yz.SamplerApply(st.draw, &arr)
-	cand := unsafe.Slice(arr.Data, arr.Size)
-	tok := cand[0].Id
-	if arr.Selected >= 0 && arr.Selected < int64(len(cand)) {
-		tok = cand[arr.Selected].Id
+	yz.SamplerApply(ss.draw, &arr)
+	tok := selected(arr)
+	if allowed != nil && !allowed[tok] {
+		tok = d.redraw(ss, arr, i, allowed)
 	}
-	yz.SamplerAccept(st.shape, tok)
-	yz.SamplerAccept(st.draw, tok)
+	ss.accept(tok)
 	d.lazyAccept(seq, tok)
 	d.guardAccept(seq, tok)
 	return tok, d.tokenLogprobs(tok, top)

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"math"
 	"slices"
 	"testing"
@@ -9,6 +10,7 @@ import (
 	yz "github.com/hybridgroup/yzma/pkg/llama"
 
 	"github.com/modeld/modeld/backends"
+	"github.com/modeld/modeld/backends/llama/grammar"
 	"github.com/modeld/modeld/internal/ggufgen"
 )
 
@@ -174,7 +176,9 @@ func TestLogprobsGreedyEqualLogSoftmax(t *testing.T) {
 }
 
 // TestLogprobsKeepSampling: asking for logprobs does not change what a
-// seeded request draws (the split chain draws as the single one does).
+// seeded request draws (the split stages draw as the plain path does),
+// free and under a JSON schema's grammar (both draw first and constrain on
+// rejection); under the grammar every token reported is one it allowed.
 func TestLogprobsKeepSampling(t *testing.T) {
 	m := openModel(t, ggufgen.Tiny(ggufgen.BPE), Options{Slots: 1})
 	prompt := tokenize(t, m, prompts[0])
@@ -184,6 +188,38 @@ func TestLogprobsKeepSampling(t *testing.T) {
 	b := generate(t, m, Request{Prompt: prompt, MaxTokens: 24, Sampling: samp, Logprobs: true, TopLogprobs: 3})
 	if !slices.Equal(a.tokens, b.tokens) {
 		t.Errorf("seeded tokens without logprobs\n%v\nwith\n%v", a.tokens, b.tokens)
+	}
+	const schema = `{"type":"object","properties":{"name":{"type":"string","maxLength":12},"age":{"type":"integer","minimum":0,"maximum":150}},"required":["name","age"],"additionalProperties":false}`
+	g, err := grammar.FromSchema(json.RawMessage(schema), grammar.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	format := backends.ResponseFormat{Type: backends.FormatJSONSchema, Schema: json.RawMessage(schema), Grammar: g}
+	for _, samp := range []Sampling{
+		{Temperature: 1, Seed: &seed, LogitBias: closingBias(m)},
+		{Temperature: 0.9, TopK: 40, MinP: 0.02, Seed: &seed, LogitBias: closingBias(m)},
+	} {
+		a := generate(t, m, Request{Prompt: prompt, MaxTokens: 200, Sampling: samp, ResponseFormat: format})
+		ch, err := m.Generate(context.Background(), Request{Prompt: prompt, MaxTokens: 200, Sampling: samp, ResponseFormat: format, Logprobs: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var toks []int32
+		for ev := range ch {
+			if ev.Done {
+				continue
+			}
+			toks = append(toks, ev.Token)
+			if ev.Logprobs == nil || ev.Logprobs.Logprob <= logprobFloor {
+				t.Fatalf("token %d under the grammar: logprobs %+v", ev.Token, ev.Logprobs)
+			}
+		}
+		if !slices.Equal(a.tokens, toks) {
+			t.Errorf("top-k %d: seeded tokens under a grammar without logprobs\n%v\nwith\n%v", samp.TopK, a.tokens, toks)
+		}
+		if !json.Valid([]byte(a.text)) {
+			t.Errorf("top-k %d: output %q is not JSON", samp.TopK, a.text)
+		}
 	}
 }
 

@@ -18,6 +18,11 @@ import (
 // that none). A lazy grammar does so only from where its trigger fires in
 // the output (toolcalls_lazy.go). ctxSize bounds the penalty window. Only
 // the scheduler goroutine calls it; the chain is freed with yz.SamplerFree.
+//
+// This one chain is what a sequence without a grammar samples through. A
+// sequence under a grammar samples first and constrains on rejection
+// (constrain.go); the chain with the grammar first is the reference that
+// path is tested against (and the order log-probabilities are read in).
 func newSampler(s Sampling, vocab yz.Vocab, grammar constraint, nVocab, ctxSize int) yz.Sampler {
 	shape, draw := samplerStages(s, vocab, grammar, nVocab, ctxSize)
 	chain := yz.SamplerChainInit(yz.SamplerChainDefaultParams())
@@ -31,6 +36,15 @@ func newSampler(s Sampling, vocab yz.Vocab, grammar constraint, nVocab, ctxSize 
 // (greedy, or the filters and the seeded draw: what picks from it).
 // Log-probabilities are read between the two (logprobs.go).
 func samplerStages(s Sampling, vocab yz.Vocab, grammar constraint, nVocab, ctxSize int) (shape, draw yz.Sampler) {
+	shape = shapeChain(s, nVocab, ctxSize)
+	if g := grammarStage(vocab, grammar); g != 0 {
+		yz.SamplerChainAdd(shape, g)
+	}
+	return shape, drawChain(s)
+}
+
+// shapeChain is the logit bias and the penalties of s.
+func shapeChain(s Sampling, nVocab, ctxSize int) yz.Sampler {
 	chain := yz.SamplerChainInit(yz.SamplerChainDefaultParams())
 	if len(s.LogitBias) > 0 {
 		ids := make([]int32, 0, len(s.LogitBias))
@@ -57,18 +71,29 @@ func samplerStages(s Sampling, vocab yz.Vocab, grammar constraint, nVocab, ctxSi
 		yz.SamplerChainAdd(chain, yz.SamplerInitPenalties(int32(nVocab), int32(lastN), repeat,
 			s.FrequencyPenalty, s.PresencePenalty))
 	}
+	return chain
+}
+
+// grammarStage is the sampler of grammar: a lazy grammar's stage chain, a
+// new grammar sampler from the first token on, or 0 for none.
+func grammarStage(vocab yz.Vocab, grammar constraint) yz.Sampler {
 	if grammar.stage != 0 {
-		yz.SamplerChainAdd(chain, grammar.stage) // a lazy grammar's place (toolcalls_lazy.go)
-	} else if grammar.text != "" && grammar.trig == nil {
-		// Generate checked that the grammar parses, so this cannot be 0.
-		if g := grammar.sampler(vocab); g != 0 {
-			yz.SamplerChainAdd(chain, g)
-		}
+		return grammar.stage // a lazy grammar's place (toolcalls_lazy.go)
 	}
-	draw = yz.SamplerChainInit(yz.SamplerChainDefaultParams())
+	if grammar.text != "" && grammar.trig == nil {
+		// Generate checked that the grammar parses, so this is not 0.
+		return grammar.sampler(vocab)
+	}
+	return 0
+}
+
+// drawChain is greedy, or the filters, the temperature and the seeded draw
+// of s.
+func drawChain(s Sampling) yz.Sampler {
+	draw := yz.SamplerChainInit(yz.SamplerChainDefaultParams())
 	if s.Temperature <= 0 {
 		yz.SamplerChainAdd(draw, yz.SamplerInitGreedy())
-		return chain, draw
+		return draw
 	}
 	if s.TopK > 0 {
 		yz.SamplerChainAdd(draw, yz.SamplerInitTopK(int32(s.TopK)))
@@ -80,15 +105,21 @@ func samplerStages(s Sampling, vocab yz.Vocab, grammar constraint, nVocab, ctxSi
 		yz.SamplerChainAdd(draw, yz.SamplerInitMinP(s.MinP, 1))
 	}
 	yz.SamplerChainAdd(draw, yz.SamplerInitTemp(s.Temperature))
-	seed := uint32(yz.DefaultSeed)
-	if s.Seed != nil {
-		seed = uint32(*s.Seed)
-		if seed == yz.DefaultSeed {
-			seed-- // llama.cpp reads DefaultSeed as "draw one"; a given seed must stay reproducible
-		}
+	yz.SamplerChainAdd(draw, yz.SamplerInitDist(drawSeed(s, 0)))
+	return draw
+}
+
+// drawSeed is the seed of s's random draw number k (a sequence's draws
+// are independent streams); llama.cpp's "draw one" when s has no seed.
+func drawSeed(s Sampling, k uint32) uint32 {
+	if s.Seed == nil {
+		return uint32(yz.DefaultSeed)
 	}
-	yz.SamplerChainAdd(draw, yz.SamplerInitDist(seed))
-	return chain, draw
+	seed := uint32(*s.Seed) ^ (k * 0x9e3779b9)
+	if seed == yz.DefaultSeed {
+		seed-- // llama.cpp reads DefaultSeed as "draw one"; a given seed must stay reproducible
+	}
+	return seed
 }
 
 // grammarRoot is the start rule of a response-format grammar (the rule

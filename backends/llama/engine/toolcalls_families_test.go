@@ -72,6 +72,10 @@ func TestToolGrammarFamilies(t *testing.T) {
 	addOnly := callGrammarOf(t, grammarTools[1:])
 	for _, fc := range familyCases {
 		t.Run(fc.template, func(t *testing.T) {
+			// Each family has a model of its own and nothing else is shared:
+			// two at once keep both cores busy (what a model generates does not
+			// depend on what runs beside it).
+			t.Parallel()
 			m, prompt := familyModel(t, fc.family, fc.vocab, fc.template)
 			bias := closingBias(m)
 			for _, tc := range []struct {

@@ -53,7 +53,7 @@ func forcedRun(t *testing.T, m *Model, prompt []int32, start []yz.Token, c const
 		pos, logit = pos+1, 0
 	}
 	for _, tok := range start {
-		yz.SamplerAccept(d.smpl[0], tok)
+		d.smpl[0].accept(tok)
 		d.lazyAccept(0, tok)
 		step(tok)
 	}
