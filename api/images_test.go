@@ -20,11 +20,16 @@ import (
 	"github.com/modeld/modeld/api/core"
 	"github.com/modeld/modeld/backends"
 	"github.com/modeld/modeld/cache"
+	"github.com/modeld/modeld/internal/imagetest"
 )
 
-// testImage encodes a w×h gradient as format ("png" or "jpeg").
+// testImage encodes a w×h gradient as format ("png" or "jpeg"), or a w×h
+// two-colour checkerboard as "webp" (lossless).
 func testImage(t *testing.T, format string, w, h int) []byte {
 	t.Helper()
+	if format == "webp" {
+		return imagetest.WebP(w, h, color.NRGBA{10, 20, 30, 255}, color.NRGBA{10, 200, 30, 255}, func(x, y int) bool { return (x+y)%2 == 0 })
+	}
 	m := image.NewNRGBA(image.Rect(0, 0, w, h))
 	for y := 0; y < h; y++ {
 		for x := 0; x < w; x++ {
@@ -79,9 +84,9 @@ func imageRequests(b64, media string) []struct{ dialect, path, body, param strin
 
 // TestImagesEveryDialect: each dialect's image shape reaches the backend
 // as a decoded image part (the pixels, in the message the client put it
-// in), for PNG and JPEG.
+// in), for PNG, JPEG and WebP.
 func TestImagesEveryDialect(t *testing.T) {
-	for _, format := range []string{"png", "jpeg"} {
+	for _, format := range []string{"png", "jpeg", "webp"} {
 		b64 := base64.StdEncoding.EncodeToString(testImage(t, format, 5, 3))
 		for _, c := range imageRequests(b64, "image/"+format) {
 			t.Run(format+"/"+c.dialect, func(t *testing.T) {

@@ -16,6 +16,7 @@ import (
 	"testing"
 
 	"github.com/modeld/modeld/internal/ggufgen"
+	"github.com/modeld/modeld/internal/imagetest"
 )
 
 // visionPNGBase64 is a generated w×h PNG, base64.
@@ -162,6 +163,12 @@ func TestVisionChatAgainstDaemon(t *testing.T) {
 	_, body = postRaw(t, base+"/v1/messages", requests("t/vision")[1].body)
 	if n := promptTokensOf(t, "/v1/messages", body); n != counted.InputTokens {
 		t.Errorf("Messages usage.input_tokens %d, count_tokens %d", n, counted.InputTokens)
+	}
+	// A WebP (lossless, written here) reads as the PNG does: the same tokens.
+	webp := base64.StdEncoding.EncodeToString(imagetest.WebP(40, 24, color.NRGBA{10, 20, 30, 255}, color.NRGBA{10, 200, 30, 255}, func(x, y int) bool { return x > y }))
+	status, body := postRaw(t, base+"/v1/chat/completions", strings.Replace(requests("t/vision")[0].body, "data:image/png;base64,"+b64, "data:image/webp;base64,"+webp, 1))
+	if status != 200 || promptTokensOf(t, "/v1/chat/completions", body) != with.Count {
+		t.Errorf("webp: %d %s; want %d prompt tokens", status, body, with.Count)
 	}
 	// A broken image is a 400, and the model still answers.
 	broken := strings.Replace(requests("t/vision")[0].body, b64, b64[:60], 1)

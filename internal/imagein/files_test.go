@@ -9,6 +9,8 @@ import (
 	"image/jpeg"
 	"image/png"
 	"testing"
+
+	"github.com/modeld/modeld/internal/imagetest"
 )
 
 // The test files are made here, from the attacker's side: valid images from
@@ -101,26 +103,12 @@ func jpegCMYK(w, h uint16) []byte {
 	return append(out, 0x00, 0xFF, 0xD9)
 }
 
-// riff wraps chunks in a RIFF WEBP container.
-func riff(chunks ...[]byte) []byte {
-	var body []byte
-	for _, c := range chunks {
-		body = append(body, c...)
-	}
-	out := []byte("RIFF\x00\x00\x00\x00WEBP")
-	binary.LittleEndian.PutUint32(out[4:], uint32(4+len(body)))
-	return append(out, body...)
-}
-
-func webpChunk(typ string, data []byte) []byte {
-	out := append([]byte(typ), 0, 0, 0, 0)
-	binary.LittleEndian.PutUint32(out[4:], uint32(len(data)))
-	out = append(out, data...)
-	if len(data)%2 == 1 {
-		out = append(out, 0)
-	}
-	return out
-}
+// The WebP container and lossless frames come from internal/imagetest.
+var (
+	riff      = imagetest.RIFF
+	webpChunk = imagetest.WebPChunk
+	vp8l      = imagetest.VP8L
+)
 
 func vp8x(flags byte, w, h int) []byte {
 	d := make([]byte, 10)
@@ -128,78 +116,6 @@ func vp8x(flags byte, w, h int) []byte {
 	d[4], d[5], d[6] = byte(w-1), byte((w-1)>>8), byte((w-1)>>16)
 	d[7], d[8], d[9] = byte(h-1), byte((h-1)>>8), byte((h-1)>>16)
 	return webpChunk("VP8X", d)
-}
-
-// bitWriter packs bits least-significant first, as VP8L reads them.
-type bitWriter struct {
-	out  []byte
-	acc  uint64
-	nacc uint
-}
-
-func (b *bitWriter) put(v uint64, n uint) {
-	b.acc |= v << b.nacc
-	b.nacc += n
-	for b.nacc >= 8 {
-		b.out = append(b.out, byte(b.acc))
-		b.acc >>= 8
-		b.nacc -= 8
-	}
-}
-
-func (b *bitWriter) bytes() []byte {
-	if b.nacc > 0 {
-		b.out = append(b.out, byte(b.acc))
-	}
-	return b.out
-}
-
-// vp8l writes a lossless WebP frame of w×h pixels whose colour is c0 or c1
-// (they differ in green only) by pick(x, y): no transforms, no colour cache,
-// one group of "simple" prefix codes, so each pixel is one bit.
-func vp8l(w, h int, c0, c1 color.NRGBA, pick func(x, y int) bool) []byte {
-	var bw bitWriter
-	bw.put(0x2f, 8)
-	bw.put(uint64(w-1), 14)
-	bw.put(uint64(h-1), 14)
-	bw.put(1, 1) // alpha used
-	bw.put(0, 3) // version
-	bw.put(0, 1) // no transform
-	bw.put(0, 1) // no colour cache
-	bw.put(0, 1) // no meta prefix codes
-	simple := func(syms ...byte) {
-		bw.put(1, 1)
-		bw.put(uint64(len(syms)-1), 1)
-		bw.put(1, 1) // 8-bit first symbol
-		for _, s := range syms {
-			bw.put(uint64(s), 8)
-		}
-	}
-	g0, g1 := c0.G, c1.G
-	if g0 > g1 {
-		panic("vp8l: c0 must have the smaller green")
-	}
-	if g0 == g1 {
-		simple(g0)
-	} else {
-		simple(g0, g1)
-	}
-	simple(c0.R)
-	simple(c0.B)
-	simple(c0.A)
-	simple(0) // distance
-	for y := 0; y < h; y++ {
-		for x := 0; x < w; x++ {
-			if g0 != g1 {
-				v := uint64(0)
-				if pick(x, y) {
-					v = 1
-				}
-				bw.put(v, 1)
-			}
-		}
-	}
-	return webpChunk("VP8L", bw.bytes())
 }
 
 // vp8Header is a lossy frame header claiming w×h, with no image data.
