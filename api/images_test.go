@@ -21,6 +21,7 @@ import (
 	"github.com/modeld/modeld/backends"
 	"github.com/modeld/modeld/cache"
 	"github.com/modeld/modeld/internal/imagetest"
+	"github.com/modeld/modeld/models"
 )
 
 // testImage encodes a w×h gradient as format ("png" or "jpeg"), or a w×h
@@ -240,7 +241,7 @@ func TestRemoteImagesWhenAllowed(t *testing.T) {
 		if strings.HasSuffix(url, "/a.png") {
 			return png, nil
 		}
-		return nil, errors.New("refused dial: 127.0.0.1 is loopback")
+		return nil, fmt.Errorf("%w: 10.1.2.3 is private", models.ErrPrivateTarget)
 	}
 	f := &fakeChat{pieces: []string{"x"}, finish: backends.FinishStop, vision: true, template: true, gotReq: make(chan backends.Request, 1)}
 	loads := 0
@@ -255,7 +256,7 @@ func TestRemoteImagesWhenAllowed(t *testing.T) {
 	}
 	loads = 0
 	w = post(t, s, "/v1/messages", `{"model":"m","max_tokens":3,"messages":[{"role":"user","content":[{"type":"image","source":{"type":"url","url":"http://127.0.0.1:8080/secret"}}]}]}`)
-	if msg, _, _ := dialectError(t, "anthropic", w); w.Code != 400 || !strings.Contains(msg, "could not be read") || loads != 0 {
+	if msg, _, _ := dialectError(t, "anthropic", w); w.Code != 400 || !strings.Contains(msg, "private address") || strings.Contains(msg, "10.1.2.3") || loads != 0 {
 		t.Errorf("unreadable URL: %d %s (loads %d)", w.Code, w.Body, loads)
 	}
 	if len(asked) != 2 {

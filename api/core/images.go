@@ -8,6 +8,7 @@ import (
 
 	"github.com/modeld/modeld/backends"
 	"github.com/modeld/modeld/internal/imagein"
+	"github.com/modeld/modeld/models"
 )
 
 // ImageLimits bound the images of one chat request (bytes, pixels, count),
@@ -71,8 +72,15 @@ func (s *Core) FetchImages(ctx context.Context, msgs []backends.Message, param s
 				}
 				data, err := s.Opt.FetchImage(ctx, p.URL, ImageLimits.MaxBytes)
 				if err != nil {
+					// The answer says which rule refused, never what the
+					// name resolved to or what the far end said.
+					s.Log.Debug("remote image not read", "err", err)
+					why := "could not be read"
+					if errors.Is(err, models.ErrPrivateTarget) {
+						why = "points at a loopback, link-local or private address, which modeld does not fetch"
+					}
 					return &Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "remote_image_unreadable", Param: &param,
-						Message: "an image URL could not be read: " + Clip(err.Error())}
+						Message: "an image URL " + why}
 				}
 				p.Data = data
 			}
