@@ -7,7 +7,7 @@ import (
 )
 
 // Bounds of one call, checked before any text is tokenized: a call over one
-// fails with ErrInvalidInput. They are backends' (api/limits.go refuses the
+// fails with ErrInvalidInput. They are backends' (api/core/limits.go refuses the
 // same requests earlier, naming the field), but for MaxDecoderRows, which is
 // this package's own.
 const (

@@ -117,7 +117,7 @@ func (a *app) serve(ctx context.Context) error {
 		ContextCap:   cfg.contextCap(),
 		// The responses store: a size of 0 keeps none.
 		Responses: responses.ResponseStoreConfig{MaxEntries: cfg.ResponsesStoreEntries, MaxBytes: cmp.Or(cfg.ResponsesStoreSize, -1), Lifetime: cfg.ResponsesStoreLifetime},
-		// Claude Code's attribution line: dropped unless kept (api/anthropic.go).
+		// Claude Code's attribution line: dropped unless kept (api/anthropic).
 		KeepBillingHeader: cfg.KeepBillingHeader,
 		// Images by http(s) URL: only when allowed, through pull's guard.
 		FetchImage: remoteImages(cfg, puller),
