@@ -40,7 +40,7 @@ func remoteImages(msgs []backends.Message) int {
 	n := 0
 	for _, m := range msgs {
 		for _, p := range m.Parts {
-			if p.Type == backends.PartImage && p.Image == nil && len(p.Data) == 0 && isRemote(p.URL) {
+			if unreadRemote(p) {
 				n++
 			}
 		}
@@ -48,8 +48,12 @@ func remoteImages(msgs []backends.Message) int {
 	return n
 }
 
-func isRemote(u string) bool {
-	scheme, _, _ := strings.Cut(u, ":")
+// unreadRemote: p is an image given by http(s) URL whose bytes are not read.
+func unreadRemote(p backends.ContentPart) bool {
+	if p.Type != backends.PartImage || p.Image != nil || len(p.Data) > 0 {
+		return false
+	}
+	scheme, _, _ := strings.Cut(p.URL, ":")
 	scheme = strings.ToLower(scheme)
 	return scheme == "http" || scheme == "https"
 }
@@ -67,7 +71,7 @@ func (s *Core) FetchImages(ctx context.Context, msgs []backends.Message, param s
 		for i := range msgs {
 			for j := range msgs[i].Parts {
 				p := &msgs[i].Parts[j]
-				if p.Type != backends.PartImage || p.Image != nil || len(p.Data) > 0 || !isRemote(p.URL) {
+				if !unreadRemote(*p) {
 					continue
 				}
 				data, err := s.Opt.FetchImage(ctx, p.URL, ImageLimits.MaxBytes)

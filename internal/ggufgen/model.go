@@ -186,7 +186,12 @@ func (o Options) validate() error {
 }
 
 // WriteFile writes the model described by o to path.
-func WriteFile(path string, o Options) (err error) {
+func WriteFile(path string, o Options) error {
+	return writeFile(path, func(w io.Writer) error { return Write(w, o) })
+}
+
+// writeFile creates path and writes it with write, reporting a failed close.
+func writeFile(path string, write func(io.Writer) error) (err error) {
 	f, err := os.Create(path)
 	if err != nil {
 		return fmt.Errorf("ggufgen: %w", err)
@@ -196,7 +201,7 @@ func WriteFile(path string, o Options) (err error) {
 			err = fmt.Errorf("ggufgen: %w", cerr)
 		}
 	}()
-	return Write(f, o)
+	return write(f)
 }
 
 // Write writes the model described by o to w. The same options always give

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 )
 
 // ProjectorOptions describe a generated multimodal projector (mmproj) GGUF:
@@ -94,17 +93,8 @@ func (o ProjectorOptions) validate() error {
 }
 
 // WriteProjectorFile writes the projector described by o to path.
-func WriteProjectorFile(path string, o ProjectorOptions) (err error) {
-	f, err := os.Create(path)
-	if err != nil {
-		return fmt.Errorf("ggufgen: %w", err)
-	}
-	defer func() {
-		if cerr := f.Close(); cerr != nil && err == nil {
-			err = fmt.Errorf("ggufgen: %w", cerr)
-		}
-	}()
-	return WriteProjector(f, o)
+func WriteProjectorFile(path string, o ProjectorOptions) error {
+	return writeFile(path, func(w io.Writer) error { return WriteProjector(w, o) })
 }
 
 // WriteProjector writes the projector described by o to w; the same

@@ -1,8 +1,6 @@
 package hub
 
 import (
-	"path/filepath"
-
 	"github.com/modeld/modeld/internal/ggufgen"
 	"github.com/modeld/modeld/models"
 
@@ -71,15 +69,11 @@ func (e *pullEnv) newPuller(t *testing.T) *Puller {
 // projectorBytes is a tiny multimodal projector GGUF.
 func projectorBytes(t *testing.T) []byte {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "mmproj.gguf")
-	if err := ggufgen.WriteProjectorFile(path, ggufgen.TinyProjector()); err != nil {
+	var buf bytes.Buffer
+	if err := ggufgen.WriteProjector(&buf, ggufgen.TinyProjector()); err != nil {
 		t.Fatal(err)
 	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
+	return buf.Bytes()
 }
 
 func ggufRepo(t *testing.T) map[string][]byte {
