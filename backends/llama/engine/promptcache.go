@@ -1,12 +1,14 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	yz "github.com/hybridgroup/yzma/pkg/llama"
@@ -99,6 +101,7 @@ func (s *scheduler) keepDropped(sl *slot, keep int) {
 	}
 	prefix := toInt32(sl.cache[:sl.exact])
 	if s.disk.Covers(prefix) {
+		s.disk.TouchAsync(prefix) // used now: the newest, if it was used last
 		return
 	}
 	if sl.exact < len(sl.cache) {
@@ -158,6 +161,57 @@ func (s *scheduler) restorePrefix(sl *slot, prompt []yz.Token, common int) int {
 	return n
 }
 
+// diskAhead is closed when the prompt cache's read-ahead has ended; nil
+// (never) without one.
+func (s *scheduler) diskAhead() <-chan struct{} {
+	if s.disk == nil {
+		return nil
+	}
+	return s.disk.Ahead()
+}
+
+// prime puts the read-ahead entry into an empty slot while nothing runs,
+// so the first request that shares it (the next turn of the conversation
+// used last before an unload or a restart) finds it in memory, as a warm
+// turn does. While requests wait, or when no slot is empty, the entry is
+// dropped: a request's own restore reads what it needs.
+func (s *scheduler) prime() {
+	name, tokens, st, ok := s.disk.Prefetched()
+	sd, isState := s.dec.(stateDecoder)
+	if !ok || !isState || len(tokens) < minSaveTokens || len(tokens) > s.ctxSize {
+		return
+	}
+	s.mu.Lock()
+	waiting := len(s.waiting)
+	s.mu.Unlock()
+	if waiting > 0 {
+		return
+	}
+	var sl *slot
+	for _, c := range s.slots {
+		if c.idle() && len(c.cache) == 0 {
+			sl = c
+			break
+		}
+	}
+	if sl == nil {
+		return
+	}
+	t0 := time.Now()
+	if !sd.setSeqState(sl.id, st) {
+		slog.Warn("llama: prompt cache: llama.cpp refused a saved state", "file", name, "tokens", len(tokens))
+		s.dec.seqRemove(sl.id, 0)
+		return
+	}
+	for _, t := range tokens {
+		sl.cache = append(sl.cache, yz.Token(t))
+	}
+	sl.exact = len(sl.cache)
+	s.diskRestored.Add(uint64(len(tokens)))
+	slog.Debug("llama: prompt cache: primed a slot", "slot", sl.id, "tokens", len(tokens), "file", name,
+		"set_ms", time.Since(t0).Milliseconds())
+}
+
 func commonPrefix32(a, b []int32) int {
 	n := min(len(a), len(b))
 	for i := 0; i < n; i++ {
@@ -174,7 +228,11 @@ func (s *scheduler) saveAll() {
 	if s.disk == nil {
 		return
 	}
-	for _, sl := range s.slots {
+	// Least recently used first: the newest entry is then the prefix of
+	// the sequence used last, the one a restart reads ahead (prime).
+	slots := slices.Clone(s.slots)
+	slices.SortStableFunc(slots, func(a, b *slot) int { return cmp.Compare(a.used, b.used) })
+	for _, sl := range slots {
 		s.keepDropped(sl, 0)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), shutdownWrites)

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"runtime"
 	"slices"
@@ -84,12 +85,23 @@ type scheduler struct {
 
 func newScheduler(m *Model, o Options, h Hooks) (*scheduler, error) {
 	nBatch := max(o.BatchSize, o.Slots)
+	// The prompt cache opens first: its newest entry is read while the
+	// KV cache is allocated and cleared (promptcache.go, prime).
+	disk := openPromptCache(m, o, m.info.ContextSize)
+	if disk != nil {
+		if name := disk.Newest(); name != "" {
+			disk.Prefetch(name)
+		}
+	}
 	dec, err := newLlamaDecoder(m, o, nBatch, m.info.ContextSize)
 	if err != nil {
+		if disk != nil {
+			_ = disk.Close(context.Background())
+		}
 		return nil, err
 	}
 	s := newSchedulerWith(dec, o.Slots, nBatch, m.info.ContextSize, o.MaxWaiting, h)
-	s.disk = openPromptCache(m, o, m.info.ContextSize)
+	s.disk = disk
 	s.lookup = lookupMax(o, yz.ModelIsRecurrent(m.model) || yz.ModelIsHybrid(m.model))
 	return s, nil
 }
@@ -201,6 +213,8 @@ func (s *scheduler) loop() {
 		if s.active.Load() == 0 {
 			select {
 			case <-s.wake:
+			case <-s.diskAhead():
+				s.prime()
 			case <-s.quit:
 				s.shutdown()
 				return

@@ -28,11 +28,25 @@ func (c *Cache) SaveAsync(tokens []int32, state []byte) (queued bool) {
 	return true
 }
 
+// TouchAsync marks the entry that covers tokens as used, on the writer
+// goroutine, in order with the saves queued before it: the LRU's order,
+// and Newest's, is then the order the scheduler gave them.
+func (c *Cache) TouchAsync(tokens []int32) {
+	defer func() { _ = recover() }() // closed: nothing to order
+	c.jobs <- job{tokens: tokens, touch: true}
+}
+
 func (c *Cache) writer() {
 	defer close(c.done)
 	for j := range c.jobs {
 		if j.synced != nil {
 			close(j.synced)
+			continue
+		}
+		if j.touch {
+			if name := c.Covering(j.tokens); name != "" {
+				c.touch(name)
+			}
 			continue
 		}
 		if err := c.Save(j.tokens, j.state); err != nil {

@@ -89,8 +89,10 @@ type Cache struct {
 	opts Options
 	log  *slog.Logger
 
-	mu      sync.Mutex // guards entries
+	mu      sync.Mutex // guards entries and ahead
 	entries map[string]*entry
+	ahead   *prefetch // the read-ahead (prefetch.go); nil: none
+	stamp   time.Time // the last time touch gave a file
 
 	jobs    chan job
 	pending atomic.Int64
@@ -102,6 +104,7 @@ type job struct {
 	tokens []int32
 	state  []byte
 	synced chan struct{} // a Sync's marker: closed when reached
+	touch  bool          // mark the entry covering tokens used (TouchAsync)
 }
 
 // Open opens the cache of key in o.Dir, making the directory when missing,
@@ -273,15 +276,19 @@ func (c *Cache) Lookup(prompt []int32) (name string, n int) {
 }
 
 // Covers reports whether an entry holds all of tokens (as its prefix).
-func (c *Cache) Covers(tokens []int32) bool {
+func (c *Cache) Covers(tokens []int32) bool { return c.Covering(tokens) != "" }
+
+// Covering is the name of an entry that holds all of tokens (as its
+// prefix), or "".
+func (c *Cache) Covering(tokens []int32) string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, e := range c.entries {
 		if len(e.tokens) >= len(tokens) && commonPrefix(e.tokens, tokens) == len(tokens) && c.present(e) {
-			return true
+			return e.name
 		}
 	}
-	return false
+	return ""
 }
 
 // present reports whether e's file is still there, forgetting e when
@@ -305,8 +312,16 @@ func (c *Cache) Len() int {
 // Load reads entry name whole and checks it: the file (see openEntry), its
 // header against its length, the key, the checksum, and that its tokens
 // are those its header gave when scanned. It returns the tokens and the
-// state. A file that fails is removed with a log line.
+// state. A file that fails is removed with a log line. A read-ahead of
+// name gives its result instead (prefetch.go).
 func (c *Cache) Load(name string) ([]int32, []byte, error) {
+	if p := c.takeAhead(name); p != nil {
+		return p.tokens, p.state, p.err
+	}
+	return c.load(name)
+}
+
+func (c *Cache) load(name string) ([]int32, []byte, error) {
 	c.mu.Lock()
 	e := c.entries[name]
 	c.mu.Unlock()
@@ -321,8 +336,7 @@ func (c *Cache) Load(name string) ([]int32, []byte, error) {
 		c.discard(name, err)
 		return nil, nil, fmt.Errorf("promptcache: %s: %w", name, err)
 	}
-	now := c.opts.Now()
-	_ = os.Chtimes(filepath.Join(c.dir, name), now, now) // the LRU's use
+	c.touch(name) // the LRU's use
 	return h.Tokens, state, nil
 }
 
@@ -333,6 +347,21 @@ func (c *Cache) read(name string) (Header, []byte, error) {
 	}
 	defer f.Close()
 	return readEntry(bufio.NewReaderSize(f, 64<<10), size, &c.key)
+}
+
+// touch sets entry name's times to now, or just after the last time it
+// gave when the clock has not moved since (a file system's clock may tick
+// in milliseconds): entries touched in turn keep that order (Newest, the
+// LRU).
+func (c *Cache) touch(name string) {
+	c.mu.Lock()
+	t := c.opts.Now()
+	if !t.After(c.stamp) {
+		t = c.stamp.Add(time.Microsecond)
+	}
+	c.stamp = t
+	c.mu.Unlock()
+	_ = os.Chtimes(filepath.Join(c.dir, name), t, t)
 }
 
 // entryName names the entry of tokens under key.
@@ -355,7 +384,8 @@ func (c *Cache) Save(tokens []int32, state []byte) error {
 	if len(tokens) == 0 || len(tokens) > MaxTokens || len(state) == 0 {
 		return fmt.Errorf("promptcache: will not save %d tokens with %d state bytes", len(tokens), len(state))
 	}
-	if c.Covers(tokens) {
+	if name := c.Covering(tokens); name != "" {
+		c.touch(name) // the LRU's use, in the order saves come
 		return nil
 	}
 	size := headerLen(len(c.key.Config), len(tokens)) + int64(len(state)) + sumLen
@@ -393,6 +423,7 @@ func (c *Cache) Save(tokens []int32, state []byte) error {
 	}
 	c.entries[name] = &entry{name: name, tokens: slices.Clone(tokens)}
 	c.mu.Unlock()
+	c.touch(name)
 	for _, n := range served {
 		_ = os.Remove(filepath.Join(c.dir, n))
 	}
