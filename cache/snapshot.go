@@ -36,6 +36,7 @@ type ModelStatus struct {
 	Slots      int           `json:"slots"`
 	Queue      int           `json:"queue"`
 	LoadedAt   time.Time     `json:"loaded_at,omitzero"`
+	IdleSince  time.Time     `json:"idle_since,omitzero"` // when its last request ended; zero while busy or loading
 	ExpiresAt  time.Time     `json:"expires_at,omitzero"` // zero while busy or when kept loaded
 	KeepAlive  time.Duration `json:"keep_alive_ns"`       // 0 = unload when idle, < 0 = keep loaded
 	Estimate   any           `json:"estimate,omitempty"`  // Spec.Estimate: how RAM and VRAM were estimated
@@ -112,6 +113,9 @@ func (c *Cache) statusLocked(e *entry) ModelStatus {
 		st.State, st.Problem = "unresponsive", firstLine(e.ailing.Error())
 	case e.inUse == 0 && e.keep > 0:
 		st.ExpiresAt = e.idle.Add(e.keep)
+	}
+	if !e.loading && e.inUse == 0 {
+		st.IdleSince = e.idle
 	}
 	return st
 }

@@ -34,15 +34,17 @@ type Config struct {
 	LogLevel   string
 	LogFormat  string
 
-	KeepAlive   time.Duration // < 0: keep loaded forever
-	MaxLoaded   int
-	RAMBudget   int64 // 0: automatic (a share of total RAM)
-	VRAMBudget  int64 // per GPU; 0: automatic (a share of each GPU's memory)
-	QueueSize   int
-	LoadWait    time.Duration
-	ChatSlots   int
-	Lookup      int // prompt-lookup draft tokens per step (0 off)
-	ContextSize int
+	KeepAlive time.Duration // < 0: keep loaded forever
+	// RestoreModels loads the models loaded at the last stop again at start (resident.go).
+	RestoreModels bool
+	MaxLoaded     int
+	RAMBudget     int64 // 0: automatic (a share of total RAM)
+	VRAMBudget    int64 // per GPU; 0: automatic (a share of each GPU's memory)
+	QueueSize     int
+	LoadWait      time.Duration
+	ChatSlots     int
+	Lookup        int // prompt-lookup draft tokens per step (0 off)
+	ContextSize   int
 	// Aliases map the model names agents ask for (claude-sonnet-*, gpt-5.5)
 	// to models of the store.
 	Aliases      modelAliases
@@ -219,6 +221,13 @@ var settings = []setting{
 	{name: "keep-alive", help: "how long an idle model stays loaded (a duration such as 5m, or seconds; 0 = unload when idle, negative = forever); a request's keep_alive reads the same forms",
 		def: static(durationText(cache.DefaultKeepAlive)), apply: func(c *Config, v string) error { return parseDuration(&c.KeepAlive, v, true) },
 		show: func(c *Config) any { return durationText(c.KeepAlive) }},
+	{name: "restore-models", boolean: true, help: "at start, load again in the background the models that were loaded when the daemon last stopped (the most recently used first, while they fit), so the first request after a restart finds its model loaded",
+		def: static("true"), apply: func(c *Config, v string) error {
+			b, err := strconv.ParseBool(v)
+			c.RestoreModels = b
+			return err
+		},
+		show: func(c *Config) any { return c.RestoreModels }},
 	{name: "max-loaded", help: "most models loaded at once",
 		def: static("3"), apply: func(c *Config, v string) error { return parseInt(&c.MaxLoaded, v, 1) },
 		show: func(c *Config) any { return c.MaxLoaded }},

@@ -33,21 +33,30 @@ type daemonRecord struct {
 
 // writeDaemonRecord writes rec into home's daemonFile atomically.
 func writeDaemonRecord(home string, rec daemonRecord) error {
-	b, err := json.MarshalIndent(rec, "", "  ")
+	if err := writeHomeJSON(home, daemonFile, rec); err != nil {
+		return fmt.Errorf("record the daemon's address: %w", err)
+	}
+	return nil
+}
+
+// writeHomeJSON writes v as JSON into home/name atomically: a temporary
+// file in home (0600), renamed into place.
+func writeHomeJSON(home, name string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(home, ".daemon-*.json")
+	tmp, err := os.CreateTemp(home, "."+strings.TrimSuffix(name, ".json")+"-*.json")
 	if err != nil {
-		return fmt.Errorf("record the daemon's address: %w", err)
+		return err
 	}
 	_, werr := tmp.Write(append(b, '\n'))
 	cerr := tmp.Close()
 	if err := errors.Join(werr, cerr); err != nil {
-		return errors.Join(fmt.Errorf("record the daemon's address: %w", err), os.Remove(tmp.Name()))
+		return errors.Join(err, os.Remove(tmp.Name()))
 	}
-	if err := os.Rename(tmp.Name(), filepath.Join(home, daemonFile)); err != nil {
-		return errors.Join(fmt.Errorf("record the daemon's address: %w", err), os.Remove(tmp.Name()))
+	if err := os.Rename(tmp.Name(), filepath.Join(home, name)); err != nil {
+		return errors.Join(err, os.Remove(tmp.Name()))
 	}
 	return nil
 }

@@ -93,6 +93,9 @@ func (a *app) serve(ctx context.Context) error {
 	}
 	rt.cache.Store(loaded)
 	defer func() {
+		if cfg.RestoreModels {
+			a.saveResident(loaded)
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 		defer cancel()
 		if err := loaded.Close(ctx); err != nil {
@@ -155,6 +158,16 @@ func (a *app) serve(ctx context.Context) error {
 		}
 	}()
 	a.log.Info("modeld listening", "addr", ln.Addr().String(), "version", modeldVersion(), "home", cfg.Home)
+	restored := make(chan struct{})
+	if cfg.RestoreModels {
+		go func() { defer close(restored); a.restoreResident(ctx, loaded) }()
+	} else {
+		close(restored)
+		if _, err := takeResident(cfg.Home); err != nil { // an older run's record is dropped, not kept for later
+			a.log.Warn("removing the record of loaded models", "err", err)
+		}
+	}
+	defer func() { <-restored }()
 
 	select {
 	case err := <-errc:

@@ -92,7 +92,7 @@ func runTurn(args []string) error {
 	fs := flag.NewFlagSet("turn", flag.ContinueOnError)
 	base := fs.String("url", "", "daemon base URL")
 	bodyFile := fs.String("body", "", "recorded /v1/messages body")
-	kind := fs.String("kind", "", "what this turn is (cold, warm, restart, unload)")
+	kind := fs.String("kind", "", "what this turn is (cold, warm, restart, restart-at-once, unload)")
 	keepAlive := fs.String("keep-alive", "", "keep_alive of the request (\"\": the daemon's)")
 	tokens := fs.Int("tokens", 16, "max_tokens")
 	if err := fs.Parse(args); err != nil {
@@ -145,7 +145,8 @@ func runTurn(args []string) error {
 // turnKinds are the turns in the order the tables show them.
 var turnKinds = []struct{ kind, label string }{
 	{"warm", "warm turn (the prompt in its slot)"},
-	{"restart", "first turn after a daemon restart"},
+	{"restart", "first turn after a daemon restart (its model loaded again at start, a slot primed)"},
+	{"restart-at-once", "first turn sent the moment a restarted daemon answers (its model still loading)"},
 	{"unload", "first turn after a keep-alive unload"},
 	{"cold", "cold turn (prompt cache off: what a restart or unload cost before)"},
 }
