@@ -147,6 +147,7 @@ const runnerBase = "http://modeld-runner"
 // else a *RunnerExitError; both carry the tail of its stderr. ctx bounds
 // the start only; the process lives until Close.
 func StartRunner(ctx context.Context, opts RunnerOptions) (*Runner, error) {
+	start := time.Now()
 	opts, err := opts.withDefaults()
 	if err != nil {
 		return nil, err
@@ -184,7 +185,8 @@ func StartRunner(ctx context.Context, opts RunnerOptions) (*Runner, error) {
 		return nil, fmt.Errorf("llama: runner for %s: %w", opts.ModelPath, err)
 	}
 	r.info = info
-	log.Info("llama: runner started", "pid", proc.pid, "socket", cfg.Socket, "stall_timeout", opts.StallTimeout, "step_timeout", opts.StepTimeout)
+	log.Info("llama: runner started", "pid", proc.pid, "socket", cfg.Socket, "stall_timeout", opts.StallTimeout, "step_timeout", opts.StepTimeout,
+		"start_ms", time.Since(start).Milliseconds())
 	return r, nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"runtime"
 	"sync"
+	"time"
 
 	yz "github.com/hybridgroup/yzma/pkg/llama"
 
@@ -143,14 +144,18 @@ func open(path string, opts Options, h Hooks) (*Model, error) {
 	if err := validateOptions(opts); err != nil {
 		return nil, err
 	}
+	start := time.Now()
 	facts, err := inspectFile(path)
 	if err != nil {
 		return nil, err
 	}
+	checkMs := time.Since(start).Milliseconds()
+	start = time.Now()
 	ym, gpuLayers, fallback, err := loadModel(path, opts.GPULayers)
 	if err != nil {
 		return nil, err
 	}
+	modelMs := time.Since(start).Milliseconds()
 	m := &Model{model: ym, vocab: yz.ModelGetVocab(ym)}
 	m.nVocab = int(yz.VocabNTokens(m.vocab))
 	trained := int(yz.ModelNCtxTrain(ym))
@@ -172,6 +177,7 @@ func open(path string, opts Options, h Hooks) (*Model, error) {
 		_ = yz.ModelFree(ym)
 		return nil, err
 	}
+	start = time.Now()
 	sch, err := newScheduler(m, opts, h)
 	if err != nil {
 		if m.vis != nil {
@@ -184,7 +190,7 @@ func open(path string, opts Options, h Hooks) (*Model, error) {
 	go sch.loop()
 	slog.Info("llama: model loaded", "path", path, "arch", facts.arch, "ctx", ctxSize,
 		"slots", opts.Slots, "threads", opts.Threads, "batch_threads", opts.BatchThreads, "gpu_layers", gpuLayers,
-		"vision", m.info.Vision)
+		"vision", m.info.Vision, "check_ms", checkMs, "model_ms", modelMs, "context_ms", time.Since(start).Milliseconds())
 	return m, nil
 }
 

@@ -84,6 +84,7 @@ func Run(ctx context.Context, cfg wire.Config, stdin io.Reader, stdout io.Writer
 	if err := engine.Init(backends.Libs{Root: cfg.LibRoot}.LlamaDir()); err != nil {
 		return fail(err)
 	}
+	initMs := time.Since(loadStart).Milliseconds()
 	m, err := engine.OpenWithHooks(cfg.ModelPath, cfg.Options, sm.Hooks)
 	if err != nil {
 		return fail(err)
@@ -105,7 +106,7 @@ func Run(ctx context.Context, cfg wire.Config, stdin io.Reader, stdout io.Writer
 		cancel(fmt.Errorf("cannot report readiness: %w", err))
 	}
 	slog.Info("llama runner: ready", "model", cfg.ModelPath, "pid", os.Getpid(), "socket", cfg.Socket,
-		"load_ms", time.Since(loadStart).Milliseconds())
+		"load_ms", time.Since(loadStart).Milliseconds(), "init_ms", initMs)
 	var reason error
 	select {
 	case <-ctx.Done():
