@@ -24,6 +24,10 @@ type LoadOptions struct {
 	// CrashDir receives the crash reports of the model's runners (see
 	// RunnerOptions.CrashDir; "" keeps none).
 	CrashDir string
+	// CPUVariant is the libggml-cpu-<variant> ggml keeps on this CPU, as the
+	// probe read it (probe.Library.CPUVariant): runners load it alone
+	// ("": ggml opens every variant to choose, as it does when that fails).
+	CPUVariant string
 	// Command overrides the runner program (tests); nil runs this executable.
 	Command []string
 	// Lookup is the most tokens a decode step drafts by prompt lookup
@@ -154,6 +158,7 @@ func load(ctx context.Context, spec backends.LoadSpec) (backends.Model, error) {
 		Env:          env,
 		ModelPath:    spec.Path,
 		LibRoot:      spec.LibRoot,
+		CPUVariant:   lo.CPUVariant,
 		Options:      opts,
 		Command:      lo.Command,
 		Logger:       log,

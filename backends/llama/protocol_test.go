@@ -108,7 +108,7 @@ func TestWireRequestAndEvent(t *testing.T) {
 // TestRunnerArgs: every engine option reaches the runner. A new field of
 // Options fails here until the runner flags carry it.
 func TestRunnerArgs(t *testing.T) {
-	cfg := wire.Config{ModelPath: "/m/a b.gguf", Socket: "/tmp/s.sock", LibRoot: "/lib", ParentPID: 42, LogLevel: -4}
+	cfg := wire.Config{ModelPath: "/m/a b.gguf", Socket: "/tmp/s.sock", LibRoot: "/lib", CPUVariant: "zen4", ParentPID: 42, LogLevel: -4}
 	v := reflect.ValueOf(&cfg.Options).Elem()
 	for i := 0; i < v.NumField(); i++ {
 		f := v.Field(i)

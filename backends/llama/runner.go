@@ -28,6 +28,10 @@ type RunnerOptions struct {
 	// LibRoot is the runtime-library root (backends.Libs.Root); the runner
 	// loads llama.cpp from its llama/ directory.
 	LibRoot string
+	// CPUVariant is the libggml-cpu-<variant> ggml keeps on this CPU
+	// (probe.Library.CPUVariant): the runner loads it alone instead of
+	// opening every variant to choose ("": ggml chooses).
+	CPUVariant string
 	// Options are the engine's options inside the runner.
 	Options Options
 	// Command is the program to run and its leading arguments; the runner
@@ -158,7 +162,7 @@ func StartRunner(ctx context.Context, opts RunnerOptions) (*Runner, error) {
 	}
 	cfg := wire.Config{
 		ModelPath: opts.ModelPath, Socket: filepath.Join(dir, "runner.sock"), LibRoot: opts.LibRoot,
-		Options: opts.Options, ParentPID: os.Getpid(), LogLevel: opts.LogLevel,
+		CPUVariant: opts.CPUVariant, Options: opts.Options, ParentPID: os.Getpid(), LogLevel: opts.LogLevel,
 	}
 	argv := append(append([]string(nil), opts.Command...), cfg.Args()...)
 	log := opts.Logger.With("model_path", opts.ModelPath) // the logger names the model id

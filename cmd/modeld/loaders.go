@@ -40,11 +40,13 @@ type loaderFunc = func(context.Context, cache.Spec, *loadPlan) (cache.Instance, 
 
 // backendLoaders returns the loader of each backend, keyed by cache.Spec.Backend.
 // Loads that wanted a GPU and fell back to the CPU are recorded in fallbacks.
-func backendLoaders(cfg Config, log *slog.Logger, libs backends.Libs, fallbacks *gpuFallbacks, metrics *pipelineMetrics) map[string]loaderFunc {
+// cpuVariant is the ggml CPU variant the probe saw llama.cpp keep ("": not
+// known), which runners then load alone.
+func backendLoaders(cfg Config, log *slog.Logger, libs backends.Libs, cpuVariant string, fallbacks *gpuFallbacks, metrics *pipelineMetrics) map[string]loaderFunc {
 	o := &onnxLoader{cfg: cfg, log: log, libs: libs, fallbacks: fallbacks, metrics: metrics}
 	return map[string]loaderFunc{
 		"llama": func(ctx context.Context, spec cache.Spec, plan *loadPlan) (cache.Instance, error) {
-			return loadChat(ctx, cfg, log, libs, fallbacks, metrics.chat, spec, plan)
+			return loadChat(ctx, cfg, log, libs, cpuVariant, fallbacks, metrics.chat, spec, plan)
 		},
 		"onnx": o.load,
 	}
@@ -175,9 +177,9 @@ func (c *chatInstance) Placement() cache.Placement {
 
 // loadChat loads a generating model with the backend the registry holds
 // under spec.Backend.
-func loadChat(ctx context.Context, cfg Config, log *slog.Logger, libs backends.Libs, fallbacks *gpuFallbacks, metrics *chatMetrics, spec cache.Spec, plan *loadPlan) (cache.Instance, error) {
+func loadChat(ctx context.Context, cfg Config, log *slog.Logger, libs backends.Libs, cpuVariant string, fallbacks *gpuFallbacks, metrics *chatMetrics, spec cache.Spec, plan *loadPlan) (cache.Instance, error) {
 	opts := llama.LoadOptions{LogLevel: logLevel(cfg), StallTimeout: cfg.StallTimeout, CrashDir: filepath.Join(cfg.Home, crashDir),
-		PromptCache: promptCache(cfg, plan.digest), Lookup: cfg.Lookup, Projector: plan.projector}
+		PromptCache: promptCache(cfg, plan.digest), Lookup: cfg.Lookup, Projector: plan.projector, CPUVariant: cpuVariant}
 	if len(cfg.RunnerWrapper) > 0 {
 		exe, err := os.Executable()
 		if err != nil {

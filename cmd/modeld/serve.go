@@ -86,7 +86,11 @@ func (a *app) serve(ctx context.Context) error {
 	fallbacks := &gpuFallbacks{}
 	metrics := newPipelineMetrics()
 	rt := newRuntime(cfg, a.log, store, info, nil)
-	rt.libs, rt.loaders = libs, backendLoaders(cfg, a.log, libs, fallbacks, metrics)
+	cpuVariant := ""
+	if info.Library != nil {
+		cpuVariant = info.Library.CPUVariant
+	}
+	rt.libs, rt.loaders = libs, backendLoaders(cfg, a.log, libs, cpuVariant, fallbacks, metrics)
 	loaded, err := cache.New(rt.cacheConfig(), rt.resolve, rt.load, cache.WithLogger(a.log), cache.WithListed(newStoreIDs(store).list))
 	if err != nil {
 		return fmt.Errorf("model cache: %w", err)

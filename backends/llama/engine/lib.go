@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/ebitengine/purego"
 	yz "github.com/hybridgroup/yzma/pkg/llama"
@@ -47,10 +48,17 @@ var requiredLibs = backends.PlatformLibNames(runtime.GOOS).Llama
 // first call's result, and a call naming another directory is an error.
 // llama.cpp's own log lines go to slog: warnings and errors at their level,
 // the rest at debug.
-func Init(libDir string) error {
+func Init(libDir string) error { return InitCPUVariant(libDir, "") }
+
+// InitCPUVariant is Init told which libggml-cpu-<variant> ggml keeps on
+// this CPU (probe.Library.CPUVariant; "" when not known): it loads that CPU
+// variant alone instead of opening every one to score it, and falls back to
+// ggml's own choice where it cannot (backendload.go). The first call of a
+// process decides; a later one's variant is not looked at.
+func InitCPUVariant(libDir, cpuVariant string) error {
 	native.once.Do(func() {
 		native.dir = libDir
-		native.err = initNative(libDir)
+		native.err = initNative(libDir, cpuVariant)
 		native.ready.Store(native.err == nil)
 	})
 	if native.err == nil && filepath.Clean(libDir) != filepath.Clean(native.dir) {
@@ -59,7 +67,7 @@ func Init(libDir string) error {
 	return native.err
 }
 
-func initNative(dir string) error {
+func initNative(dir, cpuVariant string) error {
 	if err := checkLibDir(dir); err != nil {
 		return err
 	}
@@ -68,7 +76,12 @@ func initNative(dir string) error {
 	}
 	native.log = &nativeLog{}
 	yz.LogSet(purego.NewCallback(native.log.callback))
-	yz.Init()
+	// yz.Init, with the backends loaded by loadBackends.
+	yz.BackendInit()
+	start := time.Now()
+	chosen := loadBackends(dir, cpuVariant)
+	slog.Debug("llama: ggml backends loaded", "cpu_variant", cpuVariant, "variant_alone", chosen,
+		"devices", yz.GGMLBackendDeviceCount(), "ms", time.Since(start).Milliseconds())
 	if yz.GGMLBackendDeviceCount() == 0 {
 		return fmt.Errorf("llama: no ggml backend device loaded from %s (is a libggml-cpu-*.so variant for this CPU there? run scripts/bootstrap)", dir)
 	}

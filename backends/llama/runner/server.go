@@ -81,7 +81,7 @@ func Run(ctx context.Context, cfg wire.Config, stdin io.Reader, stdout io.Writer
 		return err
 	}
 	loadStart := time.Now()
-	if err := engine.Init(backends.Libs{Root: cfg.LibRoot}.LlamaDir()); err != nil {
+	if err := engine.InitCPUVariant(backends.Libs{Root: cfg.LibRoot}.LlamaDir(), cfg.CPUVariant); err != nil {
 		return fail(err)
 	}
 	initMs := time.Since(loadStart).Milliseconds()

@@ -17,7 +17,11 @@ type Config struct {
 	// LibRoot is the runtime-library root; llama.cpp loads from its llama/
 	// directory (backends.Libs.LlamaDir).
 	LibRoot string
-	Options Options
+	// CPUVariant is the libggml-cpu-<variant> that ggml keeps on this CPU,
+	// as the daemon's probe read it: the runner loads that one alone ("":
+	// not known; ggml opens every variant to choose).
+	CPUVariant string
+	Options    Options
 	// ParentPID is the daemon's process id: the runner exits when its parent
 	// is another process (0: whatever parent it has at start).
 	ParentPID int
@@ -38,9 +42,12 @@ func (c Config) Args() []string {
 		{"prompt-cache-dir", o.PromptCacheDir}, {"prompt-cache-max", o.PromptCacheMax}, {"model-sha256", o.ModelSHA256},
 		{"mmproj", o.Projector},
 	}
-	out := make([]string, 0, len(kv))
+	out := make([]string, 0, len(kv)+1)
 	for _, f := range kv {
 		out = append(out, fmt.Sprintf("--%s=%v", f.name, f.v))
+	}
+	if c.CPUVariant != "" { // only when known: an older build's runner (a benchmark's baseline) starts without it
+		out = append(out, "--cpu-variant="+c.CPUVariant)
 	}
 	return out
 }
@@ -60,6 +67,7 @@ func ParseArgs(args []string, stderr io.Writer) (Config, error) {
 	fs.StringVar(&c.ModelPath, "model", "", "GGUF model file")
 	fs.StringVar(&c.Socket, "socket", "", "unix socket to serve on")
 	fs.StringVar(&c.LibRoot, "lib-dir", "", "runtime-library root (holding llama/)")
+	fs.StringVar(&c.CPUVariant, "cpu-variant", "", "the libggml-cpu-<variant> to load alone (empty: ggml chooses among all)")
 	fs.IntVar(&o.ContextSize, "context-size", 0, "context per sequence (0: the model's, bounded by --context-cap)")
 	fs.IntVar(&o.ContextCap, "context-cap", 0, "bound of the default context size (0: built-in default)")
 	fs.IntVar(&o.Slots, "slots", 0, "sequences decoded together (0: default)")
