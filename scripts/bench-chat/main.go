@@ -22,6 +22,9 @@
 //	    decode speed of the engine with prompt lookup off and on, in the same
 //	    interleaved runs, on a rewrite and on free text (lookup.go);
 //	    bench-chat lookup-md L.json prints its Markdown table
+//	bench-chat load -modeld bin/modeld -model M.gguf -lib ROOT -way NAME=VARIANT[,ENV] ...
+//	    starting a runner and loading a model, by phase, several ways in
+//	    interleaved rounds (load.go)
 //	bench-chat bandwidth [-model-bytes B -decode NAME=TOK_S ...]
 //	    the memory bandwidth by a STREAM-style copy, and decode speeds as a
 //	    fraction of bandwidth ÷ bytes per token (bandwidth.go)
@@ -41,7 +44,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: bench-chat engine|http|summary|peers|record|turn|cache-summary|lookup|lookup-md|bandwidth [flags]")
+		fmt.Fprintln(os.Stderr, "usage: bench-chat engine|http|summary|peers|record|turn|cache-summary|lookup|lookup-md|bandwidth|load [flags]")
 		os.Exit(2)
 	}
 	var err error
@@ -66,8 +69,10 @@ func main() {
 		err = runLookupMarkdown(os.Args[2:])
 	case "bandwidth":
 		err = runBandwidth(os.Args[2:])
+	case "load":
+		err = runLoad(os.Args[2:])
 	default:
-		err = fmt.Errorf("unknown subcommand %q (want engine, http, summary, peers, record, turn, cache-summary, lookup, lookup-md or bandwidth)", os.Args[1])
+		err = fmt.Errorf("unknown subcommand %q (want engine, http, summary, peers, record, turn, cache-summary, lookup, lookup-md, bandwidth or load)", os.Args[1])
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench-chat:", err)
