@@ -40,7 +40,7 @@ func inspectFile(path string) (facts fileFacts, err error) {
 	}
 	// The parser reads a memory map of the file: through the file itself it
 	// makes a read and a seek per string, and a 152k-token vocabulary's
-	// tokens and merges took 0.35-0.5 s that way on a 2-CPU machine, 0.03-0.1
+	// tokens and merges took 0.38-0.59 s that way on a 2-CPU machine, 0.02-0.05
 	// s mapped (docs/PERFORMANCE.md). Its mapped reads copy what they keep,
 	// and a file that shrinks under the map gives a read error, not a fault.
 	defer func() {
