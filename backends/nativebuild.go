@@ -1,6 +1,7 @@
 package backends
 
 import (
+	"bytes"
 	"errors"
 	"io"
 	"os"
@@ -93,12 +94,25 @@ func parseNativeBuild(text string, alive func(pid int) bool) *NativeBuild {
 }
 
 // processAlive reports whether process pid exists (one of another user
-// counts).
+// counts); on Linux a zombie, which has exited but is not reaped yet, does not.
 func processAlive(pid int) bool {
 	p, err := os.FindProcess(pid)
 	if err != nil {
 		return false
 	}
-	err = p.Signal(syscall.Signal(0))
-	return err == nil || errors.Is(err, syscall.EPERM)
+	if err := p.Signal(syscall.Signal(0)); err != nil && !errors.Is(err, syscall.EPERM) {
+		return false
+	}
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return true // no /proc (macOS): the signal's answer stands
+	}
+	return !zombie(stat)
+}
+
+// zombie reads the state of a /proc/PID/stat line, "pid (comm) S ...": the
+// state follows the command's closing parenthesis (the command may hold one).
+func zombie(stat []byte) bool {
+	i := bytes.LastIndexByte(stat, ')')
+	return i >= 0 && i+2 < len(stat) && stat[i+2] == 'Z'
 }

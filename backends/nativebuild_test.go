@@ -3,6 +3,7 @@ package backends
 import (
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -69,5 +70,31 @@ func TestCheckNativeBuild(t *testing.T) {
 	j, err := json.Marshal(st[0])
 	if err != nil || !strings.Contains(string(j), `"native_build":{"state":"running","percent":12,"pid":`) {
 		t.Fatalf("JSON = %s (%v)", j, err)
+	}
+}
+
+// processAlive tells a running process from one that has exited; a zombie
+// (exited, not reaped) is read from its /proc stat line.
+func TestProcessAlive(t *testing.T) {
+	if !processAlive(os.Getpid()) {
+		t.Fatal("this process reads as gone")
+	}
+	cmd := exec.Command("true")
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	if processAlive(cmd.Process.Pid) {
+		t.Error("a process that has exited reads as alive")
+	}
+	for stat, want := range map[string]bool{
+		"4242 (bash) S 1 4242 4242 0 -1":     false,
+		"4242 (bash) Z 1 4242 4242 0 -1":     true,
+		"4242 (a) Z (b)) R 1 4242 4242 0 -1": false,
+		"4242 (a) Z (b)) Z 1 4242 4242 0 -1": true,
+		"garbage":                            false,
+	} {
+		if got := zombie([]byte(stat)); got != want {
+			t.Errorf("zombie(%q) = %v", stat, got)
+		}
 	}
 }
