@@ -26,13 +26,15 @@ var progressLine = regexp.MustCompile(`compiling, [0-9]+ % after [0-9]+m[0-9]{2}
 // goes on when the test releases it, or is killed there.
 type gate struct {
 	cc, compiled, reached, release, armed string
+	pgid                                  string // file: the process group of the compile that reached the gate
 }
 
 func newGate(t *testing.T) *gate {
 	t.Helper()
 	dir := t.TempDir()
 	g := &gate{cc: filepath.Join(dir, "cc"), compiled: filepath.Join(dir, "compiled.log"),
-		reached: filepath.Join(dir, "reached"), release: filepath.Join(dir, "release"), armed: filepath.Join(dir, "armed")}
+		reached: filepath.Join(dir, "reached"), release: filepath.Join(dir, "release"), armed: filepath.Join(dir, "armed"),
+		pgid: filepath.Join(dir, "pgid")}
 	for _, f := range []string{g.reached, g.release} {
 		if err := syscall.Mkfifo(f, 0o600); err != nil {
 			t.Fatal(err)
@@ -44,7 +46,11 @@ for a in "$@"; do
 	case "$a" in *.c) echo "${a##*/}" >>"` + g.compiled + `" ;; esac
 	case "$a" in */src_llama.c) gated=1 ;; esac
 done
-if [ $gated = 1 ] && [ -e "` + g.armed + `" ]; then echo reached >"` + g.reached + `"; cat "` + g.release + `" >/dev/null; fi
+if [ $gated = 1 ] && [ -e "` + g.armed + `" ]; then
+	ps -o pgid= -p $$ | tr -d ' ' >"` + g.pgid + `"
+	echo reached >"` + g.reached + `"
+	cat "` + g.release + `" >/dev/null
+fi
 exec cc "$@"
 `
 	if err := os.WriteFile(g.cc, []byte(script), 0o755); err != nil {
@@ -219,10 +225,10 @@ func (e *env) assertNative(t *testing.T, tree string) {
 	}
 }
 
-// A native build that is killed (as by a reboot) goes on at the next run where
-// it stopped: what was compiled is not compiled again; the stopped run
-// installed nothing, and its status still names its pid. Both runs print
-// the compile's progress.
+// A native build that is stopped (kill PID: the compile stops with it) goes on
+// at the next run where it stopped: what was compiled is not compiled again;
+// the stopped run installed nothing, and its status says it stopped. Both
+// runs print the compile's progress.
 func TestBootstrapNativeResumesAStoppedBuild(t *testing.T) {
 	e := newEnv(t, []fakePkg{llamaPkg, ortPkg, fakeNodeLlamaCpp(t)}, "")
 	g := newGate(t)
@@ -236,7 +242,6 @@ func TestBootstrapNativeResumesAStoppedBuild(t *testing.T) {
 	defer outFile.Close()
 	cmd := e.command(cc, "--native")
 	cmd.Stdout, cmd.Stderr = outFile, outFile
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -247,10 +252,17 @@ func TestBootstrapNativeResumesAStoppedBuild(t *testing.T) {
 	if st["state"] != "running" || st["pid"] != strconv.Itoa(cmd.Process.Pid) {
 		t.Errorf("status while compiling: %v, want running, pid %d", st, cmd.Process.Pid)
 	}
-	if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); err != nil {
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	<-exited
+	if err := <-exited; err == nil {
+		t.Error("the stopped run exited 0")
+	}
+	_, lock := e.nativeTree(t)
+	waitUnlocked(t, lock, e.buildLog) // the compile has ended too
+	if st := e.status(t); st["state"] != "stopped" {
+		t.Errorf("status after the stop: %v", st)
+	}
 	first := fileText(outPath)
 	if !progressLine.MatchString(first) {
 		t.Errorf("no progress line from the stopped run:\n%s", first)
@@ -292,8 +304,11 @@ func TestBootstrapNativeResumesAStoppedBuild(t *testing.T) {
 	e.assertNative(t, tree)
 }
 
-// A tree whose objects a kill left broken (a truncated object file looks up to
-// date) is built once more from clean instead of failing for good.
+// A build killed outright with its compile (as by a reboot) leaves its
+// status as it was, with a pid that is gone (which the daemon reads as
+// stopped). A tree whose objects such a kill left broken (a truncated object
+// file looks up to date) is built once more from clean instead of failing for
+// good.
 func TestBootstrapNativeRebuildsABrokenTree(t *testing.T) {
 	e := newEnv(t, []fakePkg{llamaPkg, ortPkg, fakeNodeLlamaCpp(t)}, "")
 	g := newGate(t)
@@ -307,11 +322,21 @@ func TestBootstrapNativeRebuildsABrokenTree(t *testing.T) {
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 	g.waitReached(t, exited, e.buildLog)
-	if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); err != nil {
-		t.Fatal(err)
+	build, err := strconv.Atoi(strings.TrimSpace(fileText(g.pgid)))
+	if err != nil || build == cmd.Process.Pid {
+		t.Fatalf("the compile's process group: %q (%v), want one of its own", fileText(g.pgid), err)
+	}
+	for _, group := range []int{cmd.Process.Pid, build} {
+		if err := syscall.Kill(-group, syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
 	}
 	<-exited
-	tree, _ := e.nativeTree(t)
+	tree, lock := e.nativeTree(t)
+	waitUnlocked(t, lock, e.buildLog)
+	if st := e.status(t); st["state"] != "running" || st["pid"] != strconv.Itoa(cmd.Process.Pid) {
+		t.Errorf("status after a kill: %v", st)
+	}
 	objs, _ := filepath.Glob(filepath.Join(tree, "build", "CMakeFiles", "ggml.dir", "src_ggml.c.o"))
 	if len(objs) != 1 {
 		t.Fatalf("no object of src_ggml.c in the tree")
