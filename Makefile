@@ -1,5 +1,5 @@
 # modeld — the two commands a fresh machine needs:
-#   make run    install the runtime libraries if needed, build, and serve
+#   make run    install the runtime libraries if needed, build, and serve (and build llama.cpp for this CPU in the background)
 #   make test   install what the tests need if missing (Debian packages, runtime libraries, test assets, npm clients),
 #               then gofmt, go mod tidy -diff, vet and the tests (race detector where it earns its time)
 # and make install: modeld into $GOBIN (default $(go env GOPATH)/bin), or PREFIX/bin with PREFIX=/usr/local
@@ -69,7 +69,11 @@ install: build
 	install -m 0755 $(BIN) "$(DESTDIR)$(BINDIR)/modeld"
 	@echo "installed $(DESTDIR)$(BINDIR)/modeld"
 
-run: bootstrap build
+# make run serves on the prebuilt llama.cpp libraries at once and, where cmake, git and g++ are found, builds
+# llama.cpp for this CPU in the background (nice 19), which the next model load uses once it is installed
+# (scripts/bootstrap --native-background; MODELD_NATIVE_BUILD=0 turns it off).
+run: build
+	scripts/bootstrap --native-background
 	$(BIN) serve
 
 fmt:

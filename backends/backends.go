@@ -12,7 +12,8 @@
 // Usage), and the typed errors of every backend (ContextOverflowError,
 // BusyError, BadRequestError, RunnerDiedError and the sentinels), which say
 // their own HTTP meaning through StatusError. It also knows where the runtime
-// libraries are installed and whether they are complete. It loads no native
+// libraries are installed, whether they are complete, and how far a build of
+// llama.cpp for this CPU that scripts/bootstrap runs has got. It loads no native
 // code, and knows nothing of HTTP wire types, the model store or the cache.
 package backends
 
@@ -89,8 +90,12 @@ type LibStatus struct {
 	GPU       []string `json:"gpu_backends,omitempty"`
 	// Multimodal says that llama.cpp's multimodal library is installed
 	// (llama.cpp only): chat models with a projector read images.
-	Multimodal bool   `json:"multimodal,omitempty"`
-	Fix        string `json:"fix,omitempty"`
+	Multimodal bool `json:"multimodal,omitempty"`
+	// NativeBuild is a build of llama.cpp for this CPU under way or left
+	// unfinished (llama.cpp only); the libraries above are still the ones
+	// a model loads until it is installed.
+	NativeBuild *NativeBuild `json:"native_build,omitempty"`
+	Fix         string       `json:"fix,omitempty"`
 }
 
 // Error describes a missing library set in one line, with the command that installs it.
@@ -124,6 +129,7 @@ func (l Libs) checkLlama() LibStatus {
 		}
 	}
 	s.Multimodal = l.HasMultimodal()
+	s.NativeBuild = l.NativeBuild()
 	return l.finish(s, dir)
 }
 

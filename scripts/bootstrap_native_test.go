@@ -10,8 +10,9 @@ import (
 
 // fakeLlamaSource is a CMake project in the shape of llama.cpp's build
 // outputs: the four shared libraries (into build/bin, as llama.cpp puts
-// them, each linking the next as llama.cpp's do) and llama-server when
-// LLAMA_BUILD_SERVER is on. It records the options it was configured with in
+// them, each linking the next as llama.cpp's do, each from a source of its
+// own, src_<name>.c, so that a test can tell which were compiled) and
+// llama-server when LLAMA_BUILD_SERVER is on. It records the options it was configured with in
 // a file next to the libraries.
 var fakeLlamaSource = map[string]string{
 	"CMakeLists.txt": `cmake_minimum_required(VERSION 3.14)
@@ -19,7 +20,7 @@ project(fakellama C)
 set(CMAKE_LIBRARY_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bin)
 set(CMAKE_RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bin)
 foreach(lib ggml-base ggml-cpu ggml llama)
-  add_library(${lib} SHARED lib.c)
+  add_library(${lib} SHARED src_${lib}.c)
 endforeach()
 target_link_libraries(ggml-cpu ggml-base)
 target_link_libraries(ggml ggml-cpu ggml-base)
@@ -30,12 +31,16 @@ if(LLAMA_BUILD_SERVER)
   target_link_libraries(llama-server llama)
 endif()
 if(LLAMA_BUILD_MTMD)
-  add_library(mtmd SHARED lib.c)
+  add_library(mtmd SHARED src_mtmd.c)
   target_link_libraries(mtmd llama)
 endif()
 `,
-	"lib.c":    "int fake_llama(void) { return 1; }\n",
-	"server.c": "int main(void) { return 0; }\n",
+	"src_ggml-base.c": "int fake_llama(void) { return 1; }\n",
+	"src_ggml-cpu.c":  "int fake_llama(void) { return 1; }\n",
+	"src_ggml.c":      "int fake_llama(void) { return 1; }\n",
+	"src_llama.c":     "int fake_llama(void) { return 1; }\n",
+	"src_mtmd.c":      "int fake_llama(void) { return 1; }\n",
+	"server.c":        "int main(void) { return 0; }\n",
 }
 
 // fakeNodeLlamaCpp is node-llama-cpp's tarball with a git bundle of
@@ -91,6 +96,12 @@ func TestBootstrapNativeBuildsFromTheBundle(t *testing.T) {
 	out, err := e.run(nil, "--native", "--with-server")
 	if err != nil {
 		t.Fatalf("--native: %v\n%s", err, out)
+	}
+	if !progressLine.MatchString(out) || !strings.Contains(out, "compiling, 100 % after") {
+		t.Errorf("no progress lines:\n%s", out)
+	}
+	if trees, _ := filepath.Glob(filepath.Join(e.cache, "modeld", "native-build", "*", "build")); len(trees) != 0 {
+		t.Errorf("build trees kept after the install: %v", trees)
 	}
 	llama := filepath.Join(e.libDir, "llama")
 	for _, f := range []string{"libllama.so", "libggml.so", "libggml-base.so", "libggml-cpu.so", "bin/llama-server"} {

@@ -70,12 +70,13 @@ type env struct {
 	dir    string // holds bootstrap + runtime-libs.sha256
 	bin    string // fake npm
 	libDir string
+	cache  string // XDG_CACHE_HOME: where native builds keep their trees
 	count  string // file the fake npm appends each packed spec to
 }
 
 func newEnv(t *testing.T, pkgs []fakePkg, corrupt string) *env {
 	t.Helper()
-	e := &env{t: t, dir: t.TempDir(), bin: t.TempDir(), libDir: filepath.Join(t.TempDir(), "lib")}
+	e := &env{t: t, dir: t.TempDir(), bin: t.TempDir(), libDir: filepath.Join(t.TempDir(), "lib"), cache: t.TempDir()}
 	e.count = filepath.Join(e.bin, "packed.log")
 	src, err := os.ReadFile("bootstrap")
 	if err != nil {
@@ -125,11 +126,17 @@ echo "404 $spec" >&2; exit 1
 }
 
 func (e *env) run(extraEnv []string, args ...string) (string, error) {
-	cmd := exec.Command(filepath.Join(e.dir, "bootstrap"), append([]string{"--lib-dir", e.libDir}, args...)...)
-	cmd.Env = append(os.Environ(), "PATH="+e.bin+":"+os.Getenv("PATH"))
-	cmd.Env = append(cmd.Env, extraEnv...)
-	out, err := cmd.CombinedOutput()
+	out, err := e.command(extraEnv, args...).CombinedOutput()
 	return string(out), err
+}
+
+// command is the bootstrap run of run, not started: with the fake npm first on
+// PATH, the test's own cache dir, and no MODELD_NATIVE_BUILD of the caller's.
+func (e *env) command(extraEnv []string, args ...string) *exec.Cmd {
+	cmd := exec.Command(filepath.Join(e.dir, "bootstrap"), append([]string{"--lib-dir", e.libDir}, args...)...)
+	cmd.Env = append(os.Environ(), "PATH="+e.bin+":"+os.Getenv("PATH"), "XDG_CACHE_HOME="+e.cache, "MODELD_NATIVE_BUILD=")
+	cmd.Env = append(cmd.Env, extraEnv...)
+	return cmd
 }
 
 func (e *env) packed() []string {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -89,8 +90,35 @@ func printProbe(w io.Writer, in probe.Info, libs []backends.LibStatus) {
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", l.Name, yesNo(l.Installed), l.Dir, status)
 	}
-	fmt.Fprintf(tw, "\nprobed in %s\n", in.Took.String())
 	tw.Flush()
+	for _, l := range libs {
+		if l.NativeBuild != nil {
+			fmt.Fprintf(w, "%s build for this CPU: %s\n", l.Name, nativeBuildLine(*l.NativeBuild, time.Now()))
+		}
+	}
+	fmt.Fprintf(w, "\nprobed in %s\n", in.Took.String())
+}
+
+// nativeBuildLine says how far a native build of llama.cpp is, at now.
+func nativeBuildLine(b backends.NativeBuild, now time.Time) string {
+	var s string
+	switch b.State {
+	case backends.BuildRunning:
+		s = fmt.Sprintf("running, %d %%", b.Percent)
+		if !b.Started.IsZero() {
+			s += fmt.Sprintf(" after %s", now.Sub(b.Started).Round(time.Second))
+		}
+		s += "; models loaded after it is installed use it"
+	default:
+		s = fmt.Sprintf("%s at %d %%", b.State, b.Percent)
+		if b.Message != "" {
+			s += ": " + b.Message
+		}
+	}
+	if b.Log != "" {
+		s += " (log " + b.Log + ")"
+	}
+	return s
 }
 
 func ccString(cc string) string {

@@ -69,6 +69,11 @@ func (a *app) serve(ctx context.Context) error {
 			a.log.Warn("runtime library missing; models of this kind cannot load until it is installed",
 				"library", st.Name, "dir", st.Dir, "missing", st.Missing, "fix", st.Fix)
 		}
+		// scripts/bootstrap's build for this CPU: the runners started after it
+		// is installed load it.
+		if b := st.NativeBuild; b != nil {
+			a.log.Info("native build of llama.cpp", "state", b.State, "percent", b.Percent, "log", b.Log, "message", b.Message)
+		}
 	}
 	info := probe.Once(probeSources(cfg), cfg.ProbeTimeout)()
 	for _, b := range info.Backends {
