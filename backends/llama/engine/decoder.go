@@ -165,6 +165,7 @@ func (d *llamaDecoder) isEOG(tok yz.Token) bool   { return yz.VocabIsEOG(d.m.voc
 func (d *llamaDecoder) piece(tok yz.Token) string { return d.m.piece(tok, false) }
 
 func (d *llamaDecoder) close() {
+	d.lazy.take() // the goroutine rendering the vocabulary ends first
 	for i := range d.smpl {
 		d.endSeq(i)
 	}

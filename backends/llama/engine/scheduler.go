@@ -86,20 +86,24 @@ type scheduler struct {
 func newScheduler(m *Model, o Options, h Hooks) (*scheduler, error) {
 	nBatch := max(o.BatchSize, o.Slots)
 	// The prompt cache opens first: its newest entry is read while the
-	// KV cache is allocated and cleared (promptcache.go, prime).
+	// KV cache is allocated and cleared (promptcache.go, prime), as are
+	// the vocabulary's tables (vocab_ahead.go).
 	disk := openPromptCache(m, o, m.info.ContextSize)
 	if disk != nil {
 		if name := disk.Newest(); name != "" {
 			disk.Prefetch(name)
 		}
 	}
+	vocab := startVocab(m)
 	dec, err := newLlamaDecoder(m, o, nBatch, m.info.ContextSize)
 	if err != nil {
+		<-vocab
 		if disk != nil {
 			_ = disk.Close(context.Background())
 		}
 		return nil, err
 	}
+	dec.lazy.ahead = vocab
 	s := newSchedulerWith(dec, o.Slots, nBatch, m.info.ContextSize, o.MaxWaiting, h)
 	s.disk = disk
 	s.lookup = lookupMax(o, yz.ModelIsRecurrent(m.model) || yz.ModelIsHybrid(m.model))

@@ -85,6 +85,10 @@ func newLazyTrigger(fam toolcall.Family) (*lazyTrigger, error) {
 type lazyWatch struct {
 	seqs   []*lazySeq
 	pieces [][]byte // by token id; nil: not rendered yet
+	// ahead gives the tables made while the context was (vocab_ahead.go);
+	// nil once taken, or when none are made. u8v is the UTF-8 guard's.
+	ahead chan vocabTables
+	u8v   *utf8Vocab
 }
 
 // seq is sequence i's watch, nil when it has none.
@@ -97,6 +101,9 @@ func (w *lazyWatch) seq(i int) *lazySeq {
 
 // piece is tok's piece, control tokens as text.
 func (w *lazyWatch) piece(m *Model, tok yz.Token) []byte {
+	if w.pieces == nil {
+		w.take()
+	}
 	if w.pieces == nil {
 		w.pieces = make([][]byte, m.nVocab)
 	}

@@ -130,6 +130,10 @@ func (d *llamaDecoder) guard(seq int, i int32) {
 		return
 	}
 	if d.u8v == nil {
+		d.lazy.take()
+		d.u8v = d.lazy.u8v
+	}
+	if d.u8v == nil {
 		d.u8v = newUTF8Vocab(d.m.nVocab, func(t yz.Token) []byte { return d.lazy.piece(d.m, t) })
 	}
 	logits, err := yz.GetLogitsIth(d.lctx, i, d.m.nVocab)
