@@ -22,6 +22,7 @@
 //	    decode speed of the engine with prompt lookup off and on, in the same
 //	    interleaved runs, on a rewrite and on free text (lookup.go);
 //	    bench-chat lookup-md L.json prints its Markdown table
+//	bench-chat weights -model M.gguf          (the weights' bytes one decoded token reads)
 //	bench-chat load -modeld bin/modeld -model M.gguf -lib ROOT -way NAME=VARIANT[,ENV] ...
 //	    starting a runner and loading a model, by phase, several ways in
 //	    interleaved rounds (load.go)
@@ -71,6 +72,8 @@ func main() {
 		err = runBandwidth(os.Args[2:])
 	case "load":
 		err = runLoad(os.Args[2:])
+	case "weights":
+		err = runWeights(os.Args[2:], os.Stdout)
 	default:
 		err = fmt.Errorf("unknown subcommand %q (want engine, http, summary, peers, record, turn, cache-summary, lookup, lookup-md, bandwidth or load)", os.Args[1])
 	}

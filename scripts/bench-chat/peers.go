@@ -35,6 +35,7 @@ func runPeers(args []string, w io.Writer) error {
 	command := fs.String("command", "scripts/bench-chat/servers", "the reproducing command, for the doc")
 	heading := fs.String("heading", peersHeading, "the doc's section (a \"## \" heading) to write")
 	machine := fs.String("machine", "", "one line describing the machine, for the doc")
+	ceiling := fs.Float64("ceiling", 0, "one stream's decode ceiling (tok/s: bandwidth over the bytes a token reads), to put each side's decode against")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -69,7 +70,7 @@ func runPeers(args []string, w io.Writer) error {
 			return fmt.Errorf("peers: -base %q is not a side", *base)
 		}
 	}
-	body := peersMarkdown(*heading, all, b, *command, *machine, loads)
+	body := peersMarkdown(*heading, all, b, *command, *machine, loads, *ceiling)
 	fmt.Fprintln(w, body)
 	if *doc == "" {
 		return nil
@@ -112,7 +113,7 @@ func pool(s side, m measure) []float64 {
 	return out
 }
 
-func peersMarkdown(heading string, all []side, b int, command, machine string, loads []string) string {
+func peersMarkdown(heading string, all []side, b int, command, machine string, loads []string, ceiling float64) string {
 	var sb strings.Builder
 	line := func(format string, args ...any) { fmt.Fprintf(&sb, format+"\n", args...) }
 	line("%s", heading)
@@ -170,6 +171,17 @@ func peersMarkdown(heading string, all []side, b int, command, machine string, l
 			}
 		}
 		line("- Greedy text of %s equal to %s's: %d of %d rounds.", s.label, all[b].label, same, min(len(s.runs), len(all[b].runs)))
+	}
+	for _, s := range all {
+		one, four := median(pool(s, peerMeasures[0])), median(pool(s, peerMeasures[2]))
+		if one <= 0 {
+			continue
+		}
+		text := fmt.Sprintf("- %s: %d streams give %.2f× one stream", s.label, s.runs[0].Streams, four/one)
+		if ceiling > 0 {
+			text += fmt.Sprintf("; one stream decodes at %.2f of the ceiling (%.0f tok/s)", one/ceiling, ceiling)
+		}
+		line("%s.", text)
 	}
 	for _, s := range all {
 		if r := s.runs[0]; r.AgentPromptTokens > 0 {
