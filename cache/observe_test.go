@@ -55,7 +55,7 @@ func TestSnapshot(t *testing.T) {
 			SizeBytes: 990, VRAMBytes: 3000, SlotsInUse: 2, Slots: 2, Queue: 1, LoadedAt: t0, KeepAlive: DefaultKeepAlive,
 		}, {
 			ID: "embed", Task: "embed", Backend: "onnx", State: "ready", Device: "cpu",
-			SizeBytes: 490, Slots: 2, LoadedAt: t0.Add(time.Minute), ExpiresAt: t0.Add(time.Minute + DefaultKeepAlive), KeepAlive: DefaultKeepAlive,
+			SizeBytes: 490, Slots: 2, LoadedAt: t0.Add(time.Minute), IdleSince: t0.Add(time.Minute), ExpiresAt: t0.Add(time.Minute + DefaultKeepAlive), KeepAlive: DefaultKeepAlive,
 		}}
 		if len(s.Models) != len(want) {
 			t.Fatalf("models: %+v", s.Models)
@@ -73,7 +73,7 @@ func TestSnapshot(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, key := range []string{`"id":"chat"`, `"slots_in_use":2`, `"queue":1`, `"gpu_share":0.75`, `"expires_at":"`, `"loaded_at":"`, `"size_bytes":990`} {
+		for _, key := range []string{`"id":"chat"`, `"slots_in_use":2`, `"queue":1`, `"gpu_share":0.75`, `"expires_at":"`, `"loaded_at":"`, `"idle_since":"`, `"size_bytes":990`} {
 			if !strings.Contains(string(js), key) {
 				t.Errorf("JSON lacks %s: %s", key, js)
 			}
