@@ -155,3 +155,24 @@ func TestEndsTurnsNeedsAnEndToken(t *testing.T) {
 type discard struct{}
 
 func (discard) Write(p []byte) (int, error) { return len(p), nil }
+
+// TestWholeCharacters: byte-level tokens are whole characters when their
+// bytes are valid UTF-8, and a piece of a split character is not.
+func TestWholeCharacters(t *testing.T) {
+	dec := byteDecoder()
+	enc := byteEncoder()
+	for _, c := range []struct {
+		text string
+		want bool
+	}{
+		{" hello", true}, {"\n", true}, {"é", true}, {"日本", true}, {"🙂", true},
+		{"\xe6\x97", false}, {"\xa5", false}, {"a\xf0\x9f", false},
+	} {
+		if got := wholeCharacters(dec, encodeBytes(enc, c.text)); got != c.want {
+			t.Errorf("%q: %v, want %v", c.text, got, c.want)
+		}
+	}
+	if wholeCharacters(dec, "a\u4e00") {
+		t.Error("a character outside the byte alphabet counted as whole")
+	}
+}

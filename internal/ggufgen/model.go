@@ -101,6 +101,14 @@ type Options struct {
 	// then favour them, so that a test model ends what the grammar lets
 	// it end (lines, sections, a turn when EOS is raised).
 	Raise map[int]float32
+	// WholeCharacters, for a model written with a real byte-level BPE
+	// vocabulary (WriteVocabModel), also gives a zero output row to the
+	// tokens whose bytes are not valid UTF-8 on their own (the pieces of a
+	// character that the vocabulary splits across tokens), so that greedy
+	// output is valid UTF-8 text, as a trained model's is: a server that
+	// parses its output as text (llama-server does) then accepts it. The
+	// matrices keep their size, so a token reads as many bytes as before.
+	WholeCharacters bool
 }
 
 // Tiny returns the options of a test model of under 1 MB: 64 wide, 2 layers,

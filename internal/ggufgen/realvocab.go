@@ -293,7 +293,8 @@ func WriteVocabModelFile(path string, v *Vocab, o Options) (err error) {
 // matrices have one row per token of v: with a 150k vocabulary and Embd 64,
 // F16 makes them ~19 MB each. Tokens that are not normal text (control, byte,
 // unused, user-defined) get a zero output row, so greedy decoding emits text;
-// with o.EndsTurns the end token is the vocabulary's eot, else its eos.
+// with o.EndsTurns the end token is the vocabulary's eot, else its eos;
+// o.WholeCharacters silences the pieces of split characters too.
 func WriteVocabModel(w io.Writer, v *Vocab, o Options) error {
 	if o.Name == "" {
 		o.Name = "modeld-test-" + v.Model
@@ -312,8 +313,16 @@ func WriteVocabModel(w io.Writer, v *Vocab, o Options) error {
 	if o.EndsTurns && (tv.end < 0 || tv.end >= len(v.Tokens)) {
 		return errors.New("ggufgen: EndsTurns needs a vocabulary with an eot or eos token")
 	}
-	for id, typ := range v.Types {
-		if typ != tokNormal {
+	var dec map[rune]byte
+	if o.WholeCharacters && v.Model == "gpt2" {
+		dec = byteDecoder()
+	}
+	for id, tok := range v.Tokens {
+		typ := tokNormal
+		if id < len(v.Types) {
+			typ = v.Types[id]
+		}
+		if typ != tokNormal || dec != nil && !wholeCharacters(dec, tok) {
 			tv.silence = append(tv.silence, id)
 		}
 	}

@@ -1,6 +1,9 @@
 package ggufgen
 
-import "strings"
+import (
+	"strings"
+	"unicode/utf8"
+)
 
 // Token types of tokenizer.ggml.token_type (llama.cpp's llama_token_type).
 const (
@@ -216,6 +219,30 @@ func byteEncoder() [256]string {
 		}
 	}
 	return enc
+}
+
+// byteDecoder inverts byteEncoder.
+func byteDecoder() map[rune]byte {
+	dec := make(map[rune]byte, 256)
+	for b, s := range byteEncoder() {
+		dec[[]rune(s)[0]] = byte(b)
+	}
+	return dec
+}
+
+// wholeCharacters reports whether a byte-level BPE token's bytes are valid
+// UTF-8 on their own; a token with a character outside the byte alphabet is
+// not.
+func wholeCharacters(dec map[rune]byte, tok string) bool {
+	b := make([]byte, 0, len(tok))
+	for _, r := range tok {
+		c, ok := dec[r]
+		if !ok {
+			return false
+		}
+		b = append(b, c)
+	}
+	return utf8.Valid(b)
 }
 
 func encodeBytes(enc [256]string, s string) string {

@@ -35,6 +35,7 @@ func run(args []string) error {
 	templateFile := fs.String("template-file", "", "file holding the chat template (default ChatML)")
 	vocabFile := fs.String("vocab-file", "", "GGUF whose tokenizer the model carries (a vocabulary-only file such as llama.cpp's ggml-vocab-qwen2.gguf); -vocab and -size's vocabulary are then unused")
 	endsTurns := fs.Bool("ends-turns", false, "sampled answers end after a few tens of tokens (see ggufgen.Options.EndsTurns)")
+	whole := fs.Bool("whole-characters", false, "with -vocab-file (byte-level BPE): tokens that are pieces of a character get a zero output row, so greedy output is valid UTF-8 (see ggufgen.Options.WholeCharacters)")
 	mmproj := fs.String("mmproj", "", "also write the model's multimodal projector here (ggufgen.TinyProjector, as wide as the model): `modeld import --mmproj` takes it")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -64,6 +65,7 @@ func run(args []string) error {
 	}
 	o.NoTemplate = *noTemplate
 	o.EndsTurns = *endsTurns
+	o.WholeCharacters = *whole
 	if *templateFile != "" {
 		b, err := os.ReadFile(*templateFile)
 		if err != nil {
