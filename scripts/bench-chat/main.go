@@ -27,7 +27,8 @@
 //	    starting a runner and loading a model, by phase, several ways in
 //	    interleaved rounds (load.go)
 //	bench-chat bandwidth [-model-bytes B -decode NAME=TOK_S ...]
-//	    the memory bandwidth by a STREAM-style copy, and decode speeds as a
+//	    the memory bandwidth by a STREAM-style copy and a read at -threads
+//	    goroutines (the ceiling's), and decode speeds as a
 //	    fraction of bandwidth ÷ bytes per token (bandwidth.go)
 //
 // Decode speed is (tokens - 1) / (time of the last token - time of the

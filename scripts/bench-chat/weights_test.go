@@ -43,3 +43,21 @@ func TestWeightsPerToken(t *testing.T) {
 		t.Fatal("no -model was accepted")
 	}
 }
+
+// TestMeasureReadReadsEveryWord: the read sums every word of the buffer
+// (each run, all threads), and gives a rate.
+func TestMeasureReadReadsEveryWord(t *testing.T) {
+	buf := make([]uint64, 1<<12)
+	var want uint64
+	for i := range buf {
+		buf[i] = uint64(i)
+		want += uint64(i)
+	}
+	rate := measureRead(buf, 2, 3)
+	if readSink != 3*want {
+		t.Errorf("sum %d, want %d (3 runs of %d)", readSink, 3*want, want)
+	}
+	if !(rate > 0) {
+		t.Errorf("rate %v", rate)
+	}
+}
