@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"math/rand"
 	"slices"
 	"sync"
 	"testing"
@@ -162,6 +163,47 @@ func TestLookupSchedulerExact(t *testing.T) {
 			t.Logf("decode calls %d -> %d; %d drafts, %d drafted, %d kept", plain.DecodeCalls, spec.DecodeCalls, spec.Drafts, spec.DraftTokens, spec.AcceptedTokens)
 		})
 	}
+}
+
+// seededCopier is copier with a seeded random draw: each call takes one
+// number from its own generator and, one time in four, returns a token
+// drawn from it instead of the copy. *calls counts the draws.
+func seededCopier(seed int64, calls *int) func([]yz.Token) yz.Token {
+	rng := rand.New(rand.NewSource(seed))
+	return func(hist []yz.Token) yz.Token {
+		*calls++
+		u := rng.Float64()
+		if u < 0.25 {
+			return 10 + yz.Token(u*4*50)
+		}
+		return copier(hist)
+	}
+}
+
+// Seeded sampling gives the same tokens with drafts and without, on a
+// model whose numbers do not depend on the step: the scheduler takes one
+// draw per emitted token, in order, whether the token was drafted and kept,
+// drawn where a draft was rejected, or decoded alone.
+func TestLookupSchedulerSeeded(t *testing.T) {
+	prompt := rewritePromptTokens()
+	var kept, rejected uint64
+	for seed := int64(1); seed <= 20; seed++ {
+		var plainCalls, specCalls int
+		want, _ := runKV(t, seededCopier(seed, &plainCalls), 0, prompt, 100)
+		got, st := runKV(t, seededCopier(seed, &specCalls), 8, prompt, 100)
+		if !slices.Equal(got, want) {
+			t.Fatalf("seed %d: with lookup\n%v\nwithout\n%v", seed, got, want)
+		}
+		if plainCalls != len(want) || specCalls != len(got) {
+			t.Errorf("seed %d: %d draws without lookup, %d with, for %d tokens", seed, plainCalls, specCalls, len(got))
+		}
+		kept += st.AcceptedTokens
+		rejected += st.DraftTokens - st.AcceptedTokens
+	}
+	if kept == 0 || rejected == 0 {
+		t.Errorf("%d drafted tokens kept and %d rejected: both cases should occur", kept, rejected)
+	}
+	t.Logf("%d drafted tokens kept, %d rejected", kept, rejected)
 }
 
 // A draft is never longer than the budget left: the request ends at its

@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"context"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -9,6 +11,7 @@ import (
 
 	yz "github.com/hybridgroup/yzma/pkg/llama"
 
+	"github.com/modeld/modeld/backends"
 	"github.com/modeld/modeld/internal/ggufgen"
 	"github.com/modeld/modeld/internal/testenv"
 )
@@ -101,24 +104,87 @@ func TestLookupGreedyIdentical(t *testing.T) {
 	}
 }
 
-// Seeded sampling draws the same text with prompt lookup and without: a
-// drafted token is kept only when the seeded draw at its position picks it,
-// and the draw takes one random number per emitted token either way.
-func TestLookupSeededIdentical(t *testing.T) {
+// Seeded sampling on the trained model draws from the same distribution
+// with prompt lookup and without: up to the first token where the two
+// texts part, every position's log-probabilities (the drawn token's and the
+// top alternatives') agree to rounding, kept drafts included, so the KV of
+// rejected drafts was dropped and the repeat penalty saw the same history.
+// The texts themselves may part: the logits of a drafted position come from
+// a step of several tokens, whose kernels round differently (about 1e-3
+// nats here), and a seeded draw that lands that close to the boundary
+// between two tokens picks the other one (7 of 80 seeded runs of 150 tokens
+// on the machine this was measured on). That each emitted token takes
+// exactly one draw, whatever the drafts, is checked exactly on a model whose
+// numbers do not depend on the step (TestLookupSchedulerSeeded).
+func TestLookupSeededSameDistribution(t *testing.T) {
 	plain, spec := lookupPair(t, storiesOr(t))
-	seed := int64(42)
-	for _, p := range lookupPrompts[:2] {
-		req := Request{MaxTokens: 150, Sampling: Sampling{Temperature: 0.7, TopK: 40, Seed: &seed, RepeatPenalty: 1.1}}
-		req.Prompt = tokenize(t, plain, p)
-		want := generate(t, plain, req)
-		got := generate(t, spec, req)
-		if !slices.Equal(got.tokens, want.tokens) {
-			t.Errorf("prompt %.30q: with lookup\n%v\nwithout\n%v", p, got.tokens, want.tokens)
+	run := func(m *Model, req Request) (toks []int32, lps []*Logprobs) {
+		ch, err := m.Generate(context.Background(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for ev := range ch {
+			if !ev.Done {
+				toks = append(toks, ev.Token)
+				lps = append(lps, ev.Logprobs)
+			}
+		}
+		return toks, lps
+	}
+	const tol = 0.02 // nats; the rounding measured is below 0.003
+	same := 0
+	for _, seed := range []int64{1, 2, 3, 42} {
+		for _, p := range lookupPrompts[:2] {
+			req := Request{MaxTokens: 150, Logprobs: true, TopLogprobs: 3,
+				Sampling: Sampling{Temperature: 0.7, TopK: 40, Seed: &seed, RepeatPenalty: 1.1}}
+			req.Prompt = tokenize(t, plain, p)
+			want, wantLP := run(plain, req)
+			got, gotLP := run(spec, req)
+			if len(got) != len(want) {
+				t.Errorf("seed %d, prompt %.30q: %d tokens with lookup, %d without", seed, p, len(got), len(want))
+			}
+			i := 0
+			for ; i < min(len(got), len(want)) && got[i] == want[i]; i++ {
+				if d := logprobsApart(gotLP[i], wantLP[i], tol); d > tol {
+					t.Errorf("seed %d, prompt %.30q, token %d: log-probabilities %g nats apart with lookup and without", seed, p, i, d)
+					break
+				}
+			}
+			if i == len(want) {
+				same++
+			}
+			t.Logf("seed %d, prompt %.30q: the same %d of %d tokens", seed, p, i, len(want))
 		}
 	}
-	if spec.Stats().Drafts == 0 {
-		t.Error("no step drafted")
+	st := spec.Stats()
+	if st.AcceptedTokens == 0 {
+		t.Errorf("no drafted token kept under sampling (%d drafted)", st.DraftTokens)
 	}
+	t.Logf("%d of 8 runs the same text; %d of %d drafted tokens kept", same, st.AcceptedTokens, st.DraftTokens)
+}
+
+// logprobsApart is how far apart a and b are: the largest difference of
+// the drawn token's log-probability and of the alternatives both list; an
+// alternative only one lists must be within tol of the other's last (a
+// near tie at the cut), else, or when either is missing, +Inf.
+func logprobsApart(a, b *Logprobs, tol float64) float64 {
+	if a == nil || b == nil || len(a.Top) == 0 || len(b.Top) == 0 {
+		return math.Inf(1)
+	}
+	d := math.Abs(float64(a.Logprob - b.Logprob))
+	for _, pair := range [][2]*Logprobs{{a, b}, {b, a}} {
+		x, y := pair[0], pair[1]
+		for _, tx := range x.Top {
+			i := slices.IndexFunc(y.Top, func(ty backends.TokenLogprob) bool { return ty.ID == tx.ID })
+			switch {
+			case i >= 0:
+				d = max(d, math.Abs(float64(tx.Logprob-y.Top[i].Logprob)))
+			case math.Abs(float64(tx.Logprob-y.Top[len(y.Top)-1].Logprob)) > tol:
+				return math.Inf(1)
+			}
+		}
+	}
+	return d
 }
 
 // storiesOr is the trained model where it is here, else the tiny random one.
