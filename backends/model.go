@@ -61,6 +61,18 @@ type Tokenizer interface {
 	ApplyChatTemplateContext(ctx context.Context, msgs []Message, addAssistant bool) (string, error)
 }
 
+// TextGenerator is a Generator that tokenizes a raw prompt (Request.Text,
+// with its special tokens parsed and the vocabulary's added) in the same
+// call as the generation, where its decoding runs. Handlers then hand it
+// the text instead of tokenizing it first, which would cost a call and the
+// tokens' round trip; the final event's usage counts the prompt's tokens,
+// and a prompt too long for the context is a *ContextOverflowError from
+// Generate, as it is for tokens.
+type TextGenerator interface {
+	Generator
+	TokenizesText()
+}
+
 // ChatTokenizer is a Tokenizer that renders a conversation (and the tools
 // offered, the template's tools variable) and tokenizes it in one step,
 // giving exactly the prompt a generation of those messages sees. Text from

@@ -218,17 +218,22 @@ func (s *Core) StartText(c *gin.Context, model string, ka KeepAlive, gen backend
 		h.Release()
 		return nil, err
 	}
+	if prompt == "" {
+		h.Release()
+		return nil, BadRequest(param, "%s is empty", param)
+	}
 	gen.Text = prompt
-	if tok, ok := m.(backends.Tokenizer); ok {
+	_, inCall := m.(backends.TextGenerator) // it tokenizes where it decodes
+	if tok, ok := m.(backends.Tokenizer); ok && !inCall {
 		gen.Prompt, err = tok.TokenizeContext(c.Request.Context(), prompt, true, true)
 		if err != nil {
 			h.Release()
 			return nil, fmt.Errorf("tokenize the prompt: %w", err)
 		}
-	}
-	if _, tokenized := m.(backends.Tokenizer); tokenized && len(gen.Prompt) == 0 || prompt == "" {
-		h.Release()
-		return nil, BadRequest(param, "%s is empty", param)
+		if len(gen.Prompt) == 0 {
+			h.Release()
+			return nil, BadRequest(param, "%s is empty", param)
+		}
 	}
 	return s.StartTokens(c, h, m, gen, param)
 }

@@ -65,6 +65,7 @@ var (
 	_ backends.Generator     = (*Loaded)(nil)
 	_ backends.Tokenizer     = (*Loaded)(nil)
 	_ backends.ChatTokenizer = (*Loaded)(nil)
+	_ backends.TextGenerator = (*Loaded)(nil)
 	_ backends.Infiller      = (*Loaded)(nil)
 	_ backends.Constrainer   = (*Loaded)(nil)
 )

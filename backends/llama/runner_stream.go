@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 )
 
 // engineAPI is the method set a Runner shares with the engine's Model
@@ -69,25 +70,29 @@ func (r *Runner) Generate(ctx context.Context, req Request) (<-chan Event, error
 		}
 		return nil, replyError(resp.StatusCode, b)
 	}
+	promptTokens := len(req.Prompt)
+	if n, err := strconv.Atoi(resp.Header.Get(wire.HeaderPromptTokens)); err == nil && n >= 0 {
+		promptTokens = n // the runner tokenized the text
+	}
 	out := make(chan Event)
-	go r.relay(ctx, resp.Body, len(req.Prompt), max(1, req.N), out)
+	go r.relay(ctx, resp.Body, promptTokens, max(1, req.N), out)
 	return out, nil
 }
 
-// resolvePrompt gives a request without prompt tokens the tokens of its
-// raw text (Text) or of its messages rendered by the chat template.
+// TokenizesText says that Generate tokenizes a raw prompt (Request.Text)
+// in the runner, in the call that decodes it (backends.TextGenerator).
+func (r *Runner) TokenizesText() {}
+
+// resolvePrompt gives a request without prompt tokens or text the tokens
+// of its messages rendered by the chat template. A raw text (Text) goes to
+// the runner as it is: /generate tokenizes it there, which spares a call
+// and the tokens' round trip (the caller owns the template).
 func (r *Runner) resolvePrompt(ctx context.Context, req *Request) error {
-	if len(req.Prompt) > 0 {
+	if len(req.Prompt) > 0 || req.Text != "" || len(req.Messages) == 0 {
 		return nil
 	}
 	var err error
-	switch {
-	case req.Text != "":
-		req.Prompt, err = r.TokenizeContext(ctx, req.Text, true, true) // the caller owns the template
-	case len(req.Messages) > 0:
-		req.Prompt, err = r.ChatPromptContext(ctx, req.Messages, req.Tools, true)
-	}
-	if err != nil {
+	if req.Prompt, err = r.ChatPromptContext(ctx, req.Messages, req.Tools, true); err != nil {
 		return fmt.Errorf("llama: the prompt: %w", err)
 	}
 	return nil

@@ -302,11 +302,22 @@ func (s *runnerServer) generate(w http.ResponseWriter, r *http.Request) {
 	if s.seams.GenerateDone != nil {
 		context.AfterFunc(r.Context(), s.seams.GenerateDone)
 	}
+	if len(req.Prompt) == 0 && req.Text != "" {
+		// A raw prompt is tokenized here, in the call that decodes it.
+		if req.Prompt, err = s.m.TokenizeContext(r.Context(), req.Text, true, true); err != nil {
+			if r.Context().Err() == nil {
+				writeError(w, fmt.Errorf("the prompt: %w", err))
+			}
+			return
+		}
+		req.Text = ""
+	}
 	ch, err := s.m.Generate(r.Context(), req)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
+	w.Header().Set(wire.HeaderPromptTokens, strconv.Itoa(len(req.Prompt)))
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)

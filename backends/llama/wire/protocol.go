@@ -32,7 +32,13 @@ const (
 	RouteDetokenize = "/detokenize" // ?render_special=, body: {"tokens":[...]}
 	RoutePiece      = "/piece"      // ?token=&render_special=
 	RouteTemplate   = "/template"   // body: Template
-	RouteGenerate   = "/generate"   // body: Request
+	// RouteGenerate streams a generation: body Request. A request with
+	// Text and no Prompt is tokenized there, special tokens parsed and the
+	// vocabulary's added, and its answer's HeaderPromptTokens says how many
+	// tokens that gave.
+	RouteGenerate = "/generate"
+	// HeaderPromptTokens is the prompt's token count in /generate's answer.
+	HeaderPromptTokens = "Modeld-Prompt-Tokens"
 	// RouteChatPrompt renders and tokenizes a conversation in one step
 	// (message text as text): body ChatPrompt, answer Tokens.
 	RouteChatPrompt = "/chat-prompt"
