@@ -140,9 +140,8 @@ func TestLookupSeededSameDistribution(t *testing.T) {
 			req.Prompt = tokenize(t, plain, p)
 			want, wantLP := run(plain, req)
 			got, gotLP := run(spec, req)
-			if len(got) != len(want) {
-				t.Errorf("seed %d, prompt %.30q: %d tokens with lookup, %d without", seed, p, len(got), len(want))
-			}
+			// Where the texts part, either may end first (a draw of the
+			// end-of-text token is a draw like any other).
 			i := 0
 			for ; i < min(len(got), len(want)) && got[i] == want[i]; i++ {
 				if d := logprobsApart(gotLP[i], wantLP[i], tol); d > tol {
@@ -150,7 +149,7 @@ func TestLookupSeededSameDistribution(t *testing.T) {
 					break
 				}
 			}
-			if i == len(want) {
+			if i == len(want) && len(got) == len(want) {
 				same++
 			}
 			t.Logf("seed %d, prompt %.30q: the same %d of %d tokens", seed, p, i, len(want))
