@@ -3,8 +3,6 @@ package engine
 import (
 	"context"
 	"math"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -117,7 +115,7 @@ func TestLookupGreedyIdentical(t *testing.T) {
 // exactly one draw, whatever the drafts, is checked exactly on a model whose
 // numbers do not depend on the step (TestLookupSchedulerSeeded).
 func TestLookupSeededSameDistribution(t *testing.T) {
-	plain, spec := lookupPair(t, storiesOr(t))
+	plain, spec := lookupPair(t, trainedModel(t))
 	run := func(m *Model, req Request) (toks []int32, lps []*Logprobs) {
 		ch, err := m.Generate(context.Background(), req)
 		if err != nil {
@@ -186,24 +184,10 @@ func logprobsApart(a, b *Logprobs, tol float64) float64 {
 	return d
 }
 
-// storiesOr is the trained model where it is here, else the tiny random one.
-func storiesOr(t *testing.T) string {
-	t.Helper()
-	dir := os.Getenv("MODELD_SHARED")
-	if dir == "" {
-		dir = filepath.Join("..", "..", "..", "..", "shared")
-	}
-	p := filepath.Join(dir, "models", "stories260K", "stories260K.gguf")
-	if _, err := os.Stat(p); err == nil {
-		return p
-	}
-	return genModel(t, ggufgen.Tiny(ggufgen.SPM))
-}
-
 // A request's Speculative false keeps the model's lookup from drafting for
 // it, and true drafts on a model whose lookup is off.
 func TestLookupPerRequest(t *testing.T) {
-	plain, spec := lookupPair(t, storiesOr(t))
+	plain, spec := lookupPair(t, trainedModel(t))
 	prompt := tokenize(t, spec, lookupPrompts[0])
 	off, on := false, true
 	generate(t, spec, Request{Prompt: prompt, MaxTokens: 100, Speculative: &off})
