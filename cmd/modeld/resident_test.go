@@ -112,11 +112,19 @@ func TestRestoreModelsAcrossRestart(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	if !strings.Contains(logs.String(), "restored a model loaded at the last stop") {
-		t.Fatalf("no log line of the restore:\n%s", logs)
+	// The restore logs its line and removes the record once the load it
+	// started has returned, just after the model shows as ready.
+	for !strings.Contains(logs.String(), "restored a model loaded at the last stop") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no log line of the restore:\n%s", logs)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
-	if _, err := os.Stat(record); !os.IsNotExist(err) {
-		t.Fatalf("the record is still there after the restore (%v)", err)
+	for _, err := os.Stat(record); !os.IsNotExist(err); _, err = os.Stat(record) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the record is still there after the restore (%v)", err)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 	var again completionAnswer
 	post(t, base, "/v1/completions", body, 200, &again)
