@@ -59,6 +59,9 @@ type result struct {
 	text   string
 	final  Event
 	events int
+	// logprobs are the tokens' log-probabilities, one per token (nil
+	// where the request asked for none).
+	logprobs []*Logprobs
 }
 
 func drain(t testing.TB, ch <-chan Event) result {
@@ -72,6 +75,7 @@ func drain(t testing.TB, ch <-chan Event) result {
 			continue
 		}
 		r.tokens = append(r.tokens, ev.Token)
+		r.logprobs = append(r.logprobs, ev.Logprobs)
 	}
 	if !r.final.Done {
 		t.Fatal("stream closed without a final event")

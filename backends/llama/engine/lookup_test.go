@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"context"
 	"math"
 	"slices"
 	"strings"
@@ -116,19 +115,6 @@ func TestLookupGreedyIdentical(t *testing.T) {
 // numbers do not depend on the step (TestLookupSchedulerSeeded).
 func TestLookupSeededSameDistribution(t *testing.T) {
 	plain, spec := lookupPair(t, trainedModel(t))
-	run := func(m *Model, req Request) (toks []int32, lps []*Logprobs) {
-		ch, err := m.Generate(context.Background(), req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for ev := range ch {
-			if !ev.Done {
-				toks = append(toks, ev.Token)
-				lps = append(lps, ev.Logprobs)
-			}
-		}
-		return toks, lps
-	}
 	const tol = 0.02 // nats; the rounding measured is below 0.003
 	same := 0
 	for _, seed := range []int64{1, 2, 3, 42} {
@@ -136,8 +122,8 @@ func TestLookupSeededSameDistribution(t *testing.T) {
 			req := Request{MaxTokens: 150, Logprobs: true, TopLogprobs: 3,
 				Sampling: Sampling{Temperature: 0.7, TopK: 40, Seed: &seed, RepeatPenalty: 1.1}}
 			req.Prompt = tokenize(t, plain, p)
-			want, wantLP := run(plain, req)
-			got, gotLP := run(spec, req)
+			w, g := generate(t, plain, req), generate(t, spec, req)
+			want, wantLP, got, gotLP := w.tokens, w.logprobs, g.tokens, g.logprobs
 			// Where the texts part, either may end first (a draw of the
 			// end-of-text token is a draw like any other).
 			i := 0
