@@ -33,6 +33,9 @@ type LoadOptions struct {
 	// Lookup is the most tokens a decode step drafts by prompt lookup
 	// (Options.Lookup: 0 off unless a request asks).
 	Lookup int
+	// ReuseAnswers evaluates idle slots' last answers again so that the
+	// next turn reuses them (Options.ReuseAnswers).
+	ReuseAnswers bool
 	// PromptCache keeps the KV of long prompt prefixes on disk (zero: off).
 	PromptCache PromptCache
 	// Projector is the model's multimodal projector file (the store's
@@ -135,6 +138,7 @@ func load(ctx context.Context, spec backends.LoadSpec) (backends.Model, error) {
 		BatchThreads: spec.BatchThreads,
 		MaxWaiting:   spec.QueueLimit,
 		Lookup:       lo.Lookup,
+		ReuseAnswers: lo.ReuseAnswers,
 		Projector:    lo.Projector,
 	}
 	var grace time.Duration // the default

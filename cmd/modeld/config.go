@@ -44,7 +44,10 @@ type Config struct {
 	LoadWait      time.Duration
 	ChatSlots     int
 	Lookup        int // prompt-lookup draft tokens per step (0 off)
-	ContextSize   int
+	// ReuseAnswers evaluates an idle chat model's last answers again so
+	// that the next turn reuses them (backends/llama/engine/answers.go).
+	ReuseAnswers bool
+	ContextSize  int
 	// Aliases map the model names agents ask for (claude-sonnet-*, gpt-5.5)
 	// to models of the store.
 	Aliases      modelAliases
@@ -265,6 +268,13 @@ var settings = []setting{
 	{name: "prompt-lookup", help: "speculative decoding of chat models by prompt lookup: the most tokens a decode step drafts from the request's prompt and output, verified in the same step (0 = off, where a request's speculative: true drafts " + strconv.Itoa(llama.DefaultLookup) + "); a request that keeps few drafts stops drafting",
 		def: static("0"), apply: func(c *Config, v string) error { return parseInt(&c.Lookup, v, 0) },
 		show: func(c *Config) any { return c.Lookup }},
+	{name: "reuse-answers", boolean: true, help: "while a chat model is idle (an agent running its tool), evaluate its last answers again as prompt text, so that the next turn, which repeats the answer, reuses it instead of evaluating it before its first token; output is the same either way",
+		def: static("true"), apply: func(c *Config, v string) error {
+			b, err := strconv.ParseBool(v)
+			c.ReuseAnswers = b
+			return err
+		},
+		show: func(c *Config) any { return c.ReuseAnswers }},
 	{name: "threads", help: "CPU threads per model; for chat, of one-token decode steps (0 = measured default for this machine)",
 		def: static("0"), apply: func(c *Config, v string) error { return parseInt(&c.Threads, v, 0) },
 		show: func(c *Config) any { return c.Threads }},

@@ -179,7 +179,7 @@ func (c *chatInstance) Placement() cache.Placement {
 // under spec.Backend.
 func loadChat(ctx context.Context, cfg Config, log *slog.Logger, libs backends.Libs, cpuVariant string, fallbacks *gpuFallbacks, metrics *chatMetrics, spec cache.Spec, plan *loadPlan) (cache.Instance, error) {
 	opts := llama.LoadOptions{LogLevel: logLevel(cfg), StallTimeout: cfg.StallTimeout, CrashDir: filepath.Join(cfg.Home, crashDir),
-		PromptCache: promptCache(cfg, plan.digest), Lookup: cfg.Lookup, Projector: plan.projector, CPUVariant: cpuVariant}
+		PromptCache: promptCache(cfg, plan.digest), Lookup: cfg.Lookup, ReuseAnswers: cfg.ReuseAnswers, Projector: plan.projector, CPUVariant: cpuVariant}
 	if len(cfg.RunnerWrapper) > 0 {
 		exe, err := os.Executable()
 		if err != nil {

@@ -79,6 +79,7 @@ type chatMetrics struct {
 	completion  *prometheus.CounterVec
 	generations *prometheus.CounterVec
 	cancelled   *prometheus.CounterVec
+	reevaluated *prometheus.CounterVec // idle answers evaluated again (--reuse-answers)
 	prefix      *prefixCacheMetrics // vLLM's prefix-cache counters (metrics_prefix.go)
 	spec        *specDecodeMetrics  // vLLM's speculative-decoding counters (metrics_spec.go)
 
@@ -98,6 +99,7 @@ func newChatMetrics() *chatMetrics {
 		completion:  vec("modeld_completion_tokens_total", "Completion tokens of ended generations, by model id."),
 		generations: vec("modeld_generations_total", "Generations ended (finished, cut, cancelled or failed), by model id."),
 		cancelled:   vec("modeld_generations_cancelled_total", "Generations stopped because their request was cancelled (a client that went away or pressed Stop), by model id."),
+		reevaluated: vec("modeld_answer_tokens_reevaluated_total", "Answer tokens evaluated again while the model was idle, so that the next turn reuses them (--reuse-answers), by model id."),
 		prefix:      newPrefixCacheMetrics(),
 		spec:        newSpecDecodeMetrics(),
 		live:        map[*chatInstance]llama.Stats{},
@@ -133,7 +135,7 @@ func (m *chatMetrics) loaded(c *chatInstance) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.live[c] = llama.Stats{}
-	for _, v := range []*prometheus.CounterVec{m.prompt, m.completion, m.generations, m.cancelled} {
+	for _, v := range []*prometheus.CounterVec{m.prompt, m.completion, m.generations, m.cancelled, m.reevaluated} {
 		v.WithLabelValues(c.id) // a loaded model shows its zeros
 	}
 	m.prefix.loaded(c.id)
@@ -165,6 +167,7 @@ func (m *chatMetrics) add(c *chatInstance, st llama.Stats) {
 	m.completion.WithLabelValues(c.id).Add(float64(st.CompletionTokens - last.CompletionTokens))
 	m.generations.WithLabelValues(c.id).Add(float64(st.Generations - last.Generations))
 	m.cancelled.WithLabelValues(c.id).Add(float64(st.Cancelled - last.Cancelled))
+	m.reevaluated.WithLabelValues(c.id).Add(float64(st.ReevaluatedTokens - last.ReevaluatedTokens))
 	m.prefix.add(c.id, last, st)
 	m.spec.add(c.id, last, st)
 	m.live[c] = st
@@ -172,7 +175,7 @@ func (m *chatMetrics) add(c *chatInstance, st llama.Stats) {
 
 // Describe implements prometheus.Collector.
 func (m *chatMetrics) Describe(ch chan<- *prometheus.Desc) {
-	for _, v := range slices.Concat([]*prometheus.CounterVec{m.prompt, m.completion, m.generations, m.cancelled}, m.prefix.vecs(), m.spec.vecs()) {
+	for _, v := range slices.Concat([]*prometheus.CounterVec{m.prompt, m.completion, m.generations, m.cancelled, m.reevaluated}, m.prefix.vecs(), m.spec.vecs()) {
 		v.Describe(ch)
 	}
 }
@@ -191,7 +194,7 @@ func (m *chatMetrics) Collect(ch chan<- prometheus.Metric) {
 			m.add(c, st)
 		}
 	}
-	for _, v := range slices.Concat([]*prometheus.CounterVec{m.prompt, m.completion, m.generations, m.cancelled}, m.prefix.vecs(), m.spec.vecs()) {
+	for _, v := range slices.Concat([]*prometheus.CounterVec{m.prompt, m.completion, m.generations, m.cancelled, m.reevaluated}, m.prefix.vecs(), m.spec.vecs()) {
 		v.Collect(ch)
 	}
 }

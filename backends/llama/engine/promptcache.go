@@ -206,7 +206,7 @@ func (s *scheduler) prime() {
 	for _, t := range tokens {
 		sl.cache = append(sl.cache, yz.Token(t))
 	}
-	sl.exact = len(sl.cache)
+	sl.exact, sl.answer = len(sl.cache), pendingAnswer{}
 	s.diskRestored.Add(uint64(len(tokens)))
 	set := time.Since(t0)
 	t1 := time.Now()

@@ -81,6 +81,10 @@ type scheduler struct {
 	lookup                              int
 	spec                                []specSeq
 	drafts, draftTokens, acceptedTokens atomic.Uint64
+	// reuseAnswers: idle slots' answers are evaluated again so that the
+	// next turn reuses them (answers.go); reevaluated counts those tokens.
+	reuseAnswers bool
+	reevaluated  atomic.Uint64
 }
 
 func newScheduler(m *Model, o Options, h Hooks) (*scheduler, error) {
@@ -106,7 +110,9 @@ func newScheduler(m *Model, o Options, h Hooks) (*scheduler, error) {
 	dec.lazy.ahead = vocab
 	s := newSchedulerWith(dec, o.Slots, nBatch, m.info.ContextSize, o.MaxWaiting, h)
 	s.disk = disk
-	s.lookup = lookupMax(o, yz.ModelIsRecurrent(m.model) || yz.ModelIsHybrid(m.model))
+	recurrent := yz.ModelIsRecurrent(m.model) || yz.ModelIsHybrid(m.model)
+	s.lookup = lookupMax(o, recurrent)
+	s.reuseAnswers = o.ReuseAnswers && !recurrent // a recurrent state cannot drop its tail
 	return s, nil
 }
 
@@ -163,6 +169,7 @@ func (s *scheduler) stats() Stats {
 		Generations: s.generations.Load(), Cancelled: s.cancelled.Load(),
 		PrefixQueryTokens: s.prefixQueried.Load(), PrefixHitTokens: s.prefixHit.Load(),
 		Drafts: s.drafts.Load(), DraftTokens: s.draftTokens.Load(), AcceptedTokens: s.acceptedTokens.Load(),
+		ReevaluatedTokens: s.reevaluated.Load(),
 	}
 }
 
@@ -215,6 +222,9 @@ func (s *scheduler) loop() {
 		s.admit()
 		s.reapCancelled()
 		if s.active.Load() == 0 {
+			if s.reuseAnswerStep() {
+				continue
+			}
 			select {
 			case <-s.wake:
 			case <-s.diskAhead():

@@ -47,6 +47,9 @@ type slot struct {
 	// base is the scheduler's value floor when sl was last given a request:
 	// its cached prefix's value against eviction is base plus its length.
 	base uint64
+	// answer is the last answer's tokens still to evaluate again while
+	// idle (answers.go); dropped when the slot takes a request.
+	answer pendingAnswer
 
 	r       *request // nil when idle
 	nPast   int      // prompt tokens in the KV so far
@@ -91,9 +94,11 @@ func commonPrefix(a, b []yz.Token) int {
 //     used since. Among equals the least recently used goes.
 //
 // A slot's reusable cache is its exact prefix (slot.exact): the prompt
-// tokens of its last request, not the answer's, whose KV a prompt
-// evaluation would not give. So a conversation's next turn, which repeats
-// the last prompt, always reuses its slot however long the answer was.
+// tokens of its last request, and its answer's once answers.go has
+// evaluated them again while idle (decoded one token a step, their KV is
+// not what a prompt evaluation gives). So a conversation's next turn,
+// which repeats the last prompt, always reuses its slot however long the
+// answer was.
 //
 // So a short side request never evicts a long prefix while a slot is empty,
 // and a burst of them evicts each other before an agent's prompt.
@@ -190,6 +195,7 @@ func (s *scheduler) start(sl *slot, r *request) {
 	}
 	sl.cache = sl.cache[:common]
 	sl.exact = min(sl.exact, common)
+	sl.answer = pendingAnswer{}
 	s.clock++
 	sl.used, sl.base = s.clock, s.floor
 	sl.r = r

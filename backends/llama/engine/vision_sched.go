@@ -29,7 +29,7 @@ func (s *scheduler) startMedia(sl *slot, r *request) {
 	defer r.media.release()
 	s.keepDropped(sl, 0)
 	s.dec.seqRemove(sl.id, -1)
-	sl.cache, sl.exact = sl.cache[:0], 0
+	sl.cache, sl.exact, sl.answer = sl.cache[:0], 0, pendingAnswer{}
 	s.clock++
 	sl.used, sl.base = s.clock, s.floor
 	sl.r = r

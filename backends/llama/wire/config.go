@@ -38,7 +38,7 @@ func (c Config) Args() []string {
 		{"model", c.ModelPath}, {"socket", c.Socket}, {"lib-dir", c.LibRoot},
 		{"context-size", o.ContextSize}, {"context-cap", o.ContextCap}, {"slots", o.Slots},
 		{"threads", o.Threads}, {"batch-threads", o.BatchThreads}, {"gpu-layers", o.GPULayers}, {"batch-size", o.BatchSize},
-		{"max-waiting", o.MaxWaiting}, {"lookup", o.Lookup}, {"parent-pid", c.ParentPID}, {"log-level", c.LogLevel.String()},
+		{"max-waiting", o.MaxWaiting}, {"lookup", o.Lookup}, {"reuse-answers", o.ReuseAnswers}, {"parent-pid", c.ParentPID}, {"log-level", c.LogLevel.String()},
 		{"prompt-cache-dir", o.PromptCacheDir}, {"prompt-cache-max", o.PromptCacheMax}, {"model-sha256", o.ModelSHA256},
 		{"mmproj", o.Projector},
 	}
@@ -81,6 +81,7 @@ func ParseArgs(args []string, stderr io.Writer) (Config, error) {
 	fs.StringVar(&o.ModelSHA256, "model-sha256", "", "the model file's sha256 (hex), which keys the prompt cache")
 	fs.StringVar(&o.Projector, "mmproj", "", "the model's multimodal projector GGUF (empty: text only)")
 	fs.IntVar(&o.Lookup, "lookup", 0, "most tokens a step drafts by prompt lookup (0: off unless a request asks)")
+	fs.BoolVar(&o.ReuseAnswers, "reuse-answers", false, "evaluate idle slots' last answers again so that the next turn reuses them")
 	fs.IntVar(&c.ParentPID, "parent-pid", 0, "exit when the parent process is no longer this one")
 	fs.TextVar(&c.LogLevel, "log-level", slog.LevelInfo, "log level: debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {

@@ -65,6 +65,12 @@ type Options struct {
 	// verified in the same step. 0 is off, except for the requests that
 	// ask for it (backends.Request.Speculative), which draft DefaultLookup.
 	Lookup int
+	// ReuseAnswers evaluates each idle slot's last answer again, in steps
+	// of two or more tokens, so that the next turn of the conversation,
+	// whose prompt repeats it, reuses its KV instead of evaluating it on
+	// the turn's critical path (engine/answers.go). Off, a slot reuses
+	// only its last prompt.
+	ReuseAnswers bool
 	// Projector is the model's multimodal projector (an mmproj GGUF), read
 	// by llama.cpp's multimodal library (libmtmd.so in the library dir) so
 	// that chat messages may carry images. "" loads the model text-only.
@@ -137,6 +143,9 @@ type Stats struct {
 	Drafts         uint64
 	DraftTokens    uint64
 	AcceptedTokens uint64
+	// ReevaluatedTokens are answer tokens evaluated again while the model
+	// was idle, so that the next turn reuses them (Options.ReuseAnswers).
+	ReevaluatedTokens uint64
 }
 
 // Errors of the engine that are not the backends contract's: they are
