@@ -80,8 +80,8 @@ type chatMetrics struct {
 	generations *prometheus.CounterVec
 	cancelled   *prometheus.CounterVec
 	reevaluated *prometheus.CounterVec // idle answers evaluated again (--reuse-answers)
-	prefix      *prefixCacheMetrics // vLLM's prefix-cache counters (metrics_prefix.go)
-	spec        *specDecodeMetrics  // vLLM's speculative-decoding counters (metrics_spec.go)
+	prefix      *prefixCacheMetrics    // vLLM's prefix-cache counters (metrics_prefix.go)
+	spec        *specDecodeMetrics     // vLLM's speculative-decoding counters (metrics_spec.go)
 
 	mu   sync.Mutex // guards live; never held while a runner is asked
 	live map[*chatInstance]llama.Stats
