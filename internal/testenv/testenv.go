@@ -143,3 +143,32 @@ func LlamaModel(t testing.TB, vocab, template string, o ggufgen.Options) string 
 	}
 	return path
 }
+
+// TrainedModel returns the path of the one trained model of the shared
+// assets, models/stories260K/stories260K.gguf, under $MODELD_SHARED (the
+// assets' folder) or in a shared/ folder above the test's directory. A
+// checkout without it fails, saying where to put it: it is a test asset like
+// the runtime libraries, not an optional extra.
+func TrainedModel(t testing.TB) string {
+	t.Helper()
+	const rel = "models/stories260K/stories260K.gguf"
+	if dir := os.Getenv("MODELD_SHARED"); dir != "" {
+		p := filepath.Join(dir, rel)
+		if _, err := os.Stat(p); err != nil {
+			t.Fatalf("MODELD_SHARED names %s, which lacks the trained model: %v", dir, err)
+		}
+		return p
+	}
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for ; dir != filepath.Dir(dir); dir = filepath.Dir(dir) {
+		p := filepath.Join(dir, "shared", rel)
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	t.Fatal("the trained model shared/" + rel + " is missing: put the shared assets' folder (which holds it) beside this checkout as shared/, or set MODELD_SHARED to it (README, Testing)")
+	return ""
+}
