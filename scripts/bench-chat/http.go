@@ -27,6 +27,11 @@ type httpParams struct {
 	// conversation of agentRepeat copies of the prompt that grows by a turn
 	// each request, so that each turn's prompt but its tail is cached.
 	agentTurns, agentRepeat int
+	// agentAnswer is each turn's answer in tokens, appended to the
+	// conversation as text; agentGap the pause before the next turn (the
+	// agent running its tool).
+	agentAnswer int
+	agentGap    time.Duration
 	// noPromptCache sends cache_prompt: false (llama-server's switch for
 	// its prompt cache), except in the agent loop, which measures the cache.
 	noPromptCache bool
@@ -48,6 +53,10 @@ type httpResult struct {
 	AgentTTFTMs       []float64 `json:"agentTtftMs,omitempty"`
 	AgentPromptTokens int       `json:"agentPromptTokens,omitempty"`
 	AgentCached       int       `json:"agentCached,omitempty"`
+	// AgentAnswer is each turn's answer in tokens, AgentGapMs the pause
+	// between turns.
+	AgentAnswer int     `json:"agentAnswer,omitempty"`
+	AgentGapMs  float64 `json:"agentGapMs,omitempty"`
 	// ChunksPerRun is the SSE chunks with text of each decode run: fewer
 	// than Tokens means some tokens released no text of their own.
 	ChunksPerRun []int `json:"chunksPerRun"`
@@ -76,6 +85,8 @@ func runHTTP(args []string) error {
 	fs.IntVar(&p.wide, "wide", 0, "concurrent streams of a second aggregate measurement (0: none)")
 	fs.IntVar(&p.agentTurns, "agent-turns", 0, "turns of the agent-loop measurement (0: none)")
 	fs.IntVar(&p.agentRepeat, "agent-repeat", 40, "copies of the prompt in the agent loop's conversation")
+	fs.IntVar(&p.agentAnswer, "agent-answer", 2, "tokens of each agent turn's answer, appended to the conversation")
+	fs.DurationVar(&p.agentGap, "agent-gap", 0, "pause between agent turns (the agent running its tool)")
 	fs.BoolVar(&p.noPromptCache, "no-prompt-cache", false, "send cache_prompt: false (llama-server) outside the agent loop")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -289,9 +300,17 @@ func measureAgent(ctx context.Context, c *http.Client, p httpParams, res *httpRe
 	cp := p
 	cp.noPromptCache = false
 	conv := strings.Repeat(p.prompt+" ", p.agentRepeat)
+	res.AgentAnswer, res.AgentGapMs = max(1, p.agentAnswer), ms(p.agentGap)
 	for turn := 0; turn <= p.agentTurns; turn++ {
+		if turn > 0 && p.agentGap > 0 {
+			select {
+			case <-time.After(p.agentGap):
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
 		conv += fmt.Sprintf("\nTool result %d: ok.\n", turn)
-		s, err := completionStream(ctx, c, cp, conv, 2)
+		s, err := completionStream(ctx, c, cp, conv, res.AgentAnswer)
 		if err != nil {
 			return err
 		}

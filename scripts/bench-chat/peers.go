@@ -100,6 +100,10 @@ var peerMeasures = []measure{
 	{func(r httpResult) string { return fmt.Sprintf("%d concurrent streams, aggregate", r.WideStreams) }, "tok/s",
 		func(r httpResult) []float64 { return r.Wide }},
 	{func(r httpResult) string {
+		if r.AgentAnswer > 2 || r.AgentGapMs > 0 {
+			return fmt.Sprintf("agent loop, per-turn time to first token (%d-token prompt, %d-token answers, %.0f ms between turns)",
+				r.AgentPromptTokens, r.AgentAnswer, r.AgentGapMs)
+		}
 		return fmt.Sprintf("agent loop, per-turn time to first token (%d-token prompt)", r.AgentPromptTokens)
 	}, "ms", func(r httpResult) []float64 { return r.AgentTTFTMs }},
 	{fixed("inter-chunk gap, median"), "ms", func(r httpResult) []float64 { return []float64{r.GapP50Ms} }},
