@@ -78,7 +78,12 @@ func testRunnerMain() int {
 		return 134
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	defer stop()
+	defer func() {
+		// As modeld's runner command: a SIGTERM still on its way after a
+		// stdin EOF must not kill the exiting runner.
+		signal.Ignore(syscall.SIGTERM, os.Interrupt)
+		stop()
+	}()
 	if os.Getenv(envHang) == "1" {
 		<-ctx.Done()
 		return 0

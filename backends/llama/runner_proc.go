@@ -172,9 +172,9 @@ func (p *process) exited() bool {
 
 // stop ends the process politely (SIGTERM, SIGCONT in case it was stopped,
 // stdin closed), then with SIGKILL after grace, and waits until it is
-// reaped. SIGTERM goes first: a runner that ended on stdin's EOF first
-// would have restored SIGTERM's default action on its way out, and die of
-// it instead of exiting 0. The error says what did not go cleanly: the
+// reaped. SIGTERM goes first, so a runner mostly sees it before stdin's
+// EOF; one that saw the EOF first ignores the SIGTERM on its way out
+// (cmd/modeld's runner command) rather than die of it. The error says what did not go cleanly: the
 // signal could not be sent or stdin closed, the process had to be killed,
 // it exited with another status than 0 (or Wait failed), or onExit's
 // cleanup failed. A process that had already ended on its own reports no

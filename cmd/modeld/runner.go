@@ -29,7 +29,7 @@ func newRunnerCommand(a *app) *cobra.Command {
 		PersistentPreRunE:  func(*cobra.Command, []string) error { return nil },
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
+			defer ignoreLateSignals(stop)
 			err := runner.Main(ctx, args, os.Stdin, a.stdout, a.stderr)
 			if errors.Is(err, flag.ErrHelp) {
 				return nil
@@ -37,4 +37,15 @@ func newRunnerCommand(a *app) *cobra.Command {
 			return err
 		},
 	}
+}
+
+// ignoreLateSignals ends a NotifyContext (stop) on the way out of a runner
+// by ignoring its signals instead of restoring their default action: the
+// daemon stops a runner with SIGTERM and closes its stdin, and a runner
+// that saw the EOF first must not die of the SIGTERM still on its way
+// while it exits (signal.Ignore sets SIG_IGN before it drops the handler,
+// so no moment is left where the default applies).
+func ignoreLateSignals(stop func()) {
+	signal.Ignore(os.Interrupt, syscall.SIGTERM)
+	stop()
 }
