@@ -46,7 +46,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: bench-chat engine|http|summary|peers|record|turn|cache-summary|lookup|lookup-md|bandwidth|load [flags]")
+		fmt.Fprintln(os.Stderr, "usage: bench-chat engine|http|summary|peers|record|turn|cache-summary|lookup|lookup-md|bandwidth|load|weights|answers [flags]")
 		os.Exit(2)
 	}
 	var err error
@@ -75,8 +75,10 @@ func main() {
 		err = runLoad(os.Args[2:])
 	case "weights":
 		err = runWeights(os.Args[2:], os.Stdout)
+	case "answers":
+		err = runAnswers(os.Args[2:])
 	default:
-		err = fmt.Errorf("unknown subcommand %q (want engine, http, summary, peers, record, turn, cache-summary, lookup, lookup-md, bandwidth or load)", os.Args[1])
+		err = fmt.Errorf("unknown subcommand %q (want engine, http, summary, peers, record, turn, cache-summary, lookup, lookup-md, bandwidth, load, weights or answers)", os.Args[1])
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench-chat:", err)
