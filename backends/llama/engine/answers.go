@@ -2,6 +2,7 @@ package engine
 
 import (
 	"slices"
+	"time"
 
 	yz "github.com/hybridgroup/yzma/pkg/llama"
 )
@@ -22,14 +23,21 @@ import (
 // the answer joins the exact prefix and the next turn reuses it. Output
 // stays what it is without this, since only exact KV is ever reused.
 //
-// A step carries at most answerStep tokens, and the loop admits requests
-// between steps: a request that arrives meanwhile waits for one such step
-// at most. A slot given a request before its answer is done keeps what was
+// A slot's answer waits answerDelay after its request ended first: a
+// client that sends its next turn at once (a script, a tool that takes no
+// time) then gets the tail evaluated with its prompt in one step, instead
+// of waiting for a step of its own. A step carries at most answerStep
+// tokens, and the loop admits requests between steps: a request that
+// arrives meanwhile waits for one such step at most. A slot given a request before its answer is done keeps what was
 // evaluated so far; the rest of the answer, if its prompt repeats it, is
 // evaluated with the prompt.
 
-// answerStep is the most answer tokens one idle step evaluates.
-const answerStep = 64
+// answerStep is the most answer tokens one idle step evaluates;
+// answerDelay is how long a slot is idle before its answer is.
+const (
+	answerStep  = 64
+	answerDelay = 50 * time.Millisecond
+)
 
 // pendingAnswer is a slot's answer still to evaluate again: its tokens,
 // whose KV has been dropped, and the cache length they continue.
@@ -45,7 +53,7 @@ func (s *scheduler) reuseAnswerStep() bool {
 	if !s.reuseAnswers {
 		return false
 	}
-	sl := s.answerSlot()
+	sl, _ := s.answerSlot(time.Now())
 	if sl == nil {
 		return false
 	}
@@ -84,21 +92,48 @@ func (s *scheduler) reuseAnswerStep() bool {
 }
 
 // answerSlot is the idle slot whose answer is evaluated next: one already
-// under way, else the most recently used one with an answer to evaluate.
-func (s *scheduler) answerSlot() *slot {
-	var pick *slot
+// under way, else the most recently used one with an answer to evaluate
+// that has waited answerDelay. When there is none, wait is how long until
+// the first answer waiting is due (0: none waits).
+func (s *scheduler) answerSlot(now time.Time) (pick *slot, wait time.Duration) {
 	for _, sl := range s.slots {
 		if !sl.idle() {
 			continue
 		}
 		if len(sl.answer.tokens) > 0 && sl.answer.at == len(sl.cache) {
-			return sl
+			return sl, 0
 		}
-		if answerTail(sl) >= 0 && (pick == nil || sl.used > pick.used) {
+		if answerTail(sl) < 0 {
+			continue
+		}
+		if left := s.answerDelay - now.Sub(sl.idleAt); left > 0 {
+			if wait == 0 || left < wait {
+				wait = left
+			}
+			continue
+		}
+		if pick == nil || sl.used > pick.used {
 			pick = sl
 		}
 	}
-	return pick
+	if pick != nil {
+		wait = 0
+	}
+	return pick, wait
+}
+
+// answerWait is a timer's channel that fires when an idle slot's answer is
+// due (nil: none waits), and the function that stops the timer.
+func (s *scheduler) answerWait() (<-chan time.Time, func()) {
+	if !s.reuseAnswers {
+		return nil, func() {}
+	}
+	_, wait := s.answerSlot(time.Now())
+	if wait <= 0 {
+		return nil, func() {}
+	}
+	t := time.NewTimer(wait)
+	return t.C, func() { t.Stop() }
 }
 
 // answerTail is where the tokens of sl's cache that a step of two or more

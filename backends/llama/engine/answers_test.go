@@ -268,3 +268,28 @@ func TestReuseAnswersEqualsPlain(t *testing.T) {
 		})
 	}
 }
+
+// An answer waits answerDelay after its request: a next turn sent before
+// then evaluates the answer's tail with its own prompt, and nothing of the
+// answer is evaluated on its own.
+func TestReuseAnswersWaitsDelay(t *testing.T) {
+	prompt := rewritePromptTokens()
+	dec := newStepKV(mixer)
+	s := newSchedulerWith(dec, 1, 64, 1<<12, 0, Hooks{})
+	s.reuseAnswers, s.answerDelay = true, time.Hour
+	go s.loop()
+	defer s.stop()
+	first := runOn(t, s, prompt, 40)
+	next := slices.Concat(prompt, toTokens(first.tokens), []yz.Token{11, 12, 13})
+	got := runOn(t, s, next, 10)
+	dec.check(t)
+	if want, _ := runKV(t, mixer, 0, next, 10); !slices.Equal(got.tokens, want) {
+		t.Fatalf("next turn gave\n%v\nwant\n%v", got.tokens, want)
+	}
+	if c := got.final.Usage.CachedTokens; c != len(prompt) {
+		t.Errorf("the next turn reused %d tokens, want the last prompt's %d", c, len(prompt))
+	}
+	if n := s.stats().ReevaluatedTokens; n != 0 {
+		t.Errorf("%d answer tokens evaluated before the delay", n)
+	}
+}

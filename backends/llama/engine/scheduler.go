@@ -84,6 +84,7 @@ type scheduler struct {
 	// reuseAnswers: idle slots' answers are evaluated again so that the
 	// next turn reuses them (answers.go); reevaluated counts those tokens.
 	reuseAnswers bool
+	answerDelay  time.Duration
 	reevaluated  atomic.Uint64
 }
 
@@ -124,6 +125,7 @@ func newSchedulerWith(dec decoder, slots, nBatch, ctxSize, maxWaiting int, h Hoo
 		dec: dec, batch: make([]batchToken, 0, nBatch),
 		nBatch: nBatch, ctxSize: ctxSize, hooks: h, maxWaiting: maxWaiting,
 		wake: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{}),
+		answerDelay: answerDelay,
 	}
 	for i := 0; i < slots; i++ {
 		s.slots = append(s.slots, &slot{id: i, logit: -1})
@@ -225,14 +227,18 @@ func (s *scheduler) loop() {
 			if s.reuseAnswerStep() {
 				continue
 			}
+			due, stopWait := s.answerWait()
 			select {
 			case <-s.wake:
 			case <-s.diskAhead():
 				s.prime()
+			case <-due:
 			case <-s.quit:
+				stopWait()
 				s.shutdown()
 				return
 			}
+			stopWait()
 			continue
 		}
 		s.step()

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"time"
 
 	yz "github.com/hybridgroup/yzma/pkg/llama"
 )
@@ -50,6 +51,7 @@ type slot struct {
 	// answer is the last answer's tokens still to evaluate again while
 	// idle (answers.go); dropped when the slot takes a request.
 	answer pendingAnswer
+	idleAt time.Time // when its last request ended
 
 	r       *request // nil when idle
 	nPast   int      // prompt tokens in the KV so far
@@ -254,6 +256,7 @@ func (s *scheduler) finish(sl *slot, reason FinishReason, err error, flush bool)
 	st := sl.r.stream
 	s.dec.endSeq(sl.id)
 	sl.r, sl.text, sl.hasNext, sl.followers = nil, nil, false, nil
+	sl.idleAt = time.Now()
 	s.active.Add(-1)
 	s.noteKV()
 	s.end(st, Event{Token: -1, Text: text, Done: true, Finish: reason, Err: err, Usage: sl.usage, Stop: stop})
