@@ -28,9 +28,10 @@ import (
 // time) then gets the tail evaluated with its prompt in one step, instead
 // of waiting for a step of its own. A step carries at most answerStep
 // tokens, and the loop admits requests between steps: a request that
-// arrives meanwhile waits for one such step at most. A slot given a request before its answer is done keeps what was
-// evaluated so far; the rest of the answer, if its prompt repeats it, is
-// evaluated with the prompt.
+// arrives meanwhile waits for one such step at most. A slot given a
+// request before its answer is done keeps what was evaluated so far; the
+// rest of the answer, if its prompt repeats it, is evaluated with the
+// prompt.
 
 // answerStep is the most answer tokens one idle step evaluates;
 // answerDelay is how long a slot is idle before its answer is.
