@@ -117,6 +117,8 @@ func TestRunnerArgs(t *testing.T) {
 			f.SetInt(int64(i) - 1) // distinct, and one of them negative
 		case reflect.String:
 			f.SetString(fmt.Sprintf("/a dir/%d=x", i))
+		case reflect.Bool:
+			f.SetBool(true) // the flags' default is false
 		default:
 			t.Fatalf("Options.%s is a %s: teach the runner flags about it", v.Type().Field(i).Name, f.Kind())
 		}
