@@ -15,9 +15,10 @@ PKGS      ?= ./...
 # race detector, which slows their Go side severalfold and finds nothing the other
 # packages' race runs miss: the cache, api, pipelines, models, the llama client and
 # runner are raced with fakes. The engine's concurrent parts (scheduler, slots,
-# cancellation, batching) are raced once more with RACE_ENGINE.
+# cancellation, batching) are raced once more with RACE_ENGINE. cmd/modeld alone takes
+# 20-27 minutes on 2 busy cores, so their bound is an hour.
 NORACE      ?= backends/llama/engine cmd/modeld
-NORACEFLAGS ?= -timeout 30m
+NORACEFLAGS ?= -timeout 60m
 RACE_ENGINE ?= TestScheduler|TestConcurrent|TestJoinMidGeneration|TestCancel|TestBusyAndQueue|TestCloseEndsRequests
 # make install's directory: PREFIX/bin when PREFIX is given, else GOBIN, else GOPATH/bin.
 PREFIX    ?=
