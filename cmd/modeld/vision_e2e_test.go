@@ -251,7 +251,8 @@ func visionAgentDaemon(t *testing.T) (base string, logs *syncBuffer) {
 	dir := t.TempDir()
 	model, proj := filepath.Join(dir, "vision.gguf"), filepath.Join(dir, "vision-mmproj.gguf")
 	opts := ggufgen.Tiny(ggufgen.SPM)
-	opts.Context = 65536 // room for an agent's system prompt and tools
+	opts.Context = 65536  // room for an agent's system prompt and tools
+	opts.EndsTurns = true // sampled answers end, as an agent's turn must (else it runs to max_tokens 32000)
 	if err := ggufgen.WriteFile(model, opts); err != nil {
 		t.Fatal(err)
 	}
