@@ -154,60 +154,86 @@ func (p answersParams) conversation(m *engine.Model) (first []int32, tool func(i
 	return first, tool, nil
 }
 
+// answerTurn is one turn as a side answered it.
+type answerTurn struct {
+	ids      []int32
+	ttft     time.Duration
+	cached   int
+	serverMs float64 // llama-server's prompt_ms (0: the engine)
+}
+
+// loop runs the agent loop with turn answering each prompt: the untimed
+// first turn, then p.turns timed ones, each p.gap after the last answer.
+// m tokenizes the conversation (the same vocabulary on every side).
+func (p answersParams) loop(m *engine.Model, s *answerSide, keep bool, turn func(conv []int32) (answerTurn, error)) error {
+	conv, tool, err := p.conversation(m)
+	if err != nil {
+		return err
+	}
+	for t := 0; t <= p.turns; t++ {
+		if t > 0 {
+			time.Sleep(p.gap)
+		}
+		conv = append(conv, tool(t)...)
+		r, err := turn(conv)
+		if err != nil {
+			return fmt.Errorf("turn %d: %w", t, err)
+		}
+		if len(r.ids) != p.answer {
+			return fmt.Errorf("turn %d: %d tokens, want %d", t, len(r.ids), p.answer)
+		}
+		if t > 0 {
+			s.TTFTMs = append(s.TTFTMs, ms(r.ttft))
+			s.Cached = append(s.Cached, r.cached)
+			s.PromptTokens = append(s.PromptTokens, len(conv))
+			if r.serverMs > 0 {
+				s.ServerPromptMs = append(s.ServerPromptMs, r.serverMs)
+			}
+			if keep {
+				s.Answers = append(s.Answers, r.ids)
+			}
+		}
+		conv = append(conv, r.ids...)
+	}
+	return nil
+}
+
 func (p answersParams) engineLoop(s *answerSide, reuse, keep bool) error {
 	m, err := engine.Open(p.model, llama.Options{Slots: p.slots, Threads: p.threads, ContextSize: p.ctx, ReuseAnswers: reuse})
 	if err != nil {
 		return err
 	}
 	defer m.Close()
-	conv, tool, err := p.conversation(m)
-	if err != nil {
-		return err
-	}
-	for turn := 0; turn <= p.turns; turn++ {
-		if turn > 0 {
-			time.Sleep(p.gap)
-		}
-		conv = append(conv, tool(turn)...)
+	return p.loop(m, s, keep, func(conv []int32) (r answerTurn, err error) {
 		start := time.Now()
 		ch, err := m.Generate(context.Background(), llama.Request{Prompt: conv, MaxTokens: p.answer})
 		if err != nil {
-			return err
+			return r, err
 		}
-		var first time.Time
-		var ids []int32
 		var final llama.Event
 		for ev := range ch {
 			if ev.Done {
 				final = ev
 				continue
 			}
-			if first.IsZero() {
-				first = time.Now()
+			if r.ids == nil {
+				r.ttft = time.Since(start)
 			}
-			ids = append(ids, ev.Token)
+			r.ids = append(r.ids, ev.Token)
 		}
 		if final.Err != nil {
-			return final.Err
+			return r, final.Err
 		}
 		if final.Finish != llama.FinishLength {
-			return fmt.Errorf("turn %d finished with %q after %d tokens, want %d", turn, final.Finish, len(ids), p.answer)
+			return r, fmt.Errorf("finished with %q after %d tokens, want %d", final.Finish, len(r.ids), p.answer)
 		}
-		if turn > 0 {
-			s.TTFTMs = append(s.TTFTMs, ms(first.Sub(start)))
-			s.Cached = append(s.Cached, final.Usage.CachedTokens)
-			s.PromptTokens = append(s.PromptTokens, len(conv))
-			if keep {
-				s.Answers = append(s.Answers, ids)
-			}
-		}
-		conv = append(conv, ids...)
-	}
-	return nil
+		r.cached = final.Usage.CachedTokens
+		return r, nil
+	})
 }
 
 // serverLoop runs the loop against llama-server's /completion, whose
-// prompt may be ids; the tool results are tokenized by the engine (the
+// prompt may be ids; the conversation is tokenized by the engine (the
 // same vocabulary).
 func (p answersParams) serverLoop(s *answerSide, keep bool) error {
 	m, err := engine.Open(p.model, llama.Options{Slots: 1, Threads: 1, ContextSize: 256})
@@ -215,27 +241,19 @@ func (p answersParams) serverLoop(s *answerSide, keep bool) error {
 		return err
 	}
 	defer m.Close()
-	conv, tool, err := p.conversation(m)
-	if err != nil {
-		return err
-	}
 	c := &http.Client{}
-	for turn := 0; turn <= p.turns; turn++ {
-		if turn > 0 {
-			time.Sleep(p.gap)
-		}
-		conv = append(conv, tool(turn)...)
+	return p.loop(m, s, keep, func(conv []int32) (r answerTurn, err error) {
 		body, _ := json.Marshal(map[string]any{"prompt": conv, "n_predict": p.answer, "temperature": 0,
 			"cache_prompt": true, "stream": true, "return_tokens": true})
 		start := time.Now()
 		resp, err := c.Post(strings.TrimRight(p.server, "/")+"/completion", "application/json", bytes.NewReader(body))
 		if err != nil {
-			return err
+			return r, err
 		}
-		var first time.Time
-		var ids []int32
-		var cached int
-		var promptMs float64
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return r, fmt.Errorf("POST /completion: %s", resp.Status)
+		}
 		sc := bufio.NewScanner(resp.Body)
 		sc.Buffer(make([]byte, 1<<20), 1<<24)
 		for sc.Scan() {
@@ -252,34 +270,16 @@ func (p answersParams) serverLoop(s *answerSide, keep bool) error {
 				} `json:"timings"`
 			}
 			if err := json.Unmarshal([]byte(line), &ev); err != nil {
-				resp.Body.Close()
-				return fmt.Errorf("event %q: %w", line, err)
+				return r, fmt.Errorf("event %q: %w", line, err)
 			}
-			if len(ev.Tokens) > 0 && first.IsZero() {
-				first = time.Now()
+			if len(ev.Tokens) > 0 && r.ids == nil {
+				r.ttft = time.Since(start)
 			}
-			ids = append(ids, ev.Tokens...)
+			r.ids = append(r.ids, ev.Tokens...)
 			if ev.Stop {
-				cached, promptMs = ev.Timings.CacheN, ev.Timings.PromptMs
+				r.cached, r.serverMs = ev.Timings.CacheN, ev.Timings.PromptMs
 			}
 		}
-		resp.Body.Close()
-		if err := sc.Err(); err != nil {
-			return err
-		}
-		if resp.StatusCode != http.StatusOK || len(ids) != p.answer {
-			return fmt.Errorf("turn %d: %s, %d tokens, want %d", turn, resp.Status, len(ids), p.answer)
-		}
-		if turn > 0 {
-			s.TTFTMs = append(s.TTFTMs, ms(first.Sub(start)))
-			s.Cached = append(s.Cached, cached)
-			s.PromptTokens = append(s.PromptTokens, len(conv))
-			s.ServerPromptMs = append(s.ServerPromptMs, promptMs)
-			if keep {
-				s.Answers = append(s.Answers, slices.Clone(ids))
-			}
-		}
-		conv = append(conv, ids...)
-	}
-	return nil
+		return r, sc.Err()
+	})
 }
